@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class User(AbstractUser):
+    """A portal user. Platform admins are users with `is_staff` set."""
+
+    cluster_identity = models.CharField(
+        max_length=200, blank=True, help_text="Kubernetes user or group bound in sandbox namespaces."
+    )
+
+    @property
+    def is_platform_admin(self) -> bool:
+        return self.is_staff or self.is_superuser
+
+
+class Team(models.Model):
+    """A team with its quota, budget and approval policy.
+
+    Quota is in GPU equivalents: a whole GPU counts 1, a MIG slice its compute slices / 7.
+    """
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    quota_gpus = models.DecimalField(
+        max_digits=8, decimal_places=3, default=Decimal("16"), validators=[MinValueValidator(0)]
+    )
+    monthly_budget = models.DecimalField(max_digits=12, decimal_places=2, default=Decimal("50000"))
+    max_lifetime_hours = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("168"))
+    auto_approve_max_gpus = models.PositiveIntegerField(
+        default=1, help_text="Whole GPUs approved without a lead (a single MIG slice always is)."
+    )
+    auto_approve_max_hours = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("24"))
+    max_extend_hours = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        default=Decimal("24"),
+        help_text="An extension up to this many hours, within the lifetime maximum, needs no lead.",
+    )
+    default_image = models.ForeignKey(
+        "sandboxes.Image", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        RESEARCHER = "researcher"
+        LEAD = "lead"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.RESEARCHER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "team"], name="membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+class ApiToken(models.Model):
+    """A personal access token. Only a SHA-256 of the secret is stored; it is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, db_index=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class Notification(models.Model):
+    """An in-app message to a user (decisions, failures, expiry warnings)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    message = models.CharField(max_length=500)
+    link = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.message[:60]

@@ -1,0 +1,32 @@
+"""Who may see and do what: role look-ups shared by every app."""
+
+from __future__ import annotations
+
+from portal.accounts.models import Membership, Team, User
+
+
+def user_role(*, user: User, team: Team) -> str | None:
+    """'lead', 'researcher' or None for a user outside the team."""
+    membership = Membership.objects.filter(user=user, team=team).only("role").first()
+    return membership.role if membership else None
+
+
+def is_lead(*, user: User, team: Team) -> bool:
+    return user_role(user=user, team=team) == Membership.Role.LEAD
+
+
+def lead_team_ids(user: User) -> list[int]:
+    return list(user.memberships.filter(role=Membership.Role.LEAD).values_list("team_id", flat=True))
+
+
+def user_teams(user: User) -> list[Team]:
+    return [m.team for m in user.memberships.select_related("team").order_by("team__slug")]
+
+
+def team_leads(team: Team) -> list[User]:
+    return [m.user for m in team.memberships.filter(role=Membership.Role.LEAD).select_related("user")]
+
+
+def can_manage(*, user: User, team: Team, owner: User) -> bool:
+    """Owner, a lead of the team, or a platform admin."""
+    return user.pk == owner.pk or user.is_platform_admin or is_lead(user=user, team=team)

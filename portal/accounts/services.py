@@ -1,0 +1,81 @@
+"""Accounts: personal access tokens and notifications."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from portal.accounts.models import ApiToken, Notification, User
+from portal.audit.services import audit_record
+from portal.core.errors import Conflict, NotFound, ValidationFailed
+
+TOKEN_PREFIX = "gpp_"  # noqa: S105 - a public prefix, not a secret
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def token_create(*, user: User, name: str, expires_days: int | None = None) -> tuple[ApiToken, str]:
+    """Create a token and return it with its secret, which is never stored and never shown again."""
+    name = name.strip()
+    if not name:
+        raise ValidationFailed("Give the token a name.", fields={"name": ["This field is required."]})
+    if expires_days is not None and not 1 <= expires_days <= 3650:
+        raise ValidationFailed(
+            "Expiry must be between 1 and 3650 days.", fields={"expires_days": ["Between 1 and 3650."]}
+        )
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user,
+        name=name[:100],
+        prefix=raw[: len(TOKEN_PREFIX) + 6],
+        token_hash=hash_token(raw),
+        expires_at=timezone.now() + timedelta(days=expires_days) if expires_days else None,
+    )
+    audit_record(actor=user, action="token.create", obj=token, detail=f"token {token.prefix}…")
+    return token, raw
+
+
+def token_revoke(*, user: User, token_id: int) -> ApiToken:
+    token = ApiToken.objects.filter(pk=token_id, user=user).first()
+    if token is None:
+        raise NotFound("No such token.")
+    if token.revoked_at is not None:
+        raise Conflict("This token is already revoked.")
+    token.revoked_at = timezone.now()
+    token.save(update_fields=["revoked_at"])
+    audit_record(actor=user, action="token.revoke", obj=token, detail=f"token {token.prefix}…")
+    return token
+
+
+def token_authenticate(*, raw: str, now: datetime | None = None) -> User | None:
+    """The user a raw token belongs to, if it is valid, unexpired and not revoked."""
+    now = now or timezone.now()
+    token = ApiToken.objects.select_related("user").filter(token_hash=hash_token(raw)).first()
+    if token is None or token.revoked_at is not None or not token.user.is_active:
+        return None
+    if token.expires_at is not None and token.expires_at <= now:
+        return None
+    if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user
+
+
+def notify(*, user: User, message: str, link: str = "", email_subject: str | None = None) -> Notification:
+    """Tell a user something in the portal, and by e-mail when a subject is given."""
+    note = Notification.objects.create(user=user, message=message[:500], link=link)
+    if email_subject and user.email:
+        body = message + (f"\n\n{settings.PORTAL_BASE_URL}{link}" if link else "")
+        transaction.on_commit(lambda: send_mail(email_subject, body, None, [user.email], fail_silently=True))
+    return note
+
+
+def notifications_mark_read(*, user: User) -> int:
+    return Notification.objects.filter(user=user, read_at__isnull=True).update(read_at=timezone.now())

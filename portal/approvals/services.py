@@ -1,0 +1,88 @@
+"""A lead's decision on an approval. Nobody decides their own request."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from portal.accounts.models import User
+from portal.accounts.selectors import is_lead
+from portal.accounts.services import notify
+from portal.approvals.models import Approval
+from portal.approvals.selectors import approval_get_for
+from portal.audit.services import audit_record
+from portal.core.errors import Conflict, NotAllowed, ValidationFailed
+from portal.sandboxes.models import Sandbox
+from portal.sandboxes.policy import hours_between
+from portal.sandboxes.services import sandbox_apply_extension, sandbox_approve, sandbox_reject
+
+
+@transaction.atomic
+def approval_decide(
+    *, user: User, approval_id: int, approve: bool, comment: str = "", now: datetime | None = None
+) -> Approval:
+    now = now or timezone.now()
+    approval = approval_get_for(user=user, approval_id=approval_id, lock=True)
+    if approval.requested_by_id == user.pk:
+        raise NotAllowed("You cannot decide your own request; another lead or an admin must.")
+    if not (user.is_platform_admin or is_lead(user=user, team=approval.team)):
+        raise NotAllowed("Only a lead of the team or an admin may decide this request.")
+    comment = (comment or "").strip()
+    if not approve and not comment:
+        raise ValidationFailed(
+            "Say why the request is rejected.", fields={"reason": ["A reason is required."]}
+        )
+    if approval.state != Approval.State.PENDING:
+        raise Conflict(f"This request was already {approval.state}.")
+    sandbox = (
+        Sandbox.objects.select_for_update()
+        .select_related("team", "owner", "gpu_type")
+        .get(pk=approval.sandbox_id)
+    )
+    claimed = Approval.objects.filter(pk=approval.pk, state=Approval.State.PENDING).update(
+        state=Approval.State.APPROVED if approve else Approval.State.REJECTED,
+        decided_by=user,
+        decided_at=now,
+        comment=comment[:1000],
+    )
+    if not claimed:
+        raise Conflict("This request was decided meanwhile.")
+    approval.refresh_from_db()
+    audit_record(
+        actor=user,
+        action="approval.approve" if approve else "approval.reject",
+        obj=approval,
+        team=approval.team,
+        from_state=Approval.State.PENDING,
+        to_state=approval.state,
+        detail=comment,
+    )
+    if approval.kind == Approval.Kind.CREATE:
+        if approve:
+            sandbox_approve(sandbox, actor=user, now=now)
+        else:
+            sandbox_reject(sandbox, actor=user, reason=comment, now=now)
+    elif approve:
+        _extend(approval, sandbox, user)
+    verb = "approved" if approve else "rejected"
+    what = "request for" if approval.kind == Approval.Kind.CREATE else "extension of"
+    message = f"{user.username} {verb} your {what} {sandbox.name}" + (f": {comment}" if comment else ".")
+    notify(
+        user=approval.requested_by,
+        message=message,
+        link=reverse("sandbox-detail", args=[sandbox.pk]),
+        email_subject=f"Your {what} {sandbox.name} was {verb}",
+    )
+    return approval
+
+
+def _extend(approval: Approval, sandbox: Sandbox, user: User) -> None:
+    if not sandbox.is_live:
+        raise Conflict(f"Sandbox {sandbox.name} is {sandbox.state}; it can no longer be extended.")
+    new_expiry = sandbox.expires_at + timedelta(seconds=float(approval.extend_hours * 3600))
+    if hours_between(sandbox.created_at, new_expiry) > sandbox.team.max_lifetime_hours:
+        raise ValidationFailed("The extension would pass the team's maximum lifetime.")
+    sandbox_apply_extension(sandbox, new_expiry=new_expiry, actor=user, hours=approval.extend_hours)

@@ -1,0 +1,31 @@
+"""Writing audit events. Every state change and decision goes through `audit_record`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portal.accounts.models import Team, User
+from portal.audit.models import AuditEvent
+
+
+def audit_record(
+    *,
+    actor: User | None,
+    action: str,
+    obj: Any,
+    team: Team | None = None,
+    from_state: str = "",
+    to_state: str = "",
+    detail: str = "",
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        actor=actor if actor is not None and actor.pk else None,
+        action=action,
+        object_type=obj._meta.model_name,
+        object_id=str(obj.pk),
+        object_repr=str(obj)[:200],
+        team=team,
+        from_state=from_state,
+        to_state=to_state,
+        detail=detail[:1000],
+    )

@@ -1,0 +1,111 @@
+"""REST plumbing shared by every app: the error shape, pagination, idempotent creates."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from portal.core.errors import DomainError
+
+
+class Pagination(PageNumberPagination):
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def _first_message(detail: Any) -> str:
+    if isinstance(detail, list) and detail:
+        return _first_message(detail[0])
+    if isinstance(detail, dict) and detail:
+        key, value = next(iter(detail.items()))
+        text = _first_message(value)
+        return text if key in ("non_field_errors", "detail") else f"{key}: {text}"
+    return str(detail)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Render every error as {"error": {"code", "message", "fields"}}."""
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+        response.data = error_body("invalid", _first_message(detail), detail)
+    else:
+        codes = {
+            status.HTTP_401_UNAUTHORIZED: "unauthenticated",
+            status.HTTP_403_FORBIDDEN: "forbidden",
+            status.HTTP_404_NOT_FOUND: "not_found",
+            status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
+            status.HTTP_429_TOO_MANY_REQUESTS: "rate_limited",
+        }
+        code = codes.get(response.status_code, getattr(exc, "default_code", "error"))
+        response.data = error_body(code, _first_message(getattr(exc, "detail", str(exc))))
+    return response
+
+
+def idempotent_create(request: Request, scope: str, create: Callable[[], Response]) -> Response:
+    """Run `create` once per (user, Idempotency-Key); replay the first response afterwards.
+
+    The same key with a different body is a 409, so a client bug cannot silently get the result
+    of another request.
+    """
+    from portal.core.models import IdempotencyKey
+
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if not key:
+        return create()
+    if len(key) > 200:
+        raise exceptions.ValidationError({"Idempotency-Key": ["At most 200 characters."]})
+    body_hash = hashlib.sha256(json.dumps(request.data, sort_keys=True, default=str).encode()).hexdigest()
+    lookup = {"user": request.user, "scope": scope, "key": key}
+    existing = IdempotencyKey.objects.filter(**lookup).first()
+    if existing is None:
+        response = create()
+        if response.status_code < 500:
+            try:
+                with transaction.atomic():
+                    IdempotencyKey.objects.create(
+                        **lookup,
+                        body_hash=body_hash,
+                        status_code=response.status_code,
+                        response_body=json.loads(json.dumps(response.data, default=str)),
+                    )
+            except IntegrityError:
+                existing = IdempotencyKey.objects.get(**lookup)
+            else:
+                return response
+        else:
+            return response
+    if existing.body_hash != body_hash:
+        return Response(
+            error_body(
+                "idempotency_key_reused",
+                "This Idempotency-Key was already used with a different request body.",
+            ),
+            status=status.HTTP_409_CONFLICT,
+        )
+    replay = Response(existing.response_body, status=existing.status_code)
+    replay["Idempotent-Replayed"] = "true"
+    return replay

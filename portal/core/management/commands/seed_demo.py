@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from portal.core.demo import demo_seed
+
+
+class Command(BaseCommand):
+    help = "Create the demo fleet, teams, users, images and price book (safe to run again)."
+
+    def handle(self, *args, **options):
+        summary = demo_seed()
+        self.stdout.write(f"Demo data ready ({summary.created} objects created).")
+        self.stdout.write(f"Sign in at {settings.PORTAL_BASE_URL}/ as one of:")
+        self.stdout.write(
+            "  alice (researcher, vision), bob (lead, vision), carol (researcher, nlp), admin (platform admin)"
+        )
+        self.stdout.write(f"Password for every demo user: {summary.password}")

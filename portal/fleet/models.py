@@ -1,0 +1,212 @@
+from __future__ import annotations
+
+from decimal import Decimal
+from fractions import Fraction
+
+from django.db import models
+from django.db.models import Q
+
+from portal.fleet.geometry import GpuModel, gpu_model
+
+
+class GpuType(models.Model):
+    """A GPU model in the fleet. Its MIG geometry comes from `portal.fleet.geometry` by slug."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    memory_gb = models.PositiveIntegerField()
+    mig_capable = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def model(self) -> GpuModel | None:
+        return gpu_model(self.slug)
+
+    @property
+    def profile_names(self) -> list[str]:
+        model = self.model
+        return [p.name for p in model.profiles] if model and self.mig_capable else []
+
+
+class PriceBookEntry(models.Model):
+    """Price per whole GPU-hour of a GPU type from a date on; the newest effective entry applies."""
+
+    gpu_type = models.ForeignKey(GpuType, on_delete=models.CASCADE, related_name="prices")
+    price_per_hour = models.DecimalField(max_digits=10, decimal_places=4)
+    effective_from = models.DateTimeField()
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["gpu_type", "-effective_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["gpu_type", "effective_from"], name="price_unique_from")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_type} {self.price_per_hour}/h from {self.effective_from:%Y-%m-%d}"
+
+
+class Cluster(models.Model):
+    class MigChangePolicy(models.TextChoices):
+        PER_GPU = "per_gpu", "per GPU: change a GPU's layout while other GPUs of its node are busy"
+        IDLE_NODE = "idle_node", "idle node: change layouts only on a node with no slice in use"
+        NEVER = "never", "never: use only the slices that already exist"
+
+    name = models.SlugField(unique=True)
+    driver = models.CharField(
+        max_length=20, choices=[("simulated", "simulated"), ("kubernetes", "kubernetes")]
+    )
+    kubeconfig = models.CharField(max_length=500, blank=True, help_text="Path to a kubeconfig file.")
+    context = models.CharField(max_length=200, blank=True)
+    in_cluster = models.BooleanField(default=False)
+    api_url = models.CharField(max_length=300, blank=True)
+    mig_change_policy = models.CharField(
+        max_length=20, choices=MigChangePolicy.choices, default=MigChangePolicy.PER_GPU
+    )
+    last_discovery_at = models.DateTimeField(null=True, blank=True)
+    last_discovery_error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    gpu_type = models.ForeignKey(
+        GpuType, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes"
+    )
+    product = models.CharField(max_length=100, blank=True, help_text="nvidia.com/gpu.product")
+    unknown_product = models.BooleanField(default=False, help_text="Product not mapped to a GPU type.")
+    schedulable = models.BooleanField(default=True)
+    mig_config_state = models.CharField(max_length=20, blank=True)
+    mig_reconfiguring_until = models.DateTimeField(null=True, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="node_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Gpu(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    uuid = models.CharField(max_length=64, unique=True)
+    gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="gpus")
+    mig_enabled = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["node", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/{self.index}"
+
+
+class MigSlice(models.Model):
+    """A MIG GPU instance that exists (or is being created) on a GPU."""
+
+    class State(models.TextChoices):
+        CREATING = "creating"
+        READY = "ready"
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="mig_slices")
+    profile = models.CharField(max_length=30)
+    start = models.PositiveSmallIntegerField()
+    size = models.PositiveSmallIntegerField()
+    compute_slices = models.PositiveSmallIntegerField()
+    state = models.CharField(max_length=20, choices=State.choices, default=State.READY)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["gpu", "start"]
+        constraints = [models.UniqueConstraint(fields=["gpu", "start"], name="slice_unique_start")]
+
+    def __str__(self) -> str:
+        return f"{self.profile}@{self.start} on {self.gpu}"
+
+
+class Allocation(models.Model):
+    """A whole GPU or a MIG slice held by a sandbox from `started_at` to `ended_at`.
+
+    Spend is derived from these rows and the price captured when the hold began: cost is
+    share x hours x price_per_hour, where share is share_numerator / share_denominator of a GPU.
+    """
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="allocations")
+    mig_slice = models.ForeignKey(
+        MigSlice, null=True, blank=True, on_delete=models.SET_NULL, related_name="allocations"
+    )
+    mig_profile = models.CharField(max_length=30, blank=True)
+    sandbox = models.ForeignKey(
+        "sandboxes.Sandbox", null=True, blank=True, on_delete=models.CASCADE, related_name="allocations"
+    )
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="allocations")
+    user = models.ForeignKey("accounts.User", on_delete=models.PROTECT, related_name="allocations")
+    gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="allocations")
+    share_numerator = models.PositiveSmallIntegerField(default=1)
+    share_denominator = models.PositiveSmallIntegerField(default=1)
+    price_per_hour = models.DecimalField(max_digits=10, decimal_places=4)
+    started_at = models.DateTimeField()
+    # Billing stops at ended_at (when the user ended it, or at expiry); the GPU is free for others
+    # only at released_at, once the cluster objects are gone.
+    ended_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["team", "started_at"]), models.Index(fields=["released_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["gpu"],
+                condition=Q(released_at__isnull=True, mig_profile=""),
+                name="one_live_whole_hold_per_gpu",
+            ),
+            models.UniqueConstraint(
+                fields=["mig_slice"],
+                condition=Q(released_at__isnull=True, mig_slice__isnull=False),
+                name="one_live_hold_per_slice",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} {self.mig_profile or 'whole'} for sandbox {self.sandbox_id}"
+
+    @property
+    def share(self) -> Fraction:
+        return Fraction(self.share_numerator, self.share_denominator)
+
+    @property
+    def share_decimal(self) -> Decimal:
+        return Decimal(self.share_numerator) / Decimal(self.share_denominator)
+
+
+class SimulatedObject(models.Model):
+    """An object of the simulated cluster. Kept in the database so the web process and every
+    worker process see one cluster."""
+
+    cluster = models.CharField(max_length=50)
+    kind = models.CharField(max_length=50)
+    namespace = models.CharField(max_length=253, blank=True)
+    name = models.CharField(max_length=253)
+    body = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "kind", "namespace", "name"], name="simulated_object_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"

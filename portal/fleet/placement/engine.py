@@ -1,0 +1,34 @@
+"""MIG-aware best-fit placement over a fleet snapshot: whole GPUs on one node, or one MIG slice.
+
+The rules, in the order they apply:
+
+- A slice reuses an existing free slice of the exact profile first (no reconfiguration).
+- Otherwise a new slice is cut where it costs the least future room: every (GPU, start) that the
+  geometry allows is scored by how many more instances of each profile (weighted by compute
+  slices) the GPU could still take, and a partly-cut GPU always goes before an empty one.
+- Whole GPUs go to the node that keeps the fewest free GPUs stranded (best fit by free count).
+- A GPU holding slices is never handed out whole; a GPU held whole takes no slices; nothing new
+  goes on a reconfiguring GPU; the cluster's MIG change policy ("per_gpu", "idle_node",
+  "never") decides whether a new slice may be cut at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from portal.fleet.placement.state import FleetState
+from portal.fleet.placement.types import GpuView, NoFit, Placement, Request
+
+
+def place(
+    gpus: Sequence[GpuView], request: Request, *, whole_on_empty_mig: bool = False
+) -> Placement | NoFit:
+    """Where `request` goes on the fleet snapshot `gpus`, or why it cannot go anywhere now.
+
+    `whole_on_empty_mig` lets a MIG-enabled GPU with no slices be handed out whole; the portal
+    leaves it off and keeps MIG GPUs for slices.
+    """
+    # Other types' GPUs only matter where they share a node (the idle_node policy looks node-wide).
+    nodes = {gpu.node for gpu in gpus if gpu.gpu_type == request.gpu_type}
+    relevant = [gpu for gpu in gpus if gpu.node in nodes]
+    return FleetState(relevant).place(request, whole_on_empty_mig=whole_on_empty_mig)

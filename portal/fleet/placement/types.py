@@ -1,0 +1,74 @@
+"""Plain data the placement engine works on: a fleet snapshot in, a decision out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from portal.fleet.geometry import ProfileShape
+
+
+@dataclass(frozen=True)
+class SliceView:
+    """A MIG GPU instance that exists on a GPU now."""
+
+    slice_id: int | None
+    profile: str
+    start: int
+    size: int
+    held: bool
+    media: bool = False
+
+
+@dataclass
+class GpuView:
+    gpu_id: int
+    node: str
+    index: int
+    gpu_type: str
+    mig_enabled: bool
+    whole_held: bool = False
+    slices: list[SliceView] = field(default_factory=list)
+    # A MIG layout change is in progress on this GPU: nothing new goes on it until it settles.
+    reconfiguring: bool = False
+    # The node's cluster allows MIG layout changes: "per_gpu", "idle_node" or "never".
+    mig_change_policy: str = "per_gpu"
+
+
+@dataclass(frozen=True)
+class WholeRequest:
+    gpu_type: str
+    count: int
+
+
+@dataclass(frozen=True)
+class SliceRequest:
+    gpu_type: str
+    profile: ProfileShape
+
+
+Request = WholeRequest | SliceRequest
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a request goes.
+
+    Whole GPUs: `node` and `gpu_ids`. A slice: `gpu_ids == (gpu_id,)`, `profile` and `start`;
+    `slice_id` names an existing free slice to reuse, or is None when the slice must be created.
+    """
+
+    node: str
+    gpu_ids: tuple[int, ...]
+    reason: str
+    profile: str | None = None
+    start: int | None = None
+    slice_id: int | None = None
+
+    @property
+    def creates_slice(self) -> bool:
+        return self.profile is not None and self.slice_id is None
+
+
+@dataclass(frozen=True)
+class NoFit:
+    reason: str

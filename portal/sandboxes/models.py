@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Image(models.Model):
+    """A sandbox template: a container image and how users reach it."""
+
+    class Kind(models.TextChoices):
+        JUPYTER = "jupyter", "JupyterLab"
+        SHELL = "shell", "Shell (SSH)"
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    container_image = models.CharField(max_length=300)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.JUPYTER)
+    default_cpu = models.PositiveIntegerField(default=8)
+    default_memory_gb = models.PositiveIntegerField(default=64)
+    default_storage_gb = models.PositiveIntegerField(default=100)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class SandboxState(models.TextChoices):
+    PENDING_APPROVAL = "pending_approval"
+    QUEUED = "queued"
+    PROVISIONING = "provisioning"
+    RUNNING = "running"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+    EXPIRED = "expired"
+    REJECTED = "rejected"
+    FAILED = "failed"
+
+
+LIVE_STATES = (
+    SandboxState.PENDING_APPROVAL,
+    SandboxState.QUEUED,
+    SandboxState.PROVISIONING,
+    SandboxState.RUNNING,
+    SandboxState.TERMINATING,
+)
+END_STATES = (
+    SandboxState.TERMINATED,
+    SandboxState.EXPIRED,
+    SandboxState.REJECTED,
+    SandboxState.FAILED,
+)
+
+
+class Sandbox(models.Model):
+    name = models.CharField(max_length=63)
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="sandboxes")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="sandboxes")
+    image = models.ForeignKey(Image, on_delete=models.PROTECT, related_name="sandboxes")
+    purpose = models.CharField(max_length=300, blank=True)
+    gpu_type = models.ForeignKey("fleet.GpuType", on_delete=models.PROTECT, related_name="sandboxes")
+    gpu_count = models.PositiveSmallIntegerField(default=1, help_text="Whole GPUs; 1 for a MIG slice.")
+    mig_profile = models.CharField(max_length=30, blank=True)
+    cpu = models.PositiveIntegerField(default=8)
+    memory_gb = models.PositiveIntegerField(default=64)
+    storage_gb = models.PositiveIntegerField(default=100)
+
+    state = models.CharField(max_length=20, choices=SandboxState.choices, db_index=True)
+    message = models.CharField(max_length=500, blank=True)
+    priority = models.SmallIntegerField(default=0, help_text="Higher is placed first in the queue.")
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    expiry_warned_at = models.DateTimeField(null=True, blank=True)
+    # While terminating: the end state it reaches once the cluster objects are gone.
+    ending_as = models.CharField(max_length=20, blank=True)
+
+    # Where it was placed and how to reach it.
+    cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.PROTECT)
+    node_name = models.CharField(max_length=253, blank=True)
+    placement_reason = models.CharField(max_length=300, blank=True)
+    namespace = models.CharField(max_length=63, blank=True)
+    access = models.CharField(max_length=500, blank=True)
+
+    # Job state of the reconciler, kept on the row (not in Celery).
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["state", "expires_at"]),
+            models.Index(fields=["team", "state"]),
+            models.Index(fields=["owner", "state"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "name"],
+                condition=Q(state__in=[s.value for s in LIVE_STATES]),
+                name="sandbox_live_name_unique_per_owner",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    @property
+    def is_slice(self) -> bool:
+        return bool(self.mig_profile)
+
+    @property
+    def gpu_label(self) -> str:
+        if self.mig_profile:
+            return f"{self.gpu_type.slug} {self.mig_profile}"
+        return f"{self.gpu_count}x {self.gpu_type.slug}"
+
+    @property
+    def lifetime_hours(self) -> Decimal:
+        seconds = Decimal((self.expires_at - self.created_at).total_seconds())
+        return (seconds / Decimal(3600)).quantize(Decimal("0.01"))

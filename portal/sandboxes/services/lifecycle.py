@@ -1,0 +1,222 @@
+"""The sandbox lifecycle as the workers drive it: place, start, fail, end, expire, drain.
+
+Every function here is safe to call twice: it claims the row with a conditional update and does
+nothing when another process got there first.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+
+from portal.accounts.models import User
+from portal.accounts.services import notify
+from portal.approvals.models import Approval
+from portal.core.errors import Conflict
+from portal.core.jobs import enqueue
+from portal.fleet.placement import NoFit
+from portal.fleet.services import allocation_place, allocations_end, allocations_release
+from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.services.transitions import move
+
+log = logging.getLogger(__name__)
+RECONCILE_TASK = "sandboxes.reconcile"
+DRAIN_TASK = "sandboxes.drain_queue"
+S = SandboxState
+
+
+def _link(sandbox: Sandbox) -> str:
+    return reverse("sandbox-detail", args=[sandbox.pk])
+
+
+def sandbox_try_place(sandbox: Sandbox, *, now: datetime, actor: User | None = None) -> bool:
+    """Place a queued sandbox if capacity allows; otherwise leave it queued with the reason."""
+    with transaction.atomic():
+        decision = allocation_place(holder=sandbox, now=now)
+        if isinstance(decision, NoFit):
+            message = f"Waiting for capacity: {decision.reason}."
+            if sandbox.message != message:
+                Sandbox.objects.filter(pk=sandbox.pk, state=S.QUEUED).update(message=message)
+                sandbox.message = message
+            return False
+        move(
+            sandbox,
+            to=S.PROVISIONING,
+            from_states=[S.QUEUED],
+            actor=actor,
+            action="sandbox.placed",
+            detail=decision.reason,
+            cluster=sandbox.cluster,
+            node_name=sandbox.node_name,
+            placement_reason=sandbox.placement_reason,
+            message=f"Placed on {sandbox.node_name}; starting.",
+            attempts=0,
+            next_attempt_at=now,
+            last_error="",
+        )
+    enqueue(RECONCILE_TASK, sandbox.pk)
+    return True
+
+
+def sandbox_approve(sandbox: Sandbox, *, actor: User, now: datetime) -> None:
+    move(
+        sandbox,
+        to=S.QUEUED,
+        from_states=[S.PENDING_APPROVAL],
+        actor=actor,
+        action="sandbox.approved",
+        queued_at=now,
+        message=f"Approved by {actor.username}.",
+    )
+    sandbox_try_place(sandbox, now=now, actor=actor)
+
+
+def sandbox_reject(sandbox: Sandbox, *, actor: User, reason: str, now: datetime) -> None:
+    move(
+        sandbox,
+        to=S.REJECTED,
+        from_states=[S.PENDING_APPROVAL],
+        actor=actor,
+        action="sandbox.rejected",
+        detail=reason,
+        ended_at=now,
+        message=f"Rejected by {actor.username}: {reason}"[:500],
+    )
+
+
+def sandbox_end(sandbox: Sandbox, *, ending_as: str, actor: User | None, at: datetime, detail: str) -> None:
+    """Begin ending a sandbox. Billing stops at `at`; what holds no GPU ends at once."""
+    if sandbox.state in (S.PENDING_APPROVAL, S.QUEUED):
+        move(
+            sandbox,
+            to=ending_as,
+            from_states=[S.PENDING_APPROVAL, S.QUEUED],
+            actor=actor,
+            action=f"sandbox.{ending_as}",
+            detail=detail,
+            ended_at=at,
+            message=detail.capitalize() + ".",
+        )
+        Approval.objects.filter(sandbox=sandbox, state=Approval.State.PENDING).update(
+            state=Approval.State.CANCELLED, decided_at=at
+        )
+        return
+    if sandbox.state not in (S.PROVISIONING, S.RUNNING):
+        raise Conflict(f"Sandbox {sandbox.name} is already {sandbox.state}.")
+    move(
+        sandbox,
+        to=S.TERMINATING,
+        from_states=[S.PROVISIONING, S.RUNNING],
+        actor=actor,
+        action="sandbox.terminating",
+        detail=detail,
+        ending_as=ending_as,
+        ended_at=at,
+        message=detail.capitalize() + "; removing it from the cluster.",
+        attempts=0,
+        next_attempt_at=at,
+    )
+    Approval.objects.filter(sandbox=sandbox, state=Approval.State.PENDING).update(
+        state=Approval.State.CANCELLED, decided_at=at
+    )
+    allocations_end(holder=sandbox, at=at)
+    enqueue(RECONCILE_TASK, sandbox.pk)
+
+
+def sandbox_mark_running(*, sandbox_id: int, access: str, now: datetime) -> None:
+    sandbox = Sandbox.objects.select_related("team", "owner").get(pk=sandbox_id)
+    try:
+        move(
+            sandbox,
+            to=S.RUNNING,
+            from_states=[S.PROVISIONING],
+            actor=None,
+            action="sandbox.running",
+            started_at=now,
+            access=access,
+            message="Running.",
+            attempts=0,
+            next_attempt_at=None,
+            last_error="",
+        )
+    except Conflict:
+        return
+    notify(user=sandbox.owner, message=f"Sandbox {sandbox.name} is running.", link=_link(sandbox))
+
+
+def sandbox_mark_waiting(
+    *, sandbox_id: int, message: str, now: datetime, recheck_seconds: float = 1.0
+) -> None:
+    """The workload is still starting: note why and when to look again."""
+    Sandbox.objects.filter(pk=sandbox_id, state=S.PROVISIONING).update(
+        message=message[:500], next_attempt_at=now + timedelta(seconds=recheck_seconds)
+    )
+
+
+@transaction.atomic
+def sandbox_mark_failed(*, sandbox_id: int, message: str, now: datetime) -> None:
+    """The cluster could not run it: end it as failed and give its GPUs back."""
+    sandbox = Sandbox.objects.select_related("team", "owner").get(pk=sandbox_id)
+    try:
+        move(
+            sandbox,
+            to=S.FAILED,
+            from_states=[S.PROVISIONING, S.RUNNING],
+            actor=None,
+            action="sandbox.failed",
+            detail=message,
+            ended_at=now,
+            message=message[:500],
+            next_attempt_at=None,
+        )
+    except Conflict:
+        return
+    allocations_release(holder=sandbox, at=now)
+    notify(
+        user=sandbox.owner,
+        message=f"Sandbox {sandbox.name} failed: {message}",
+        link=_link(sandbox),
+        email_subject=f"Sandbox {sandbox.name} failed",
+    )
+    enqueue(DRAIN_TASK)
+
+
+@transaction.atomic
+def sandbox_mark_ended(*, sandbox_id: int, now: datetime) -> None:
+    """The cluster objects are gone: reach the end state and free the GPUs."""
+    sandbox = Sandbox.objects.select_related("team").get(pk=sandbox_id)
+    ending_as = sandbox.ending_as or S.TERMINATED
+    try:
+        move(
+            sandbox,
+            to=ending_as,
+            from_states=[S.TERMINATING],
+            actor=None,
+            action=f"sandbox.{ending_as}",
+            message="Expired." if ending_as == S.EXPIRED else "Terminated.",
+            next_attempt_at=None,
+        )
+    except Conflict:
+        return
+    allocations_release(holder=sandbox, at=now)
+    enqueue(DRAIN_TASK)
+
+
+def sandbox_attempt_failed(*, sandbox_id: int, error: str, retryable: bool, now: datetime) -> None:
+    """A driver call failed: back off and try again, or give up after PORTAL_MAX_ATTEMPTS."""
+    sandbox = Sandbox.objects.get(pk=sandbox_id)
+    attempts = sandbox.attempts + 1
+    if sandbox.state == S.PROVISIONING and (not retryable or attempts >= settings.PORTAL_MAX_ATTEMPTS):
+        sandbox_mark_failed(sandbox_id=sandbox_id, message=error, now=now)
+        return
+    delay = min(300, 2**attempts)
+    Sandbox.objects.filter(pk=sandbox_id).update(
+        attempts=attempts,
+        last_error=error[:2000],
+        next_attempt_at=now + timedelta(seconds=delay),
+        message=f"Retrying in {delay} s: {error}"[:500],
+    )

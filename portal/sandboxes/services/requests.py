@@ -1,0 +1,238 @@
+"""What users do to sandboxes: request, estimate, extend, terminate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from portal.accounts.models import Team, User
+from portal.accounts.selectors import can_manage, is_lead, team_leads
+from portal.accounts.services import notify
+from portal.approvals.models import Approval
+from portal.audit.services import audit_record
+from portal.core.errors import Conflict, NotAllowed, QuotaExceeded, ValidationFailed
+from portal.fleet.selectors import capacity_free_now
+from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.policy import fraction_to_decimal, hours_between, team_committed, verdict
+from portal.sandboxes.selectors import sandbox_get_for
+from portal.sandboxes.services.lifecycle import sandbox_end, sandbox_try_place
+from portal.sandboxes.services.resolve import ResolvedRequest, resolve_request
+from portal.spend.selectors import team_month_spend, to_cents
+
+
+@dataclass(frozen=True)
+class Estimate:
+    hourly_cost: Decimal
+    total_cost: Decimal
+    gpu_equivalents: Decimal
+    quota_left: Decimal
+    fits_quota: bool
+    auto_approved: bool
+    why_needed: str
+    capacity_free_now: bool
+
+
+def _budget_left(team: Team, now: datetime) -> Decimal:
+    return team.monthly_budget - team_month_spend(team=team, now=now)
+
+
+def sandbox_estimate(*, user: User, now: datetime | None = None, **fields: object) -> Estimate:
+    """What a request would cost, whether it would be approved at once, and whether it fits now."""
+    now = now or timezone.now()
+    resolved = resolve_request(user=user, now=now, **fields)
+    left = resolved.team.quota_gpus - fraction_to_decimal(team_committed(resolved.team))
+    decision = verdict(
+        team=resolved.team,
+        count=resolved.count,
+        is_slice=resolved.shape is not None,
+        lifetime_hours=resolved.lifetime_hours,
+        hourly_cost=resolved.hourly_cost,
+        budget_left=_budget_left(resolved.team, now),
+    )
+    return Estimate(
+        hourly_cost=to_cents(resolved.hourly_cost),
+        total_cost=to_cents(resolved.hourly_cost * resolved.lifetime_hours),
+        gpu_equivalents=fraction_to_decimal(resolved.share),
+        quota_left=left,
+        fits_quota=fraction_to_decimal(resolved.share) <= left,
+        auto_approved=decision.auto_approved,
+        why_needed=decision.why_needed,
+        capacity_free_now=capacity_free_now(
+            gpu_type=resolved.gpu_type, count=resolved.count, mig_profile=resolved.mig_profile
+        ),
+    )
+
+
+def sandbox_request(*, user: User, now: datetime | None = None, **fields: object) -> Sandbox:
+    """Request a sandbox: checked, counted against quota under a team lock, then approved at once
+    (and placed) or sent to the team's leads."""
+    now = now or timezone.now()
+    resolved = resolve_request(user=user, now=now, **fields)
+    try:
+        with transaction.atomic():
+            return _create(user=user, resolved=resolved, now=now)
+    except IntegrityError:
+        # Two requests with one name raced past the check; the constraint kept one.
+        raise ValidationFailed(
+            f"You already have a live sandbox called {resolved.name!r}.",
+            fields={"name": [f"You already have a live sandbox called {resolved.name!r}."]},
+        ) from None
+
+
+def _create(*, user: User, resolved: ResolvedRequest, now: datetime) -> Sandbox:
+    team = Team.objects.select_for_update().get(pk=resolved.team.pk)
+    used = fraction_to_decimal(team_committed(team))
+    wanted = fraction_to_decimal(resolved.share)
+    left = team.quota_gpus - used
+    if wanted > left:
+        message = (
+            f"Team {team.slug} has {left.normalize():f} of {team.quota_gpus.normalize():f} GPU equivalents "
+            f"left; this request needs {wanted.normalize():f}."
+        )
+        raise QuotaExceeded(message, fields={"quota_left": str(left), "requested": str(wanted)})
+    decision = verdict(
+        team=team,
+        count=resolved.count,
+        is_slice=resolved.shape is not None,
+        lifetime_hours=resolved.lifetime_hours,
+        hourly_cost=resolved.hourly_cost,
+        budget_left=_budget_left(team, now),
+    )
+    state = SandboxState.QUEUED if decision.auto_approved else SandboxState.PENDING_APPROVAL
+    sandbox = Sandbox.objects.create(
+        name=resolved.name,
+        team=team,
+        owner=user,
+        image=resolved.image,
+        purpose=resolved.purpose,
+        gpu_type=resolved.gpu_type,
+        gpu_count=resolved.count,
+        mig_profile=resolved.mig_profile,
+        cpu=resolved.cpu,
+        memory_gb=resolved.memory_gb,
+        storage_gb=resolved.storage_gb,
+        state=state,
+        expires_at=resolved.expires_at,
+        queued_at=now if decision.auto_approved else None,
+        message="Approved by policy." if decision.auto_approved else decision.why_needed,
+    )
+    audit_record(
+        actor=user,
+        action="sandbox.request",
+        obj=sandbox,
+        team=team,
+        to_state=state,
+        detail=f"{sandbox.gpu_label} for {resolved.lifetime_hours.quantize(Decimal('0.01'))} h",
+    )
+    if decision.auto_approved:
+        sandbox_try_place(sandbox, now=now)
+    else:
+        approval = Approval.objects.create(
+            sandbox=sandbox, team=team, requested_by=user, why_needed=decision.why_needed
+        )
+        _tell_deciders(
+            approval, f"{user.username} asks for {sandbox.gpu_label} ({sandbox.name}). {decision.why_needed}"
+        )
+    return sandbox
+
+
+def _tell_deciders(approval: Approval, message: str) -> None:
+    deciders = [lead for lead in team_leads(approval.team) if lead.pk != approval.requested_by_id]
+    if not deciders:
+        deciders = list(User.objects.filter(is_staff=True).exclude(pk=approval.requested_by_id))
+    for decider in deciders:
+        notify(
+            user=decider,
+            message=message,
+            link=reverse("approvals"),
+            email_subject="GPU request awaits your approval",
+        )
+
+
+EXTENDABLE = (
+    SandboxState.PENDING_APPROVAL,
+    SandboxState.QUEUED,
+    SandboxState.PROVISIONING,
+    SandboxState.RUNNING,
+)
+
+
+@transaction.atomic
+def sandbox_extend(*, user: User, sandbox_id: int, hours: object, now: datetime | None = None) -> Sandbox:
+    """Move the expiry by `hours`: at once within policy, else through a lead's approval."""
+    now = now or timezone.now()
+    sandbox = sandbox_get_for(user=user, sandbox_id=sandbox_id, lock=True)
+    if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
+        raise NotAllowed("Only the owner or a lead of the team may extend this sandbox.")
+    try:
+        extra = Decimal(str(hours))
+    except ArithmeticError:
+        extra = Decimal(0)
+    if not extra.is_finite() or extra <= 0 or extra > 10000:
+        raise ValidationFailed(
+            "Extend by a number of hours above zero.", fields={"hours": ["Must be above zero."]}
+        )
+    if sandbox.state not in EXTENDABLE:
+        raise Conflict(f"Sandbox {sandbox.name} is {sandbox.state}; only a live sandbox can be extended.")
+    team = sandbox.team
+    new_expiry = sandbox.expires_at + timedelta(seconds=float(extra * 3600))
+    lifetime = hours_between(sandbox.created_at, new_expiry)
+    if lifetime > team.max_lifetime_hours:
+        raise ValidationFailed(
+            f"That would make the sandbox live {lifetime.quantize(Decimal('0.1'))} hours; "
+            f"team {team.slug} allows at most {team.max_lifetime_hours.normalize():f}.",
+            fields={"hours": ["Beyond the team's maximum lifetime."]},
+        )
+    deciding_lead = user.pk != sandbox.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))
+    if deciding_lead or lifetime <= team.auto_approve_max_hours:
+        sandbox_apply_extension(sandbox, new_expiry=new_expiry, actor=user, hours=extra)
+        return sandbox
+    if Approval.objects.filter(
+        sandbox=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
+    ).exists():
+        raise Conflict("An extension of this sandbox already waits for a lead.")
+    why = f"Needs a lead's approval: the sandbox would live longer than {team.auto_approve_max_hours.normalize():f} hours."
+    approval = Approval.objects.create(
+        sandbox=sandbox,
+        team=team,
+        kind=Approval.Kind.EXTEND,
+        requested_by=user,
+        why_needed=why,
+        extend_hours=extra,
+    )
+    audit_record(actor=user, action="sandbox.extend_requested", obj=sandbox, team=team, detail=f"+{extra} h")
+    _tell_deciders(
+        approval, f"{user.username} asks to extend {sandbox.name} by {extra.normalize():f} h. {why}"
+    )
+    return sandbox
+
+
+def sandbox_apply_extension(
+    sandbox: Sandbox, *, new_expiry: datetime, actor: User | None, hours: Decimal
+) -> None:
+    Sandbox.objects.filter(pk=sandbox.pk).update(expires_at=new_expiry, expiry_warned_at=None)
+    audit_record(
+        actor=actor,
+        action="sandbox.extend",
+        obj=sandbox,
+        team=sandbox.team,
+        detail=f"+{hours.normalize():f} h, expires {new_expiry.isoformat(timespec='seconds')}",
+    )
+    sandbox.expires_at = new_expiry
+    sandbox.expiry_warned_at = None
+
+
+@transaction.atomic
+def sandbox_terminate(*, user: User, sandbox_id: int, now: datetime | None = None) -> Sandbox:
+    """End a sandbox now. Billing stops at once; the cluster objects go in the background."""
+    now = now or timezone.now()
+    sandbox = sandbox_get_for(user=user, sandbox_id=sandbox_id, lock=True)
+    if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
+        raise NotAllowed("Only the owner, a lead of the team or an admin may end this sandbox.")
+    sandbox_end(sandbox, ending_as=SandboxState.TERMINATED, actor=user, at=now, detail="ended on request")
+    return sandbox

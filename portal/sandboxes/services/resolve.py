@@ -1,0 +1,194 @@
+"""Checking a sandbox request against the catalogue, the fleet and the team's policy.
+
+`resolve_request` gathers every field error before raising, so a form or an API client sees all
+that is wrong at once, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+
+from portal.accounts.models import Membership, Team, User
+from portal.core.errors import ValidationFailed
+from portal.fleet.geometry import ProfileShape
+from portal.fleet.models import GpuType
+from portal.fleet.selectors import max_gpus_per_node, price_per_hour
+from portal.sandboxes.models import LIVE_STATES, Image, Sandbox
+from portal.sandboxes.policy import request_share
+
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+MIN_LEAD_TIME = timedelta(minutes=1)
+LIMITS = {"cpu": (1, 256), "memory_gb": (1, 2048), "storage_gb": (1, 10240)}
+
+
+@dataclass(frozen=True)
+class ResolvedRequest:
+    team: Team
+    name: str
+    image: Image
+    gpu_type: GpuType
+    count: int
+    mig_profile: str
+    shape: ProfileShape | None
+    expires_at: datetime
+    lifetime_hours: Decimal
+    share: Fraction
+    price_per_gpu_hour: Decimal
+    hourly_cost: Decimal
+    cpu: int
+    memory_gb: int
+    storage_gb: int
+    purpose: str
+
+
+def _decimal(value: object) -> Decimal | None:
+    try:
+        number = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+    return number if number.is_finite() else None
+
+
+def resolve_lifetime(
+    *, team: Team | None, ttl_hours: object, expires_at: datetime | None, now: datetime, errors: dict
+) -> tuple[datetime | None, Decimal | None]:
+    if ttl_hours in (None, "") and expires_at is None:
+        errors["ttl_hours"] = ["Give ttl_hours or expires_at."]
+        return None, None
+    if ttl_hours not in (None, "") and expires_at is not None:
+        errors["ttl_hours"] = ["Give either ttl_hours or expires_at, not both."]
+        return None, None
+    if expires_at is None:
+        hours = _decimal(ttl_hours)
+        if hours is None or hours <= 0:
+            errors["ttl_hours"] = ["Must be a number of hours above zero."]
+            return None, None
+        expires_at = now + timedelta(seconds=float(hours * 3600))
+        field = "ttl_hours"
+    else:
+        field = "expires_at"
+        if expires_at < now + MIN_LEAD_TIME:
+            errors[field] = ["Must be at least one minute from now."]
+            return None, None
+        hours = Decimal((expires_at - now).total_seconds()) / Decimal(3600)
+    if team is not None and hours > team.max_lifetime_hours:
+        errors[field] = [
+            f"Team {team.slug} allows at most {team.max_lifetime_hours.normalize():f} hours per sandbox."
+        ]
+        return None, None
+    return expires_at, hours
+
+
+def resolve_request(
+    *,
+    user: User,
+    team: str,
+    name: str,
+    gpu_type: str,
+    count: int | None = None,
+    mig_profile: str | None = None,
+    ttl_hours: object = None,
+    expires_at: datetime | None = None,
+    image: str | None = None,
+    cpu: int | None = None,
+    memory_gb: int | None = None,
+    storage_gb: int | None = None,
+    purpose: str = "",
+    now: datetime,
+) -> ResolvedRequest:
+    errors: dict[str, list[str]] = {}
+    team_obj = Team.objects.select_related("default_image").filter(slug=team).first()
+    if team_obj is None or not Membership.objects.filter(user=user, team=team_obj).exists():
+        errors["team"] = [f"You are not a member of a team called {team!r}."]
+        team_obj = None
+
+    name = (name or "").strip()
+    if not NAME_RE.match(name):
+        errors["name"] = [
+            "Use 1-40 lowercase letters, digits and hyphens, starting and ending with a letter or digit."
+        ]
+    elif Sandbox.objects.filter(owner=user, name=name, state__in=LIVE_STATES).exists():
+        errors["name"] = [f"You already have a live sandbox called {name!r}."]
+
+    gpu_type_obj = GpuType.objects.filter(slug=gpu_type).first()
+    shape = None
+    mig_profile = (mig_profile or "").strip()
+    if gpu_type_obj is None:
+        known = ", ".join(GpuType.objects.values_list("slug", flat=True))
+        errors["gpu.type"] = [f"Unknown GPU type {gpu_type!r}. Known types: {known}."]
+    elif mig_profile:
+        shape = (
+            gpu_type_obj.model.profile(mig_profile)
+            if gpu_type_obj.model and gpu_type_obj.mig_capable
+            else None
+        )
+        if shape is None:
+            offered = ", ".join(gpu_type_obj.profile_names) or "none"
+            errors["gpu.mig_profile"] = [
+                f"{gpu_type_obj.slug} offers no MIG profile {mig_profile!r} (offers: {offered})."
+            ]
+        elif count not in (None, 1):
+            errors["gpu.count"] = ["A MIG request is for exactly one slice; leave count out."]
+    else:
+        if count is None:
+            count = 1
+        per_node = max_gpus_per_node(gpu_type=gpu_type_obj)
+        if not isinstance(count, int) or count < 1:
+            errors["gpu.count"] = ["Ask for at least one GPU."]
+        elif count > per_node:
+            errors["gpu.count"] = [f"At most {per_node} {gpu_type_obj.slug} GPUs fit on one node."]
+
+    resolved_expires, lifetime = resolve_lifetime(
+        team=team_obj, ttl_hours=ttl_hours, expires_at=expires_at, now=now, errors=errors
+    )
+
+    image_obj = None
+    if image:
+        image_obj = Image.objects.filter(slug=image).first()
+        if image_obj is None:
+            known = ", ".join(Image.objects.values_list("slug", flat=True))
+            errors["image"] = [f"Unknown image {image!r}. Known images: {known}."]
+    elif team_obj is not None:
+        image_obj = team_obj.default_image or Image.objects.order_by("slug").first()
+        if image_obj is None:
+            errors["image"] = ["No sandbox images are configured; ask an admin to add one."]
+
+    sizes = {"cpu": cpu, "memory_gb": memory_gb, "storage_gb": storage_gb}
+    for field, value in sizes.items():
+        low, high = LIMITS[field]
+        if value is not None and (not isinstance(value, int) or not low <= value <= high):
+            errors[field] = [f"Must be a whole number from {low} to {high}."]
+
+    if errors:
+        first = next(iter(errors.values()))[0]
+        raise ValidationFailed(first, fields=errors)
+
+    assert team_obj and gpu_type_obj and image_obj and resolved_expires and lifetime is not None
+    count = 1 if shape is not None else int(count or 1)
+    share = request_share(count=count, shape=shape)
+    price = price_per_hour(gpu_type=gpu_type_obj, at=now)
+    # A slice gets a quarter of the image's default CPUs (at least 2): it shares the node.
+    default_cpu = image_obj.default_cpu if shape is None else max(2, image_obj.default_cpu // 4)
+    hourly = price * Decimal(share.numerator) / Decimal(share.denominator)
+    return ResolvedRequest(
+        team=team_obj,
+        name=name,
+        image=image_obj,
+        gpu_type=gpu_type_obj,
+        count=count,
+        mig_profile=mig_profile if shape else "",
+        shape=shape,
+        expires_at=resolved_expires,
+        lifetime_hours=lifetime,
+        share=share,
+        price_per_gpu_hour=price,
+        hourly_cost=hourly,
+        cpu=cpu if cpu is not None else default_cpu,
+        memory_gb=memory_gb if memory_gb is not None else image_obj.default_memory_gb,
+        storage_gb=storage_gb if storage_gb is not None else image_obj.default_storage_gb,
+        purpose=(purpose or "")[:300],
+    )

@@ -1,0 +1,122 @@
+"""The periodic sweep: expire what is overdue, warn what is about to expire, drain the queue."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from portal.accounts.services import notify
+from portal.core.errors import Conflict
+from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.services.lifecycle import sandbox_end, sandbox_try_place
+
+log = logging.getLogger(__name__)
+S = SandboxState
+
+
+@dataclass
+class SweepResult:
+    expired: list[int] = field(default_factory=list)
+    warned: list[int] = field(default_factory=list)
+    placed: list[int] = field(default_factory=list)
+    due: list[int] = field(default_factory=list)
+
+
+def sandboxes_expire_overdue(*, now: datetime) -> list[int]:
+    """End every live sandbox past its expiry. Billing stops at `expires_at`, not at `now`, so a
+    sweep that runs late (workers were down) never bills past the agreed time."""
+    expired = []
+    overdue = Sandbox.objects.filter(
+        expires_at__lte=now, state__in=[S.PENDING_APPROVAL, S.QUEUED, S.PROVISIONING, S.RUNNING]
+    ).values_list("pk", flat=True)
+    for sandbox_id in list(overdue):
+        try:
+            with transaction.atomic():
+                sandbox = Sandbox.objects.select_for_update().select_related("team").get(pk=sandbox_id)
+                if sandbox.expires_at > now:
+                    continue  # extended meanwhile
+                sandbox_end(
+                    sandbox,
+                    ending_as=S.EXPIRED,
+                    actor=None,
+                    at=min(now, sandbox.expires_at),
+                    detail="expired",
+                )
+                expired.append(sandbox_id)
+        except Conflict:
+            continue
+    return expired
+
+
+def sandboxes_warn_expiring(*, now: datetime) -> list[int]:
+    """Tell owners once when their running sandbox has less than the warning window left."""
+    window = now + timedelta(minutes=settings.PORTAL_EXPIRY_WARNING_MINUTES)
+    warned = []
+    candidates = Sandbox.objects.select_related("owner").filter(
+        state__in=[S.PROVISIONING, S.RUNNING],
+        expires_at__gt=now,
+        expires_at__lte=window,
+        expiry_warned_at__isnull=True,
+    )
+    for sandbox in candidates:
+        claimed = Sandbox.objects.filter(pk=sandbox.pk, expiry_warned_at__isnull=True).update(
+            expiry_warned_at=now
+        )
+        if not claimed:
+            continue
+        minutes = max(1, int((sandbox.expires_at - now).total_seconds() // 60))
+        notify(
+            user=sandbox.owner,
+            message=f"Sandbox {sandbox.name} expires in {minutes} min. Extend it to keep it.",
+            link=reverse("sandbox-detail", args=[sandbox.pk]),
+            email_subject=f"Sandbox {sandbox.name} expires in {minutes} min",
+        )
+        warned.append(sandbox.pk)
+    return warned
+
+
+def sandbox_queue_drain(*, now: datetime | None = None) -> list[int]:
+    """Place queued sandboxes that now fit, by priority then arrival order.
+
+    Smaller requests may be placed past a larger one that does not fit yet (backfill).
+    """
+    now = now or timezone.now()
+    placed = []
+    queued = (
+        Sandbox.objects.filter(state=S.QUEUED)
+        .select_related("team", "gpu_type")
+        .order_by("-priority", "queued_at", "pk")
+    )
+    for sandbox in queued:
+        try:
+            if sandbox_try_place(sandbox, now=now):
+                placed.append(sandbox.pk)
+        except Conflict:
+            continue
+    return placed
+
+
+def sandboxes_due_for_reconcile(*, now: datetime) -> list[int]:
+    """Sandboxes a worker should look at now: starting ones and ending ones whose time has come."""
+    return list(
+        Sandbox.objects.filter(state__in=[S.PROVISIONING, S.TERMINATING])
+        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+        .values_list("pk", flat=True)
+    )
+
+
+def sandboxes_sweep(*, now: datetime | None = None) -> SweepResult:
+    now = now or timezone.now()
+    return SweepResult(
+        expired=sandboxes_expire_overdue(now=now),
+        warned=sandboxes_warn_expiring(now=now),
+        placed=sandbox_queue_drain(now=now),
+        due=sandboxes_due_for_reconcile(now=now),
+    )

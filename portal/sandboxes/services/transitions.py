@@ -1,0 +1,44 @@
+"""Moving a sandbox between states: one conditional UPDATE per move, audited.
+
+A move names the states it may start from; when the row is no longer in one of them (another
+process moved it first) it raises Conflict and changes nothing, so every caller is idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from portal.accounts.models import User
+from portal.audit.services import audit_record
+from portal.core.errors import Conflict
+from portal.sandboxes.models import Sandbox
+
+
+def move(
+    sandbox: Sandbox,
+    *,
+    to: str,
+    from_states: Iterable[str],
+    actor: User | None,
+    action: str,
+    detail: str = "",
+    **fields: object,
+) -> None:
+    from_states = list(from_states)
+    previous = sandbox.state
+    updated = Sandbox.objects.filter(pk=sandbox.pk, state__in=from_states).update(state=to, **fields)
+    if not updated:
+        current = Sandbox.objects.filter(pk=sandbox.pk).values_list("state", flat=True).first()
+        raise Conflict(f"Sandbox {sandbox.name} is {current}; it cannot go to {to} from there.")
+    sandbox.state = to
+    for name, value in fields.items():
+        setattr(sandbox, name, value)
+    audit_record(
+        actor=actor,
+        action=action,
+        obj=sandbox,
+        team=sandbox.team,
+        from_state=previous,
+        to_state=to,
+        detail=detail,
+    )

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SpendConfig(AppConfig):
+    name = "portal.spend"
+    label = "spend"

@@ -1,0 +1,174 @@
+"""Spend, derived from allocations and the price captured when each hold began.
+
+cost = share of a GPU x hours held x price per GPU-hour, in Decimal; sums are rounded to cents
+only at the end, so many short holds add up to the same figure as one long one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from portal.accounts.models import Team, User
+from portal.accounts.selectors import lead_team_ids
+from portal.fleet.models import Allocation
+
+CENT = Decimal("0.01")
+SECONDS_PER_HOUR = Decimal(3600)
+GROUPS = ("user", "team", "gpu_type", "day")
+
+
+def to_cents(amount: Decimal) -> Decimal:
+    return amount.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def hold_cost(
+    *, price_per_hour: Decimal, numerator: int, denominator: int, start: datetime, end: datetime
+) -> Decimal:
+    """Unrounded cost of holding numerator/denominator of a GPU from start to end."""
+    if end <= start:
+        return Decimal(0)
+    seconds = Decimal((end - start).total_seconds())
+    return price_per_hour * Decimal(numerator) * seconds / (Decimal(denominator) * SECONDS_PER_HOUR)
+
+
+def allocation_cost(
+    allocation: Allocation, *, now: datetime, start: datetime | None = None, end: datetime | None = None
+) -> Decimal:
+    """Unrounded cost of one allocation, optionally clipped to the window [start, end)."""
+    held_from = allocation.started_at if start is None else max(allocation.started_at, start)
+    held_to = allocation.ended_at or now
+    if end is not None:
+        held_to = min(held_to, end)
+    return hold_cost(
+        price_per_hour=allocation.price_per_hour,
+        numerator=allocation.share_numerator,
+        denominator=allocation.share_denominator,
+        start=held_from,
+        end=held_to,
+    )
+
+
+def costs_by_sandbox(sandbox_ids: Iterable[int], *, now: datetime | None = None) -> dict[int, Decimal]:
+    """Cost so far, in cents, of each sandbox: one query for any number of sandboxes."""
+    now = now or timezone.now()
+    totals: dict[int, Decimal] = defaultdict(Decimal)
+    for allocation in Allocation.objects.filter(sandbox_id__in=list(sandbox_ids)):
+        totals[allocation.sandbox_id] += allocation_cost(allocation, now=now)
+    return {sandbox_id: to_cents(total) for sandbox_id, total in totals.items()}
+
+
+def hourly_rate(allocations: Iterable[Allocation]) -> Decimal:
+    """What the live allocations cost per hour together."""
+    return sum(
+        (
+            a.price_per_hour * a.share_numerator / a.share_denominator
+            for a in allocations
+            if a.ended_at is None
+        ),
+        Decimal(0),
+    )
+
+
+def allocations_visible_to(user: User) -> QuerySet[Allocation]:
+    """Researchers see their own spend, leads their teams', admins everything."""
+    allocations = Allocation.objects.select_related("user", "team", "gpu_type")
+    if user.is_platform_admin:
+        return allocations
+    return allocations.filter(Q(user=user) | Q(team_id__in=lead_team_ids(user)))
+
+
+@dataclass(frozen=True)
+class SpendRow:
+    key: str
+    label: str
+    cost: Decimal
+    gpu_hours: Decimal
+
+
+def _days(start: datetime, end: datetime) -> Iterable[tuple[date, datetime, datetime]]:
+    day = start.date()
+    while True:
+        day_start = datetime.combine(day, time.min, tzinfo=start.tzinfo)
+        day_end = day_start + timedelta(days=1)
+        if day_start >= end:
+            return
+        yield day, max(day_start, start), min(day_end, end)
+        day += timedelta(days=1)
+
+
+def spend_grouped(
+    *,
+    user: User,
+    group_by: str,
+    start: datetime,
+    end: datetime,
+    team: Team | None = None,
+    now: datetime | None = None,
+) -> list[SpendRow]:
+    """Spend within [start, end) grouped by user, team, GPU type or day, largest first (days in order)."""
+    if group_by not in GROUPS:
+        raise ValueError(group_by)
+    now = now or timezone.now()
+    allocations = (
+        allocations_visible_to(user)
+        .filter(started_at__lt=end)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+    )
+    if team is not None:
+        allocations = allocations.filter(team=team)
+    cost: dict[str, Decimal] = defaultdict(Decimal)
+    hours: dict[str, Decimal] = defaultdict(Decimal)
+    labels: dict[str, str] = {}
+    for allocation in allocations:
+        if group_by == "day":
+            held_to = min(allocation.ended_at or now, end)
+            for day, day_start, day_end in _days(max(allocation.started_at, start), held_to):
+                key = day.isoformat()
+                labels[key] = key
+                cost[key] += allocation_cost(allocation, now=now, start=day_start, end=day_end)
+                hours[key] += _gpu_hours(allocation, day_start, day_end, now)
+            continue
+        if group_by == "user":
+            key, label = allocation.user.username, allocation.user.get_full_name() or allocation.user.username
+        elif group_by == "team":
+            key, label = allocation.team.slug, allocation.team.name
+        else:
+            key, label = allocation.gpu_type.slug, allocation.gpu_type.name
+        labels[key] = label
+        cost[key] += allocation_cost(allocation, now=now, start=start, end=end)
+        hours[key] += _gpu_hours(allocation, start, end, now)
+    rows = [
+        SpendRow(key=key, label=labels[key], cost=to_cents(cost[key]), gpu_hours=hours[key].quantize(CENT))
+        for key in cost
+    ]
+    if group_by == "day":
+        return sorted(rows, key=lambda r: r.key)
+    return sorted(rows, key=lambda r: (-r.cost, r.key))
+
+
+def _gpu_hours(allocation: Allocation, start: datetime, end: datetime, now: datetime) -> Decimal:
+    held_from = max(allocation.started_at, start)
+    held_to = min(allocation.ended_at or now, end)
+    if held_to <= held_from:
+        return Decimal(0)
+    seconds = Decimal((held_to - held_from).total_seconds())
+    return seconds * allocation.share_numerator / (allocation.share_denominator * SECONDS_PER_HOUR)
+
+
+def team_month_spend(*, team: Team, now: datetime | None = None) -> Decimal:
+    """What the team has spent since the first of this month (UTC), in cents."""
+    now = now or timezone.now()
+    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    total = Decimal(0)
+    for allocation in Allocation.objects.filter(team=team).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=month_start)
+    ):
+        total += allocation_cost(allocation, now=now, start=month_start)
+    return to_cents(total)

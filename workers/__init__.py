@@ -1,0 +1,1 @@
+"""The worker side: the Celery app, its tasks, cluster drivers and reconcilers."""

@@ -1,0 +1,34 @@
+"""The Celery app: `celery -A workers worker` and `celery -A workers beat` run it in production."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("gpu_portal")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.imports = ("workers.tasks.sandboxes", "workers.tasks.fleet")
+app.set_default()
+
+
+def _schedule() -> dict:
+    from django.conf import settings
+
+    return {
+        "sweep-sandboxes": {
+            "task": "sandboxes.sweep",
+            "schedule": settings.PORTAL_SWEEP_SECONDS,
+        },
+        "reconcile-sandboxes": {
+            "task": "sandboxes.reconcile_due",
+            "schedule": settings.PORTAL_RECONCILE_SECONDS,
+        },
+    }
+
+
+@app.on_after_configure.connect
+def _setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
+    sender.conf.beat_schedule = _schedule()

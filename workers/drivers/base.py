@@ -1,0 +1,132 @@
+"""The small protocol every cluster driver speaks, and the plain data it speaks in.
+
+Drivers know Kubernetes (or the simulation) and nothing of the ORM: reconcilers load rows, turn
+them into these specs, and call the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+
+class DriverError(Exception):
+    """The cluster refused or failed an operation.
+
+    `retryable` is True for what may pass on a later try (5xx, timeouts, a busy API server) and
+    False for what will not (forbidden, invalid objects).
+    """
+
+    def __init__(self, message: str, *, retryable: bool = True):
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """What a driver needs to reach one registered cluster."""
+
+    name: str
+    driver: Literal["simulated", "kubernetes"] = "simulated"
+    kubeconfig: str = ""
+    context: str = ""
+    in_cluster: bool = False
+    api_url: str = ""  # optional override of the API server address (used by tests)
+
+
+@dataclass(frozen=True)
+class GpuClaim:
+    """The GPU part of a workload: a resource name and a count, pinned to a node.
+
+    Whole GPUs: resource "nvidia.com/gpu", count N, gpu_indices the placed GPUs.
+    A MIG slice: resource "nvidia.com/mig-<profile>", count 1, gpu_indices (gpu,), mig_start set.
+    """
+
+    resource: str
+    count: int
+    node: str
+    gpu_indices: tuple[int, ...]
+    mig_profile: str | None = None
+    mig_start: int | None = None
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    sandbox_id: int
+    name: str
+    team: str
+    owner: str
+    namespace: str
+    image: str  # container image reference
+    image_kind: Literal["jupyter", "shell"]
+    cpu: int
+    memory_gb: int
+    storage_gb: int
+    gpu: GpuClaim
+    expires_at: datetime
+    access_host: str  # the host users reach it at, from the portal's access path
+    user_identity: str = ""  # the user's cluster identity for a RoleBinding, when configured
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+WorkloadPhase = Literal["absent", "pending", "running", "failed", "terminating"]
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    phase: WorkloadPhase
+    message: str = ""
+    access: str = ""
+
+
+@dataclass(frozen=True)
+class ManagedNamespace:
+    name: str
+    sandbox_id: int | None
+    kind: str = "sandbox"
+
+
+@dataclass(frozen=True)
+class DiscoveredGpuNode:
+    name: str
+    product: str  # nvidia.com/gpu.product
+    gpu_count: int
+    gpu_memory_mb: int
+    mig_capable: bool
+    mig_strategy: str  # none | single | mixed
+    mig_config: str  # nvidia.com/mig.config
+    mig_config_state: str  # nvidia.com/mig.config.state
+    allocatable: dict[str, int] = field(default_factory=dict)
+
+
+# A MIG layout: GPU index -> list of (profile name, start slot).
+MigLayout = dict[int, list[tuple[str, int]]]
+MigLayoutState = Literal["pending", "success", "failed"]
+
+
+class ClusterDriver(Protocol):
+    def apply_sandbox(self, spec: SandboxSpec) -> None:
+        """Create what the sandbox needs, or patch what exists; safe to repeat."""
+
+    def sandbox_status(self, spec: SandboxSpec) -> WorkloadStatus:
+        """What the cluster says about the sandbox's workload now."""
+
+    def delete_sandbox(self, spec: SandboxSpec) -> bool:
+        """Delete the sandbox's objects; True once nothing of it remains."""
+
+    def sandbox_manifests(self, spec: SandboxSpec) -> list[dict]:
+        """The objects apply_sandbox creates, as plain dicts (for dry runs)."""
+
+    def managed_namespaces(self) -> list[ManagedNamespace]:
+        """Every namespace the portal labelled as its own."""
+
+    def discover_gpu_nodes(self) -> list[DiscoveredGpuNode]:
+        """GPU nodes as the GPU Operator advertises them."""
+
+    def apply_mig_layout(self, node: str, layout: MigLayout) -> None:
+        """Ask for this MIG layout on the node (all its GPUs)."""
+
+    def mig_layout_state(self, node: str) -> MigLayoutState:
+        """How far the node's last requested MIG layout has got."""

@@ -1,0 +1,45 @@
+"""The embedded portal: web server, Celery worker and beat in one process, on an in-memory broker."""
+
+from __future__ import annotations
+
+import logging
+
+from celery.beat import EmbeddedService
+from celery.contrib.testing.worker import start_worker
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from workers.celery import app
+
+log = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    help = "Serve the portal with an in-process Celery worker and beat (embedded default)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
+
+    def handle(self, *args, addrport: str, **options):
+        if not settings.CELERY_BROKER_URL.startswith("memory://"):
+            raise CommandError(
+                "runportal runs its own worker on an in-memory broker; with CELERY_BROKER_URL set, run "
+                "`celery -A workers worker` and `celery -A workers beat` beside gunicorn instead."
+            )
+        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        beat = EmbeddedService(app, thread=True, schedule_filename=settings.CELERY_BEAT_SCHEDULE_FILENAME)
+        with start_worker(
+            app,
+            pool="threads",
+            concurrency=4,
+            perform_ping_check=False,
+            loglevel="WARNING",
+            shutdown_timeout=10,
+        ):
+            beat.start()
+            self.stdout.write(f"Worker and beat running in-process; serving on http://{addrport}/")
+            try:
+                call_command("runserver", addrport, use_reloader=False, use_threading=True)
+            finally:
+                beat.stop()

@@ -1,0 +1,81 @@
+"""Manifest builders: pure functions from a SandboxSpec to Kubernetes objects as plain dicts.
+
+Both cluster drivers call `sandbox_objects`: the Kubernetes driver applies the result, the
+simulated one stores it. Nothing here touches the network, the ORM or the clock.
+"""
+
+from __future__ import annotations
+
+from workers.drivers.base import SandboxSpec
+from workers.manifests.names import (
+    MANAGED_BY,
+    MANAGED_BY_KEY,
+    POD_NAME,
+    ROLE_BINDING_NAME,
+    SANDBOX_ID_KEY,
+    WORKLOAD_NAME,
+    label_value,
+    mig_resource_name,
+    sandbox_labels,
+    sandbox_namespace_name,
+    selector_labels,
+)
+from workers.manifests.namespace import namespace_manifest, role_binding_manifest
+from workers.manifests.options import AccessPath, ManifestOptions
+from workers.manifests.policy import (
+    check_spec,
+    limit_range_manifest,
+    network_policy_manifest,
+    quota_hard,
+    resource_quota_manifest,
+)
+from workers.manifests.workload import sandbox_access, service_manifest, stateful_set_manifest
+
+__all__ = [
+    "MANAGED_BY",
+    "MANAGED_BY_KEY",
+    "POD_NAME",
+    "ROLE_BINDING_NAME",
+    "SANDBOX_ID_KEY",
+    "WORKLOAD_NAME",
+    "AccessPath",
+    "ManifestOptions",
+    "label_value",
+    "limit_range_manifest",
+    "mig_resource_name",
+    "namespace_manifest",
+    "network_policy_manifest",
+    "quota_hard",
+    "resource_quota_manifest",
+    "role_binding_manifest",
+    "sandbox_access",
+    "sandbox_labels",
+    "sandbox_namespace_name",
+    "sandbox_objects",
+    "selector_labels",
+    "service_manifest",
+    "stateful_set_manifest",
+]
+
+
+def sandbox_objects(spec: SandboxSpec, options: ManifestOptions | None = None) -> list[dict]:
+    """Every object a sandbox needs, in the order they are applied.
+
+    Namespace first (everything lives in it), then the quota and limits (so the pod is admitted
+    against them), the network policy and owner binding, and the workload last.
+    Raises ValueError for a spec no cluster could honour.
+    """
+    options = options or ManifestOptions()
+    check_spec(spec)
+    objects = [
+        namespace_manifest(spec, options),
+        resource_quota_manifest(spec),
+        limit_range_manifest(spec),
+        network_policy_manifest(spec, options.access_path),
+    ]
+    role_binding = role_binding_manifest(spec, options)
+    if role_binding is not None:
+        objects.append(role_binding)
+    objects.append(service_manifest(spec))
+    objects.append(stateful_set_manifest(spec, options))
+    return objects

@@ -1,0 +1,148 @@
+"""Reconcile one sandbox: compare what the database intends with what the cluster has, act on
+the difference, and record the outcome on the row. Running it twice changes nothing."""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from portal.fleet.models import Cluster
+from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.services import (
+    sandbox_attempt_failed,
+    sandbox_mark_ended,
+    sandbox_mark_failed,
+    sandbox_mark_running,
+    sandbox_mark_waiting,
+)
+from workers.drivers.base import ClusterConfig, ClusterDriver, DriverError, GpuClaim, SandboxSpec
+from workers.drivers.factory import get_driver
+
+log = logging.getLogger(__name__)
+RECHECK_SECONDS = 1.0
+
+
+def cluster_config(cluster: Cluster) -> ClusterConfig:
+    return ClusterConfig(
+        name=cluster.name,
+        driver=cluster.driver or settings.PORTAL_CLUSTER_DRIVER,  # type: ignore[arg-type]
+        kubeconfig=cluster.kubeconfig,
+        context=cluster.context,
+        in_cluster=cluster.in_cluster,
+        api_url=cluster.api_url,
+    )
+
+
+def driver_for(cluster: Cluster) -> ClusterDriver:
+    return get_driver(cluster_config(cluster))
+
+
+def namespace_for(sandbox: Sandbox) -> str:
+    try:
+        from workers.manifests import sandbox_namespace_name
+    except ImportError:  # pragma: no cover - older manifest package
+        raw = f"{sandbox.team.slug}-{sandbox.name}"[:50]
+        return re.sub(r"[^a-z0-9-]", "-", raw.lower()).strip("-") + f"-{sandbox.pk}"
+    return sandbox_namespace_name(sandbox.team.slug, sandbox.name, sandbox.pk)
+
+
+def sandbox_spec(sandbox: Sandbox) -> SandboxSpec:
+    """The plain description of a placed sandbox that drivers and manifest builders take."""
+    allocations = list(sandbox.allocations.select_related("gpu", "mig_slice").order_by("gpu__index"))
+    if sandbox.mig_profile:
+        first = allocations[0] if allocations else None
+        claim = GpuClaim(
+            resource=f"nvidia.com/mig-{sandbox.mig_profile}",
+            count=1,
+            node=sandbox.node_name,
+            gpu_indices=(first.gpu.index,) if first else (),
+            mig_profile=sandbox.mig_profile,
+            mig_start=first.mig_slice.start if first and first.mig_slice else None,
+        )
+    else:
+        claim = GpuClaim(
+            resource="nvidia.com/gpu",
+            count=sandbox.gpu_count,
+            node=sandbox.node_name,
+            gpu_indices=tuple(a.gpu.index for a in allocations),
+        )
+    namespace = sandbox.namespace or namespace_for(sandbox)
+    base = settings.PORTAL_ACCESS_BASE_URL.split("://", 1)[-1].strip("/")
+    return SandboxSpec(
+        sandbox_id=sandbox.pk,
+        name=sandbox.name,
+        team=sandbox.team.slug,
+        owner=sandbox.owner.username,
+        namespace=namespace,
+        image=sandbox.image.container_image,
+        image_kind=sandbox.image.kind,  # type: ignore[arg-type]
+        cpu=sandbox.cpu,
+        memory_gb=sandbox.memory_gb,
+        storage_gb=sandbox.storage_gb,
+        gpu=claim,
+        expires_at=sandbox.expires_at,
+        access_host=f"{namespace}.{base}",
+        user_identity=sandbox.owner.cluster_identity,
+    )
+
+
+def reconcile_sandbox(sandbox_id: int, *, now: datetime | None = None) -> float | None:
+    """One step towards what the row intends. Returns seconds until it should be looked at
+    again, or None when nothing is left to do."""
+    now = now or timezone.now()
+    sandbox = (
+        Sandbox.objects.select_related("team", "owner", "image", "cluster", "gpu_type")
+        .filter(pk=sandbox_id)
+        .first()
+    )
+    if sandbox is None or sandbox.state not in (SandboxState.PROVISIONING, SandboxState.TERMINATING):
+        return None
+    if sandbox.cluster is None:
+        sandbox_mark_failed(sandbox_id=sandbox.pk, message="placed on no cluster", now=now)
+        return None
+    spec = sandbox_spec(sandbox)
+    if not sandbox.namespace:
+        Sandbox.objects.filter(pk=sandbox.pk).update(namespace=spec.namespace)
+    driver = driver_for(sandbox.cluster)
+    try:
+        if sandbox.state == SandboxState.PROVISIONING:
+            return _provision(driver, sandbox, spec, now)
+        return _teardown(driver, sandbox, spec, now)
+    except DriverError as error:
+        log.warning("sandbox %s: %s (retryable=%s)", sandbox.pk, error.message, error.retryable)
+        sandbox_attempt_failed(sandbox_id=sandbox.pk, error=error.message, retryable=error.retryable, now=now)
+        refreshed = Sandbox.objects.filter(pk=sandbox.pk).values_list("next_attempt_at", "state").first()
+        if (
+            refreshed
+            and refreshed[0]
+            and refreshed[1] in (SandboxState.PROVISIONING, SandboxState.TERMINATING)
+        ):
+            return max(0.0, (refreshed[0] - now).total_seconds())
+        return None
+
+
+def _provision(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: datetime) -> float | None:
+    driver.apply_sandbox(spec)
+    status = driver.sandbox_status(spec)
+    if status.phase == "running":
+        sandbox_mark_running(sandbox_id=sandbox.pk, access=status.access, now=now)
+        return None
+    if status.phase == "failed":
+        sandbox_mark_failed(sandbox_id=sandbox.pk, message=status.message, now=now)
+        return None
+    sandbox_mark_waiting(
+        sandbox_id=sandbox.pk, message=status.message.capitalize(), now=now, recheck_seconds=RECHECK_SECONDS
+    )
+    return RECHECK_SECONDS
+
+
+def _teardown(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: datetime) -> float | None:
+    if driver.delete_sandbox(spec):
+        sandbox_mark_ended(sandbox_id=sandbox.pk, now=now)
+        return None
+    Sandbox.objects.filter(pk=sandbox.pk).update(message="Removing it from the cluster.")
+    return RECHECK_SECONDS
