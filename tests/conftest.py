@@ -25,15 +25,15 @@ from tests.factories import (
 
 
 @pytest.fixture(autouse=True)
-def _fast_simulation(settings):
-    """Simulated pods start at once and jobs run in-process, unless a test says otherwise."""
+def _fast_simulation(request, settings):
+    """Simulated pods start at once and jobs run in-process; integration tests keep a real broker."""
     from workers.drivers.factory import get_driver
 
     settings.PORTAL_SIM_POD_START_SECONDS = 0
     settings.PORTAL_SIM_MIG_RECONFIG_SECONDS = 0
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     previous = current_app.conf.task_always_eager
-    current_app.conf.task_always_eager = True
+    current_app.conf.task_always_eager = request.node.get_closest_marker("integration") is None
     get_driver.cache_clear()
     yield
     current_app.conf.task_always_eager = previous
