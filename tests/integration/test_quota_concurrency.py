@@ -36,7 +36,7 @@ def test_twenty_simultaneous_requests_never_exceed_the_team_quota(fleet, team, r
             result = "created"
         except QuotaExceeded:
             result = "quota_exceeded"
-        except Exception as error:  # noqa: BLE001 - reported in the assertion below
+        except Exception as error:  # reported in the assertion below
             result = f"error: {error!r}"
         finally:
             connection.close()
