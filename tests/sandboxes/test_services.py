@@ -1,0 +1,255 @@
+"""Sandbox requests: validation, quota, policy, placement, queue, extension and termination."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+
+from portal.approvals.models import Approval
+from portal.audit.models import AuditEvent
+from portal.core.errors import Conflict, NotFound, QuotaExceeded, ValidationFailed
+from portal.fleet.models import Allocation
+from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.selectors import queue_positions, sandbox_placement
+from portal.sandboxes.services import (
+    sandbox_estimate,
+    sandbox_extend,
+    sandbox_request,
+    sandbox_terminate,
+)
+
+pytestmark = pytest.mark.django_db
+S = SandboxState
+
+
+def whole(count: int = 1, hours: float = 1, name: str = "whole") -> dict:
+    return {"team": "vision", "name": name, "gpu_type": "h100-80gb", "count": count, "ttl_hours": hours}
+
+
+def test_slice_within_policy_is_approved_placed_and_running(run_jobs, fleet, researcher, slice_request):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    sandbox.refresh_from_db()
+    assert sandbox.state == S.RUNNING
+    assert sandbox.access.startswith("https://")
+    assert sandbox.node_name == "gpu-h100-b"
+    placement = sandbox_placement(sandbox)
+    assert placement["mig_profile"] == "1g.10gb" and placement["node"] == "gpu-h100-b"
+    allocation = Allocation.objects.get(sandbox=sandbox)
+    assert (allocation.share_numerator, allocation.share_denominator) == (1, 7)
+    assert allocation.price_per_hour == Decimal("6.88")
+
+
+def test_request_over_auto_approval_waits_for_lead_who_is_told(run_jobs, fleet, researcher, lead):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **whole(4, 48, "big")))
+    assert sandbox.state == S.PENDING_APPROVAL
+    approval = Approval.objects.get(sandbox=sandbox)
+    assert "more than 1 whole GPU" in approval.why_needed and "longer than 24 hours" in approval.why_needed
+    assert lead.notifications.count() == 1
+    assert [m.to for m in mail.outbox] == [["bob@example.com"]]
+    assert not Allocation.objects.filter(sandbox=sandbox).exists()
+
+
+def test_request_beyond_quota_is_refused_with_what_is_left(fleet, team, researcher):
+    team.quota_gpus = Decimal(2)
+    team.save()
+    sandbox_request(user=researcher, **whole(1, 1, "one"))
+    with pytest.raises(QuotaExceeded) as refused:
+        sandbox_request(user=researcher, **whole(2, 1, "two"))
+    assert refused.value.code == "quota_exceeded"
+    assert "1 of 2 GPU equivalents left" in refused.value.message
+    assert refused.value.fields["quota_left"] == "1.000"
+    assert Sandbox.objects.count() == 1
+
+
+def test_slices_count_their_compute_share_against_quota(fleet, team, researcher):
+    team.quota_gpus = Decimal("0.3")  # two 1g slices (2/7 = 0.286) fit, a third (3/7 = 0.429) does not
+    team.save()
+    for number in range(2):
+        sandbox_request(
+            user=researcher,
+            team="vision",
+            name=f"s{number}",
+            gpu_type="h100-80gb",
+            mig_profile="1g.10gb",
+            ttl_hours=1,
+        )
+    with pytest.raises(QuotaExceeded):
+        sandbox_request(
+            user=researcher,
+            team="vision",
+            name="s2",
+            gpu_type="h100-80gb",
+            mig_profile="1g.10gb",
+            ttl_hours=1,
+        )
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"gpu_type": "tpu-v5"}, "gpu.type"),
+        ({"mig_profile": "1g.5gb"}, "gpu.mig_profile"),
+        ({"mig_profile": None, "count": 0}, "gpu.count"),
+        ({"mig_profile": None, "count": 9}, "gpu.count"),
+        ({"ttl_hours": 169}, "ttl_hours"),
+        ({"ttl_hours": -1}, "ttl_hours"),
+        ({"ttl_hours": "soon"}, "ttl_hours"),
+        ({"ttl_hours": None, "expires_at": "past"}, "expires_at"),
+        ({"team": "nlp"}, "team"),
+        ({"name": "Not A DNS Name"}, "name"),
+        ({"image": "tensorflow"}, "image"),
+        ({"cpu": 0}, "cpu"),
+    ],
+)
+def test_bad_request_names_the_field_and_creates_nothing(
+    fleet, other_team, researcher, slice_request, changes, field
+):
+    fields = {**slice_request, **changes}
+    if fields.get("expires_at") == "past":
+        fields["expires_at"] = timezone.now() - timedelta(minutes=5)
+    with pytest.raises(ValidationFailed) as refused:
+        sandbox_request(user=researcher, **fields)
+    assert field in refused.value.fields
+    assert Sandbox.objects.count() == 0
+    assert AuditEvent.objects.count() == 0
+
+
+def test_expiry_less_than_a_minute_ahead_is_refused(fleet, researcher, slice_request):
+    fields = {**slice_request, "ttl_hours": None, "expires_at": timezone.now() + timedelta(seconds=30)}
+    with pytest.raises(ValidationFailed) as refused:
+        sandbox_request(user=researcher, **fields)
+    assert refused.value.fields["expires_at"] == ["Must be at least one minute from now."]
+
+
+def test_duplicate_name_is_refused_among_live_sandboxes_only(run_jobs, fleet, researcher, slice_request):
+    first = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    with pytest.raises(ValidationFailed) as refused:
+        sandbox_request(user=researcher, **slice_request)
+    assert "already have a live sandbox" in refused.value.fields["name"][0]
+    run_jobs(lambda: sandbox_terminate(user=researcher, sandbox_id=first.pk))
+    again = sandbox_request(user=researcher, **slice_request)
+    assert again.pk != first.pk
+
+
+def test_request_that_does_not_fit_queues_with_reason_and_drains_when_capacity_frees(
+    run_jobs, fleet, team, researcher
+):
+    team.auto_approve_max_gpus = 8
+    team.save()
+    full = run_jobs(lambda: sandbox_request(user=researcher, **whole(8, 1, "full")))
+    waiting = run_jobs(lambda: sandbox_request(user=researcher, **whole(2, 1, "waiting")))
+    later = run_jobs(lambda: sandbox_request(user=researcher, **whole(2, 1, "later")))
+    waiting.refresh_from_db()
+    assert waiting.state == S.QUEUED
+    assert waiting.message.startswith("Waiting for capacity:")
+    assert queue_positions([waiting, later]) == {waiting.pk: 1, later.pk: 2}
+
+    run_jobs(lambda: sandbox_terminate(user=researcher, sandbox_id=full.pk))
+    waiting.refresh_from_db()
+    later.refresh_from_db()
+    assert waiting.state == S.RUNNING
+    assert later.state == S.RUNNING
+
+
+def test_image_that_cannot_be_pulled_fails_releases_the_gpu_and_tells_the_owner(
+    run_jobs, fleet, researcher, slice_request
+):
+    from portal.sandboxes.models import Image
+
+    Image.objects.create(slug="broken", name="Broken", container_image="registry.example/does-not-exist:1")
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "image": "broken"}))
+    sandbox.refresh_from_db()
+    assert sandbox.state == S.FAILED
+    assert "image pull failed" in sandbox.message
+    assert Allocation.objects.get(sandbox=sandbox).released_at is not None
+    assert "failed" in researcher.notifications.first().message
+
+
+def test_estimate_reports_price_approval_and_capacity(fleet, researcher):
+    estimate = sandbox_estimate(user=researcher, **whole(2, 3, "estimate"))
+    assert estimate.hourly_cost == Decimal("13.76")
+    assert estimate.total_cost == Decimal("41.28")
+    assert estimate.auto_approved is False and "more than 1 whole GPU" in estimate.why_needed
+    assert estimate.capacity_free_now is True
+    assert estimate.quota_left == Decimal("16.000")
+    assert Sandbox.objects.count() == 0
+
+
+def test_extension_within_policy_moves_expiry_at_once(run_jobs, fleet, researcher, slice_request):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    before = Sandbox.objects.get(pk=sandbox.pk).expires_at
+    sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=2)
+    assert Sandbox.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=2)
+    assert AuditEvent.objects.filter(action="sandbox.extend", object_id=str(sandbox.pk)).exists()
+
+
+def test_extension_beyond_auto_approval_needs_a_lead_and_beyond_maximum_is_refused(
+    run_jobs, fleet, researcher, lead, slice_request
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    before = Sandbox.objects.get(pk=sandbox.pk).expires_at
+    sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=30)
+    assert Sandbox.objects.get(pk=sandbox.pk).expires_at == before
+    approval = Approval.objects.get(sandbox=sandbox, kind=Approval.Kind.EXTEND)
+    assert approval.extend_hours == Decimal(30)
+    with pytest.raises(Conflict):
+        sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=30)
+    with pytest.raises(ValidationFailed):
+        sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=200)
+
+
+def test_lead_extends_a_members_sandbox_beyond_auto_approval_directly(
+    run_jobs, fleet, researcher, lead, slice_request
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    before = Sandbox.objects.get(pk=sandbox.pk).expires_at
+    sandbox_extend(user=lead, sandbox_id=sandbox.pk, hours=30)
+    assert Sandbox.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=30)
+
+
+def test_ended_sandbox_cannot_be_extended_or_ended_again(run_jobs, fleet, researcher, slice_request):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    run_jobs(lambda: sandbox_terminate(user=researcher, sandbox_id=sandbox.pk))
+    assert Sandbox.objects.get(pk=sandbox.pk).state == S.TERMINATED
+    with pytest.raises(Conflict):
+        sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=1)
+    with pytest.raises(Conflict):
+        sandbox_terminate(user=researcher, sandbox_id=sandbox.pk)
+
+
+def test_other_users_cannot_see_or_touch_a_sandbox(
+    run_jobs, fleet, researcher, other_researcher, slice_request
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    with pytest.raises(NotFound):
+        sandbox_terminate(user=other_researcher, sandbox_id=sandbox.pk)
+    with pytest.raises(NotFound):
+        sandbox_extend(user=other_researcher, sandbox_id=sandbox.pk, hours=1)
+
+
+def test_terminate_stops_billing_at_once_and_frees_the_gpu_after_teardown(
+    run_jobs, fleet, researcher, lead, slice_request
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    run_jobs(lambda: sandbox_terminate(user=lead, sandbox_id=sandbox.pk))
+    sandbox.refresh_from_db()
+    allocation = Allocation.objects.get(sandbox=sandbox)
+    assert sandbox.state == S.TERMINATED
+    assert allocation.ended_at == sandbox.ended_at
+    assert allocation.released_at is not None
+    actions = list(
+        AuditEvent.objects.filter(object_id=str(sandbox.pk), object_type="sandbox").values_list(
+            "action", flat=True
+        )
+    )
+    assert {
+        "sandbox.request",
+        "sandbox.placed",
+        "sandbox.running",
+        "sandbox.terminating",
+        "sandbox.terminated",
+    } <= set(actions)

@@ -1,0 +1,145 @@
+"""Spend is derived from allocations in Decimal, exact to the cent."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from portal.fleet.models import Allocation, Gpu
+from portal.sandboxes.models import Sandbox
+from portal.spend.selectors import costs_by_sandbox, hold_cost, spend_grouped, team_month_spend
+
+pytestmark = pytest.mark.django_db
+T0 = datetime(2026, 11, 10, 22, 0, tzinfo=UTC)
+
+
+def hold(
+    *,
+    user,
+    team,
+    gpu_type,
+    hours,
+    numerator=1,
+    denominator=1,
+    start=T0,
+    price="6.88",
+    sandbox=None,
+    profile="",
+):
+    gpu = Gpu.objects.filter(gpu_type=gpu_type).order_by("pk").first()
+    return Allocation.objects.create(
+        gpu=gpu,
+        mig_profile=profile,
+        sandbox=sandbox,
+        team=team,
+        user=user,
+        gpu_type=gpu_type,
+        share_numerator=numerator,
+        share_denominator=denominator,
+        price_per_hour=Decimal(price),
+        started_at=start,
+        ended_at=start + timedelta(hours=hours),
+        released_at=start + timedelta(hours=hours),
+    )
+
+
+def test_a_slice_for_two_hours_costs_its_seventh_of_the_price():
+    cost = hold_cost(
+        price_per_hour=Decimal("6.88"), numerator=1, denominator=7, start=T0, end=T0 + timedelta(hours=2)
+    )
+    assert cost == Decimal("6.88") * 2 / 7  # 1.965714…, never a float
+    assert isinstance(cost, Decimal)
+
+
+def test_spend_by_team_user_gpu_type_and_day(fleet, h100, team, researcher, lead, admin_user):
+    hold(user=researcher, team=team, gpu_type=h100, hours=2, numerator=1, denominator=7, profile="1g.10gb")
+    hold(
+        user=lead,
+        team=team,
+        gpu_type=h100,
+        hours=1.5,
+        numerator=3,
+        denominator=1,
+        start=T0 + timedelta(minutes=30),
+    )
+    window = {"start": datetime(2026, 11, 1, tzinfo=UTC), "end": datetime(2026, 12, 1, tzinfo=UTC)}
+
+    by_team = spend_grouped(user=admin_user, group_by="team", **window)
+    assert [(r.key, r.cost, r.gpu_hours) for r in by_team] == [("vision", Decimal("32.93"), Decimal("4.79"))]
+
+    by_user = spend_grouped(user=admin_user, group_by="user", **window)
+    assert [(r.key, r.cost) for r in by_user] == [("bob", Decimal("30.96")), ("alice", Decimal("1.97"))]
+
+    by_day = spend_grouped(user=admin_user, group_by="day", **window)
+    assert [(r.key, r.cost) for r in by_day] == [("2026-11-10", Decimal("32.93"))]
+
+
+def test_day_grouping_splits_a_hold_at_midnight(fleet, h100, team, researcher, admin_user):
+    hold(user=researcher, team=team, gpu_type=h100, hours=4, price="6.00")  # 22:00 to 02:00
+    rows = spend_grouped(
+        user=admin_user,
+        group_by="day",
+        start=datetime(2026, 11, 1, tzinfo=UTC),
+        end=datetime(2026, 12, 1, tzinfo=UTC),
+    )
+    assert [(r.key, r.cost) for r in rows] == [
+        ("2026-11-10", Decimal("12.00")),
+        ("2026-11-11", Decimal("12.00")),
+    ]
+
+
+def test_window_clips_holds_that_cross_its_edges(fleet, h100, team, researcher, admin_user):
+    hold(user=researcher, team=team, gpu_type=h100, hours=4, price="6.00")
+    rows = spend_grouped(
+        user=admin_user,
+        group_by="team",
+        start=datetime(2026, 11, 11, tzinfo=UTC),
+        end=datetime(2026, 11, 11, 1, tzinfo=UTC),
+    )
+    assert rows[0].cost == Decimal("6.00")
+
+
+def test_researchers_see_their_own_spend_and_leads_their_teams(
+    fleet, h100, team, other_team, researcher, lead, other_researcher
+):
+    hold(user=researcher, team=team, gpu_type=h100, hours=1)
+    hold(user=lead, team=team, gpu_type=h100, hours=1)
+    hold(user=other_researcher, team=other_team, gpu_type=h100, hours=1)
+    window = {"start": datetime(2026, 11, 1, tzinfo=UTC), "end": datetime(2026, 12, 1, tzinfo=UTC)}
+    assert {r.key for r in spend_grouped(user=researcher, group_by="user", **window)} == {"alice"}
+    assert {r.key for r in spend_grouped(user=lead, group_by="user", **window)} == {"alice", "bob"}
+
+
+def test_many_short_holds_add_up_like_one_long_one(fleet, h100, team, researcher):
+    for minute in range(60):
+        hold(
+            user=researcher,
+            team=team,
+            gpu_type=h100,
+            hours=1 / 60,
+            start=T0 + timedelta(minutes=minute),
+            numerator=1,
+            denominator=7,
+        )
+    assert team_month_spend(team=team, now=datetime(2026, 11, 20, tzinfo=UTC)) == Decimal("0.98")  # 6.88 / 7
+
+
+def test_cost_so_far_of_each_sandbox_in_one_query(django_assert_num_queries, fleet, h100, team, researcher):
+    sandboxes = []
+    for number in range(5):
+        sandbox = Sandbox.objects.create(
+            name=f"s{number}",
+            team=team,
+            owner=researcher,
+            image=team.default_image,
+            gpu_type=h100,
+            state="terminated",
+            expires_at=T0,
+        )
+        hold(user=researcher, team=team, gpu_type=h100, hours=number, sandbox=sandbox)
+        sandboxes.append(sandbox)
+    with django_assert_num_queries(1):
+        costs = costs_by_sandbox([s.pk for s in sandboxes], now=T0)
+    assert costs[sandboxes[3].pk] == Decimal("20.64")
