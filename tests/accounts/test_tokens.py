@@ -25,7 +25,7 @@ def test_token_is_stored_only_as_a_hash_and_authenticates(researcher):
 
 
 def test_expired_and_revoked_tokens_do_not_authenticate(researcher, lead):
-    token, raw = token_create(user=researcher, name="short", expires_days=1)
+    _token, raw = token_create(user=researcher, name="short", expires_days=1)
     assert token_authenticate(raw=raw, now=timezone.now() + timedelta(days=2)) is None
     other, other_raw = token_create(user=researcher, name="revoked")
     with pytest.raises(NotFound):

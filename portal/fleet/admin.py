@@ -1,0 +1,53 @@
+from django.contrib import admin
+
+from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node, PriceBookEntry
+
+
+class PriceInline(admin.TabularInline):
+    model = PriceBookEntry
+    extra = 1
+
+
+@admin.register(GpuType)
+class GpuTypeAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "memory_gb", "mig_capable")
+    inlines = [PriceInline]
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ("name", "driver", "mig_change_policy", "last_discovery_at")
+
+
+class GpuInline(admin.TabularInline):
+    model = Gpu
+    extra = 0
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ("name", "cluster", "gpu_type", "product", "unknown_product", "schedulable")
+    list_filter = ("cluster", "gpu_type", "unknown_product", "schedulable")
+    inlines = [GpuInline]
+
+
+@admin.register(MigSlice)
+class MigSliceAdmin(admin.ModelAdmin):
+    list_display = ("gpu", "profile", "start", "size", "state")
+
+
+@admin.register(Allocation)
+class AllocationAdmin(admin.ModelAdmin):
+    """Read-only: spend derives from these rows, so they are never edited by hand."""
+
+    list_display = ("gpu", "mig_profile", "sandbox", "team", "user", "started_at", "ended_at", "released_at")
+    list_filter = ("team", "gpu_type")
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

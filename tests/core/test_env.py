@@ -1,0 +1,35 @@
+"""Settings helpers refuse malformed values with a message naming the variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.core.env import ConfigError, env_bool, env_choice, env_float, env_int, env_list
+
+
+def test_helpers_read_typed_values(monkeypatch):
+    monkeypatch.setenv("X_BOOL", "yes")
+    monkeypatch.setenv("X_INT", "42")
+    monkeypatch.setenv("X_FLOAT", "2.5")
+    monkeypatch.setenv("X_LIST", "a, b,,c")
+    assert env_bool("X_BOOL", False) is True
+    assert env_int("X_INT", 0) == 42
+    assert env_float("X_FLOAT", 0.0) == 2.5
+    assert env_list("X_LIST", []) == ["a", "b", "c"]
+    assert env_int("X_UNSET_INT", 7) == 7
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "read"),
+    [
+        ("X_BOOL", "maybe", lambda: env_bool("X_BOOL", False)),
+        ("X_INT", "ten", lambda: env_int("X_INT", 0)),
+        ("X_INT", "-1", lambda: env_int("X_INT", 0, minimum=0)),
+        ("X_FLOAT", "fast", lambda: env_float("X_FLOAT", 0.0)),
+        ("X_CHOICE", "docker", lambda: env_choice("X_CHOICE", "simulated", ["simulated", "kubernetes"])),
+    ],
+)
+def test_malformed_values_are_refused_naming_the_variable(monkeypatch, name, value, read):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=name):
+        read()
