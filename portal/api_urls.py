@@ -9,4 +9,5 @@ urlpatterns = [
     path("", include("portal.approvals.api_urls")),
     path("", include("portal.spend.api_urls")),
     path("", include("portal.audit.api_urls")),
+    path("", include("portal.catalog.api_urls")),
 ]

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "portal.approvals",
     "portal.spend",
     "portal.audit",
+    "portal.catalog",
     # The worker side registers its Celery app and its management commands (runportal);
     # listed by name only, portal code never imports it.
     "workers",

@@ -9,4 +9,5 @@ urlpatterns = [
     path("", include("portal.spend.urls")),
     path("", include("portal.fleet.urls")),
     path("", include("portal.audit.urls")),
+    path("", include("portal.catalog.urls")),
 ]
