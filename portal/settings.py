@@ -182,6 +182,9 @@ PORTAL_SWEEP_SECONDS = env_float("PORTAL_SWEEP_SECONDS", 30.0, minimum=1.0)
 PORTAL_RECONCILE_SECONDS = env_float("PORTAL_RECONCILE_SECONDS", 5.0, minimum=1.0)
 PORTAL_EXPIRY_WARNING_MINUTES = env_int("PORTAL_EXPIRY_WARNING_MINUTES", 30, minimum=1)
 PORTAL_MAX_ATTEMPTS = env_int("PORTAL_MAX_ATTEMPTS", 5, minimum=1)
+# A queued request waiting longer than this reserves its GPU type: nothing smaller is placed
+# past it until it fits (so large requests are not starved by a stream of small ones).
+PORTAL_STARVATION_MINUTES = env_float("PORTAL_STARVATION_MINUTES", 15.0, minimum=0.0)
 # How a MIG slice is billed and counted against quota: "compute" (compute slices / 7) or
 # "memory" (memory slots / 8). Quota always uses the same rule as billing.
 PORTAL_MIG_SHARE_RULE = env_choice("PORTAL_MIG_SHARE_RULE", "compute", ["compute", "memory"])

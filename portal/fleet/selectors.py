@@ -64,7 +64,10 @@ def gpu_snapshot(*, gpu_type: GpuType | None = None, now: datetime | None = None
         else:
             whole_held.add(gpu_id)
     slices: dict[int, list[SliceView]] = defaultdict(list)
+    changing: set[int] = set()
     for mig_slice in MigSlice.objects.filter(gpu_id__in=ids):
+        if mig_slice.state == MigSlice.State.CREATING:
+            changing.add(mig_slice.gpu_id)
         slices[mig_slice.gpu_id].append(
             SliceView(
                 slice_id=mig_slice.pk,
@@ -78,7 +81,9 @@ def gpu_snapshot(*, gpu_type: GpuType | None = None, now: datetime | None = None
     views = []
     for gpu in gpus:
         node = gpu.node
-        reconfiguring = node.mig_reconfiguring_until is not None and node.mig_reconfiguring_until > now
+        reconfiguring = gpu.pk in changing or (
+            node.mig_reconfiguring_until is not None and node.mig_reconfiguring_until > now
+        )
         views.append(
             GpuView(
                 gpu_id=gpu.pk,

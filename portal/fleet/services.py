@@ -8,8 +8,9 @@ from django.conf import settings
 from django.db import transaction
 
 from portal.fleet.geometry import COMPUTE_SLICES, MEMORY_SLOTS, ProfileShape
-from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice
+from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node
 from portal.fleet.placement import NoFit, Placement, SliceRequest, WholeRequest, place
+from portal.fleet.placement.queue import QueuedRequest, drain
 from portal.fleet.selectors import gpu_snapshot, price_per_hour
 
 
@@ -40,6 +41,53 @@ def allocation_place(*, holder, now: datetime) -> Placement | NoFit:
     decision = place(gpu_snapshot(gpu_type=gpu_type, now=now), request)
     if isinstance(decision, NoFit):
         return decision
+    allocation_record(holder=holder, gpu_type=gpu_type, request=request, decision=decision, now=now)
+    return decision
+
+
+@transaction.atomic
+def allocations_place_queued(
+    *, holders: list, now: datetime, starvation_seconds: float
+) -> dict[int, Placement]:
+    """Place what fits of a queue (priority, arrival, no starvation; see placement.queue.drain).
+
+    Every GPU type involved is locked first, in id order, so concurrent drains and requests
+    never pick the same GPU.
+    """
+    type_ids = sorted({h.gpu_type_id for h in holders})
+    gpu_types = {t.pk: t for t in GpuType.objects.select_for_update().filter(pk__in=type_ids).order_by("pk")}
+    snapshot = gpu_snapshot(now=now)
+    requests = {}
+    queue = []
+    for holder in holders:
+        gpu_type = gpu_types[holder.gpu_type_id]
+        try:
+            request = placement_request(
+                gpu_type=gpu_type, count=holder.gpu_count, mig_profile=holder.mig_profile
+            )
+        except ValueError:
+            continue
+        requests[holder.pk] = request
+        queued_at = (holder.queued_at or now).timestamp()
+        queue.append(QueuedRequest(holder.pk, holder.priority, queued_at, request))
+    decisions = dict(drain(queue, snapshot, now=now.timestamp(), starvation_seconds=starvation_seconds))
+    by_id = {h.pk: h for h in holders}
+    for holder_id, decision in decisions.items():
+        holder = by_id[holder_id]
+        allocation_record(
+            holder=holder,
+            gpu_type=gpu_types[holder.gpu_type_id],
+            request=requests[holder_id],
+            decision=decision,
+            now=now,
+        )
+    return decisions
+
+
+def allocation_record(
+    *, holder, gpu_type: GpuType, request: WholeRequest | SliceRequest, decision: Placement, now: datetime
+) -> None:
+    """Write a placement decision as allocations (and the new MIG slice it cuts, if any)."""
     price = price_per_hour(gpu_type=gpu_type, at=now)
     gpus = {g.pk: g for g in Gpu.objects.select_related("node__cluster").filter(pk__in=decision.gpu_ids)}
     common = {
@@ -53,12 +101,15 @@ def allocation_place(*, holder, now: datetime) -> Placement | NoFit:
     if isinstance(request, SliceRequest):
         gpu = gpus[decision.gpu_ids[0]]
         if decision.slice_id is None:
+            # A new GPU instance: it exists in the cluster only once the node's MIG layout is
+            # applied, so it starts as "creating" and nothing else is cut on its GPU meanwhile.
             mig_slice = MigSlice.objects.create(
                 gpu=gpu,
                 profile=request.profile.name,
                 start=decision.start,
                 size=request.profile.size,
                 compute_slices=request.profile.compute_slices,
+                state=MigSlice.State.CREATING,
             )
         else:
             mig_slice = MigSlice.objects.get(pk=decision.slice_id)
@@ -78,7 +129,6 @@ def allocation_place(*, holder, now: datetime) -> Placement | NoFit:
     holder.cluster = first.node.cluster
     holder.node_name = first.node.name
     holder.placement_reason = decision.reason[:300]
-    return decision
 
 
 def allocations_end(*, holder, at: datetime) -> int:
@@ -86,10 +136,54 @@ def allocations_end(*, holder, at: datetime) -> int:
     return Allocation.objects.filter(sandbox=holder, ended_at__isnull=True).update(ended_at=at)
 
 
-def allocations_release(*, holder, at: datetime) -> int:
-    """Free the holder's GPUs and slices for others; also stops billing if it had not stopped."""
+def allocations_release(*, holder, at: datetime) -> list[int]:
+    """Free the holder's GPUs and slices for others (billing stops too, if it had not).
+
+    A MIG GPU left with no slice in use gets its layout freed: its free slices are deleted, and
+    the ids of the nodes whose layout changed are returned so the caller can apply them.
+    """
     allocations_end(holder=holder, at=at)
-    return Allocation.objects.filter(sandbox=holder, released_at__isnull=True).update(released_at=at)
+    released = list(
+        Allocation.objects.filter(sandbox=holder, released_at__isnull=True).values_list("gpu_id", flat=True)
+    )
+    Allocation.objects.filter(sandbox=holder, released_at__isnull=True).update(released_at=at)
+    return mig_layouts_free(gpu_ids=released)
+
+
+def mig_layouts_free(*, gpu_ids: list[int]) -> list[int]:
+    """Delete the slices of MIG GPUs that no longer hold any; returns the nodes that changed."""
+    in_use = set(
+        Allocation.objects.filter(gpu_id__in=gpu_ids, released_at__isnull=True).values_list(
+            "gpu_id", flat=True
+        )
+    )
+    empty = [gpu_id for gpu_id in set(gpu_ids) if gpu_id not in in_use]
+    slices = MigSlice.objects.filter(gpu_id__in=empty, gpu__mig_enabled=True)
+    nodes = sorted(set(slices.values_list("gpu__node_id", flat=True)))
+    slices.delete()
+    return nodes
+
+
+def mig_layout_settled(*, node_id: int, succeeded: bool) -> int:
+    """The node's MIG layout was applied (or failed): creating slices become ready, or go."""
+    Node.objects.filter(pk=node_id).update(mig_config_state="success" if succeeded else "failed")
+    creating = MigSlice.objects.filter(gpu__node_id=node_id, state=MigSlice.State.CREATING)
+    if succeeded:
+        return creating.update(state=MigSlice.State.READY)
+    return 0
+
+
+def mig_layout_of(*, node_id: int) -> dict[int, list[tuple[str, int]]]:
+    """The MIG layout the database intends for a node: GPU index -> [(profile, start)]."""
+    layout: dict[int, list[tuple[str, int]]] = {
+        index: []
+        for index in Gpu.objects.filter(node_id=node_id, mig_enabled=True).values_list("index", flat=True)
+    }
+    for index, profile, start in MigSlice.objects.filter(gpu__node_id=node_id).values_list(
+        "gpu__index", "profile", "start"
+    ):
+        layout.setdefault(index, []).append((profile, start))
+    return {index: sorted(slices, key=lambda s: s[1]) for index, slices in layout.items()}
 
 
 def default_cluster() -> Cluster:

@@ -10,7 +10,7 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
-from portal.fleet.models import Cluster
+from portal.fleet.models import Cluster, MigSlice
 from portal.sandboxes.models import Sandbox, SandboxState
 from portal.sandboxes.services import (
     sandbox_attempt_failed,
@@ -18,6 +18,7 @@ from portal.sandboxes.services import (
     sandbox_mark_failed,
     sandbox_mark_running,
     sandbox_mark_waiting,
+    sandbox_requeue,
 )
 from workers.drivers.base import ClusterConfig, ClusterDriver, DriverError, GpuClaim, SandboxSpec
 from workers.drivers.factory import get_driver
@@ -126,6 +127,29 @@ def reconcile_sandbox(sandbox_id: int, *, now: datetime | None = None) -> float 
 
 
 def _provision(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: datetime) -> float | None:
+    waiting_for_slice = _slice_being_cut(sandbox)
+    if waiting_for_slice is not None:
+        from workers.reconcile.mig import reconcile_node_mig
+
+        state = reconcile_node_mig(waiting_for_slice.gpu.node_id)
+        if state == "failed":
+            sandbox_requeue(
+                sandbox_id=sandbox.pk,
+                message=f"The MIG layout change on {sandbox.node_name} failed.",
+                now=now,
+            )
+            return None
+        if state == "pending":
+            sandbox_mark_waiting(
+                sandbox_id=sandbox.pk,
+                message=(
+                    f"Cutting a {waiting_for_slice.profile} slice on {sandbox.node_name} GPU "
+                    f"{waiting_for_slice.gpu.index} (MIG reconfiguration)"
+                ),
+                now=now,
+                recheck_seconds=RECHECK_SECONDS,
+            )
+            return RECHECK_SECONDS
     driver.apply_sandbox(spec)
     status = driver.sandbox_status(spec)
     if status.phase == "running":
@@ -138,6 +162,18 @@ def _provision(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: 
         sandbox_id=sandbox.pk, message=status.message.capitalize(), now=now, recheck_seconds=RECHECK_SECONDS
     )
     return RECHECK_SECONDS
+
+
+def _slice_being_cut(sandbox: Sandbox) -> MigSlice | None:
+    """The sandbox's MIG slice if the cluster has not made it yet."""
+    if not sandbox.mig_profile:
+        return None
+    allocation = (
+        sandbox.allocations.select_related("mig_slice__gpu")
+        .filter(released_at__isnull=True, mig_slice__state=MigSlice.State.CREATING)
+        .first()
+    )
+    return allocation.mig_slice if allocation else None
 
 
 def _teardown(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: datetime) -> float | None:

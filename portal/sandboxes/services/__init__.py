@@ -8,7 +8,9 @@ from portal.sandboxes.services.lifecycle import (
     sandbox_mark_failed,
     sandbox_mark_running,
     sandbox_mark_waiting,
+    sandbox_queue_drain,
     sandbox_reject,
+    sandbox_requeue,
     sandbox_try_place,
 )
 from portal.sandboxes.services.requests import (
@@ -21,7 +23,6 @@ from portal.sandboxes.services.requests import (
 )
 from portal.sandboxes.services.sweep import (
     SweepResult,
-    sandbox_queue_drain,
     sandboxes_due_for_reconcile,
     sandboxes_sweep,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "sandbox_mark_waiting",
     "sandbox_queue_drain",
     "sandbox_reject",
+    "sandbox_requeue",
     "sandbox_request",
     "sandbox_terminate",
     "sandbox_try_place",

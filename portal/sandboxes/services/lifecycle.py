@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
+from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.services import notify
@@ -19,13 +20,20 @@ from portal.approvals.models import Approval
 from portal.core.errors import Conflict
 from portal.core.jobs import enqueue
 from portal.fleet.placement import NoFit
-from portal.fleet.services import allocation_place, allocations_end, allocations_release
+from portal.fleet.models import Allocation
+from portal.fleet.services import (
+    allocation_place,
+    allocations_end,
+    allocations_place_queued,
+    allocations_release,
+)
 from portal.sandboxes.models import Sandbox, SandboxState
 from portal.sandboxes.services.transitions import move
 
 log = logging.getLogger(__name__)
 RECONCILE_TASK = "sandboxes.reconcile"
 DRAIN_TASK = "sandboxes.drain_queue"
+MIG_LAYOUT_TASK = "fleet.apply_mig_layout"
 S = SandboxState
 
 
@@ -43,23 +51,80 @@ def sandbox_try_place(sandbox: Sandbox, *, now: datetime, actor: User | None = N
                 Sandbox.objects.filter(pk=sandbox.pk, state=S.QUEUED).update(message=message)
                 sandbox.message = message
             return False
+        _placed(sandbox, reason=decision.reason, actor=actor, now=now)
+    return True
+
+
+def _placed(sandbox: Sandbox, *, reason: str, actor: User | None, now: datetime) -> None:
+    move(
+        sandbox,
+        to=S.PROVISIONING,
+        from_states=[S.QUEUED],
+        actor=actor,
+        action="sandbox.placed",
+        detail=reason,
+        cluster=sandbox.cluster,
+        node_name=sandbox.node_name,
+        placement_reason=sandbox.placement_reason,
+        message=f"Placed on {sandbox.node_name}; starting.",
+        attempts=0,
+        next_attempt_at=now,
+        last_error="",
+    )
+    enqueue(RECONCILE_TASK, sandbox.pk)
+
+
+def sandbox_queue_drain(*, now: datetime | None = None) -> list[int]:
+    """Place queued sandboxes that now fit: priority, then arrival; smaller ones backfill around
+    a large one that does not fit, except behind one that has waited past
+    PORTAL_STARVATION_MINUTES, which reserves its GPU type until it is placed."""
+    now = now or timezone.now()
+    queued = list(
+        Sandbox.objects.filter(state=S.QUEUED)
+        .select_related("team", "gpu_type")
+        .order_by("-priority", "queued_at", "pk")
+    )
+    if not queued:
+        return []
+    with transaction.atomic():
+        decisions = allocations_place_queued(
+            holders=queued, now=now, starvation_seconds=settings.PORTAL_STARVATION_MINUTES * 60
+        )
+        for sandbox in queued:
+            if sandbox.pk in decisions:
+                _placed(sandbox, reason=decisions[sandbox.pk].reason, actor=None, now=now)
+    return [s.pk for s in queued if s.pk in decisions]
+
+
+@transaction.atomic
+def sandbox_requeue(*, sandbox_id: int, message: str, now: datetime) -> None:
+    """Its placement could not be made real (a MIG layout failed): give the GPU back and wait
+    for another place. The hold was never usable, so it is not billed."""
+    sandbox = Sandbox.objects.select_related("team").get(pk=sandbox_id)
+    try:
         move(
             sandbox,
-            to=S.PROVISIONING,
-            from_states=[S.QUEUED],
-            actor=actor,
-            action="sandbox.placed",
-            detail=decision.reason,
-            cluster=sandbox.cluster,
-            node_name=sandbox.node_name,
-            placement_reason=sandbox.placement_reason,
-            message=f"Placed on {sandbox.node_name}; starting.",
-            attempts=0,
-            next_attempt_at=now,
-            last_error="",
+            to=S.QUEUED,
+            from_states=[S.PROVISIONING],
+            actor=None,
+            action="sandbox.requeued",
+            detail=message,
+            message=f"{message} Waiting for another place."[:500],
+            node_name="",
+            placement_reason="",
+            next_attempt_at=None,
         )
-    enqueue(RECONCILE_TASK, sandbox.pk)
-    return True
+    except Conflict:
+        return
+    for allocation in Allocation.objects.filter(sandbox=sandbox, released_at__isnull=True):
+        Allocation.objects.filter(pk=allocation.pk).update(ended_at=allocation.started_at)
+    _apply_layouts(allocations_release(holder=sandbox, at=now))
+    enqueue(DRAIN_TASK)
+
+
+def _apply_layouts(node_ids: list[int]) -> None:
+    for node_id in node_ids:
+        enqueue(MIG_LAYOUT_TASK, node_id)
 
 
 def sandbox_approve(sandbox: Sandbox, *, actor: User, now: datetime) -> None:
@@ -175,7 +240,7 @@ def sandbox_mark_failed(*, sandbox_id: int, message: str, now: datetime) -> None
         )
     except Conflict:
         return
-    allocations_release(holder=sandbox, at=now)
+    _apply_layouts(allocations_release(holder=sandbox, at=now))
     notify(
         user=sandbox.owner,
         message=f"Sandbox {sandbox.name} failed: {message}",
@@ -202,7 +267,7 @@ def sandbox_mark_ended(*, sandbox_id: int, now: datetime) -> None:
         )
     except Conflict:
         return
-    allocations_release(holder=sandbox, at=now)
+    _apply_layouts(allocations_release(holder=sandbox, at=now))
     enqueue(DRAIN_TASK)
 
 

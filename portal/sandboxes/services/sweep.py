@@ -15,7 +15,7 @@ from django.utils import timezone
 from portal.accounts.services import notify
 from portal.core.errors import Conflict
 from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.services.lifecycle import sandbox_end, sandbox_try_place
+from portal.sandboxes.services.lifecycle import sandbox_end, sandbox_queue_drain
 
 log = logging.getLogger(__name__)
 S = SandboxState
@@ -80,27 +80,6 @@ def sandboxes_warn_expiring(*, now: datetime) -> list[int]:
         )
         warned.append(sandbox.pk)
     return warned
-
-
-def sandbox_queue_drain(*, now: datetime | None = None) -> list[int]:
-    """Place queued sandboxes that now fit, by priority then arrival order.
-
-    Smaller requests may be placed past a larger one that does not fit yet (backfill).
-    """
-    now = now or timezone.now()
-    placed = []
-    queued = (
-        Sandbox.objects.filter(state=S.QUEUED)
-        .select_related("team", "gpu_type")
-        .order_by("-priority", "queued_at", "pk")
-    )
-    for sandbox in queued:
-        try:
-            if sandbox_try_place(sandbox, now=now):
-                placed.append(sandbox.pk)
-        except Conflict:
-            continue
-    return placed
 
 
 def sandboxes_due_for_reconcile(*, now: datetime) -> list[int]:
