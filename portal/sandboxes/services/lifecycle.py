@@ -19,8 +19,8 @@ from portal.accounts.services import notify
 from portal.approvals.models import Approval
 from portal.core.errors import Conflict
 from portal.core.jobs import enqueue
-from portal.fleet.placement import NoFit
 from portal.fleet.models import Allocation
+from portal.fleet.placement import NoFit
 from portal.fleet.services import (
     allocation_place,
     allocations_end,
