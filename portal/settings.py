@@ -191,8 +191,16 @@ PORTAL_MIG_SHARE_RULE = env_choice("PORTAL_MIG_SHARE_RULE", "compute", ["compute
 # Simulated cluster: how long a pod takes to start, and a MIG reconfiguration.
 PORTAL_SIM_POD_START_SECONDS = env_float("PORTAL_SIM_POD_START_SECONDS", 3.0, minimum=0.0)
 PORTAL_SIM_MIG_RECONFIG_SECONDS = env_float("PORTAL_SIM_MIG_RECONFIG_SECONDS", 2.0, minimum=0.0)
-# Where users reach sandboxes (the access path the NetworkPolicy allows).
+# Where users reach sandboxes, and the namespace of the ingress controller or gateway that
+# carries that traffic (sandbox NetworkPolicies admit ingress from it alone).
 PORTAL_ACCESS_BASE_URL = env_str("PORTAL_ACCESS_BASE_URL", "https://sandboxes.gpu.internal")
+PORTAL_ACCESS_NAMESPACE = env_str("PORTAL_ACCESS_NAMESPACE", "ingress-nginx")
+# Kubernetes driver: home volumes' StorageClass (empty: the cluster default), Pod Security level
+# of sandbox namespaces, and where the mig-parted ConfigMap for the GPU Operator lives.
+PORTAL_STORAGE_CLASS = env_str("PORTAL_STORAGE_CLASS", "")
+PORTAL_POD_SECURITY_LEVEL = env_choice("PORTAL_POD_SECURITY_LEVEL", "restricted", ["restricted", "baseline"])
+PORTAL_MIG_CONFIG_MAP = env_str("PORTAL_MIG_CONFIG_MAP", "gpu-portal-mig-parted-config")
+PORTAL_MIG_CONFIG_NAMESPACE = env_str("PORTAL_MIG_CONFIG_NAMESPACE", "gpu-operator")
 
 LOGGING = {
     "version": 1,

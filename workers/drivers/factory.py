@@ -9,12 +9,29 @@ from workers.drivers.base import ClusterConfig, ClusterDriver
 
 @lru_cache(maxsize=32)
 def get_driver(config: ClusterConfig) -> ClusterDriver:
-    if config.driver == "kubernetes":
-        from workers.drivers.kubernetes import KubernetesDriver
-
-        return KubernetesDriver(config)
     from django.conf import settings
 
+    from workers.manifests.options import AccessPath, ManifestOptions
+
+    manifests = ManifestOptions(
+        access_path=AccessPath(namespace=settings.PORTAL_ACCESS_NAMESPACE),
+        storage_class=settings.PORTAL_STORAGE_CLASS,
+        pod_security_level=settings.PORTAL_POD_SECURITY_LEVEL,
+    )
+    if config.driver == "kubernetes":
+        from portal.fleet.geometry import GPU_MODELS
+        from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
+        from workers.drivers.kubernetes_nodes import product_slug_table
+
+        return KubernetesDriver(
+            config,
+            KubernetesOptions(
+                manifests=manifests,
+                mig_config_map=settings.PORTAL_MIG_CONFIG_MAP,
+                mig_config_namespace=settings.PORTAL_MIG_CONFIG_NAMESPACE,
+                product_slugs=product_slug_table(GPU_MODELS.values()),
+            ),
+        )
     from workers.drivers.simulated import SimulatedDriver
     from workers.simstore import DatabaseObjectStore
 
@@ -22,4 +39,5 @@ def get_driver(config: ClusterConfig) -> ClusterDriver:
         store=DatabaseObjectStore(config.name),
         pod_start_seconds=settings.PORTAL_SIM_POD_START_SECONDS,
         mig_reconfig_seconds=settings.PORTAL_SIM_MIG_RECONFIG_SECONDS,
+        manifest_options=manifests,
     )

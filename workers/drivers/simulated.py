@@ -22,6 +22,7 @@ from workers.drivers.base import (
     WorkloadStatus,
 )
 from workers.manifests import sandbox_objects
+from workers.manifests.options import ManifestOptions
 
 FAILING_IMAGE_MARK = "does-not-exist"
 MANAGED_LABEL = "app.kubernetes.io/managed-by"
@@ -49,7 +50,9 @@ class SimulatedDriver:
         mig_reconfig_seconds: float = 2.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         fail_next: str | None = None,
+        manifest_options: ManifestOptions | None = None,
     ):
+        self.manifest_options = manifest_options
         self.store = store
         self.pod_start_seconds = pod_start_seconds
         self.mig_reconfig_seconds = mig_reconfig_seconds
@@ -62,11 +65,11 @@ class SimulatedDriver:
             raise DriverError(message, retryable=True)
 
     def sandbox_manifests(self, spec: SandboxSpec) -> list[dict]:
-        return sandbox_objects(spec)
+        return sandbox_objects(spec, self.manifest_options)
 
     def apply_sandbox(self, spec: SandboxSpec) -> None:
         self._maybe_fail()
-        for obj in sandbox_objects(spec):
+        for obj in sandbox_objects(spec, self.manifest_options):
             namespace = "" if obj["kind"] == "Namespace" else spec.namespace
             self.store.upsert(kind=obj["kind"], namespace=namespace, name=obj["metadata"]["name"], body=obj)
 
@@ -87,7 +90,7 @@ class SimulatedDriver:
 
     def _workload(self, spec: SandboxSpec) -> tuple[dict, datetime] | None:
         for kind in ("StatefulSet", "Pod", "Deployment"):
-            for obj in sandbox_objects(spec):
+            for obj in sandbox_objects(spec, self.manifest_options):
                 if obj["kind"] == kind:
                     return self.store.get(kind=kind, namespace=spec.namespace, name=obj["metadata"]["name"])
         return None

@@ -4,7 +4,6 @@ the difference, and record the outcome on the row. Running it twice changes noth
 from __future__ import annotations
 
 import logging
-import re
 from datetime import datetime
 
 from django.conf import settings
@@ -22,6 +21,8 @@ from portal.sandboxes.services import (
 )
 from workers.drivers.base import ClusterConfig, ClusterDriver, DriverError, GpuClaim, SandboxSpec
 from workers.drivers.factory import get_driver
+from workers.manifests import sandbox_namespace_name
+from workers.manifests.names import mig_resource_name
 
 log = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0
@@ -43,11 +44,6 @@ def driver_for(cluster: Cluster) -> ClusterDriver:
 
 
 def namespace_for(sandbox: Sandbox) -> str:
-    try:
-        from workers.manifests import sandbox_namespace_name
-    except ImportError:  # pragma: no cover - older manifest package
-        raw = f"{sandbox.team.slug}-{sandbox.name}"[:50]
-        return re.sub(r"[^a-z0-9-]", "-", raw.lower()).strip("-") + f"-{sandbox.pk}"
     return sandbox_namespace_name(sandbox.team.slug, sandbox.name, sandbox.pk)
 
 
@@ -57,7 +53,7 @@ def sandbox_spec(sandbox: Sandbox) -> SandboxSpec:
     if sandbox.mig_profile:
         first = allocations[0] if allocations else None
         claim = GpuClaim(
-            resource=f"nvidia.com/mig-{sandbox.mig_profile}",
+            resource=mig_resource_name(sandbox.mig_profile),
             count=1,
             node=sandbox.node_name,
             gpu_indices=(first.gpu.index,) if first else (),

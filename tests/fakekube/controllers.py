@@ -1,0 +1,111 @@
+"""The controllers the fake runs inline: the StatefulSet controller (replica 0 and its claims),
+garbage collection of its pods, and events, as kubelets, schedulers and controllers record them."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING
+
+from tests.fakekube.errors import ApiError
+from tests.fakekube.resources import BY_KIND
+
+if TYPE_CHECKING:
+    from tests.fakekube.api import FakeApi
+
+
+def collect_owned(api: FakeApi, namespace: str, owner_uid: str) -> None:
+    """Garbage-collect the pods a deleted StatefulSet owned."""
+    for pod in api.store.list("pods", namespace):
+        if any(ref.get("uid") == owner_uid for ref in pod["metadata"].get("ownerReferences") or []):
+            api.store.delete(("pods", namespace, pod["metadata"]["name"]))
+
+
+def start_stateful_set(api: FakeApi, stateful_set: dict) -> None:
+    """Create replica 0 and its claims from the template, as the controller would; a pod the
+    template makes invalid becomes a FailedCreate event instead."""
+    metadata, spec = stateful_set["metadata"], stateful_set["spec"]
+    namespace, set_name = metadata["namespace"], metadata["name"]
+    pod_name = f"{set_name}-0"
+    template = copy.deepcopy(spec["template"])
+    claims = []
+    for claim_template in spec.get("volumeClaimTemplates") or []:
+        claim_name = f"{claim_template['metadata']['name']}-{pod_name}"
+        template["spec"].setdefault("volumes", []).append(
+            {
+                "name": claim_template["metadata"]["name"],
+                "persistentVolumeClaim": {"claimName": claim_name},
+            }
+        )
+        claims.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {**copy.deepcopy(claim_template["metadata"]), "name": claim_name},
+                "spec": copy.deepcopy(claim_template["spec"]),
+            }
+        )
+    pod_labels = {
+        **template["metadata"].get("labels", {}),
+        "statefulset.kubernetes.io/pod-name": pod_name,
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name,
+            "labels": pod_labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "StatefulSet",
+                    "name": set_name,
+                    "uid": metadata["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {**template["spec"], "hostname": pod_name, "subdomain": spec["serviceName"]},
+    }
+    for claim in claims:
+        api.create(BY_KIND["PersistentVolumeClaim"], namespace, claim)
+    try:
+        api.create(BY_KIND["Pod"], namespace, pod)
+    except ApiError as exc:
+        add_event(
+            api,
+            namespace,
+            "StatefulSet",
+            set_name,
+            "FailedCreate",
+            f"create Pod {pod_name} failed: {exc}",
+            "Warning",
+        )
+        return
+    add_event(api, namespace, "StatefulSet", set_name, "SuccessfulCreate", f"create Pod {pod_name} success")
+    key = ("statefulsets", namespace, set_name)
+    stored = api.store.get(key)
+    if stored is not None:
+        stored["status"] = {"replicas": 1, "currentReplicas": 1, "observedGeneration": 1}
+        api.store.put(key, stored)
+
+
+def add_event(
+    api: FakeApi, namespace: str, kind: str, name: str, reason: str, message: str, event_type: str = "Normal"
+) -> dict:
+    """Record an Event about an object, as kubelets, schedulers and controllers do."""
+    when = api.store.now()
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{api.store.next_version()}", "namespace": namespace},
+        "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+        "reason": reason,
+        "message": message,
+        "type": event_type,
+        "count": 1,
+        "firstTimestamp": when,
+        "lastTimestamp": when,
+        "source": {"component": "fake-kube"},
+    }
+    return api.create(BY_KIND["Event"], namespace, event)

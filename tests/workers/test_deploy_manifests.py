@@ -1,0 +1,270 @@
+"""The portal's own deploy manifests (deploy/kubernetes): valid, complete, and RBAC that matches
+what the Kubernetes driver really calls.
+
+kubectl is not installed where tests run, so `render` reads the kustomization in pure Python:
+it concatenates `resources:` and applies `namespace:`, `labels:`/`commonLabels:` and `images:`,
+and refuses any other kustomize feature so a new one cannot be silently rendered wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.fakekube import SCHEMA_VERSION, FakeKube, fixtures
+from tests.workers.test_manifests import SLICE, make_spec
+from workers.drivers.kubernetes import REQUIRED_PERMISSIONS, KubernetesDriver, KubernetesOptions
+from workers.drivers.kubernetes_nodes import MIG_CONFIG_KEY, merge_mig_config
+
+fake_kube = fixtures.fake_kube
+kube_driver = fixtures.kube_driver
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+KUSTOMIZATION = DEPLOY / "kubernetes"
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
+SUPPORTED_KEYS = {"apiVersion", "kind", "namespace", "labels", "commonLabels", "resources", "images"}
+REQUIRED_ENV = {
+    "DATABASE_URL",
+    "CELERY_BROKER_URL",
+    "SECRET_KEY",
+    "PORTAL_CLUSTER_DRIVER",
+    "ALLOWED_HOSTS",
+    "PORTAL_BASE_URL",
+}
+
+
+def _add_labels(doc: dict, labels: dict[str, str], *, selectors: bool, templates: bool) -> None:
+    doc["metadata"].setdefault("labels", {}).update(labels)
+    spec = doc.get("spec") or {}
+    if templates and doc["kind"] in WORKLOADS:
+        spec["template"].setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    if selectors and doc["kind"] in WORKLOADS - {"Job"}:
+        spec["selector"].setdefault("matchLabels", {}).update(labels)
+    if selectors and doc["kind"] == "Service":
+        spec.setdefault("selector", {}).update(labels)
+
+
+def render(directory: Path) -> list[dict]:
+    """`kubectl kustomize directory`, for the subset of kustomize this repository uses."""
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    unsupported = set(kustomization) - SUPPORTED_KEYS
+    assert not unsupported, f"render() does not know kustomize's {sorted(unsupported)}; teach it first"
+    docs: list[dict] = []
+    for resource in kustomization.get("resources", []):
+        path = directory / resource
+        if path.is_dir():
+            docs.extend(render(path))
+        else:
+            docs.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
+    namespace = kustomization.get("namespace")
+    for doc in docs:
+        if namespace and doc["kind"] not in CLUSTER_SCOPED:
+            doc["metadata"]["namespace"] = namespace
+        if kustomization.get("commonLabels"):
+            _add_labels(doc, kustomization["commonLabels"], selectors=True, templates=True)
+        for entry in kustomization.get("labels", []):
+            _add_labels(
+                doc,
+                entry["pairs"],
+                selectors=entry.get("includeSelectors", False),
+                templates=entry.get("includeTemplates", False),
+            )
+        for image in kustomization.get("images", []):
+            for container in pod_spec(doc).get("containers", []) if doc["kind"] in WORKLOADS else []:
+                if container["image"].split(":")[0] == image["name"]:
+                    container["image"] = f"{image.get('newName', image['name'])}:{image['newTag']}"
+    return docs
+
+
+def pod_spec(doc: dict) -> dict:
+    return doc["spec"]["template"]["spec"]
+
+
+@pytest.fixture(scope="module")
+def documents() -> list[dict]:
+    return render(KUSTOMIZATION)
+
+
+def find(documents: list[dict], kind: str, name: str) -> dict:
+    return next(doc for doc in documents if doc["kind"] == kind and doc["metadata"]["name"] == name)
+
+
+def test_every_document_passes_the_strict_official_schema(documents: list[dict]) -> None:
+    example = yaml.safe_load((KUSTOMIZATION / "secret.example.yaml").read_text())
+    for doc in [*documents, example]:
+        assert kubernetes_validate.validate(doc, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION, doc["kind"]
+
+
+def test_the_kustomization_lists_every_manifest_but_the_secret_template() -> None:
+    listed = set(yaml.safe_load((KUSTOMIZATION / "kustomization.yaml").read_text())["resources"])
+    on_disk = {path.name for path in KUSTOMIZATION.glob("*.yaml")} - {"kustomization.yaml"}
+    assert on_disk - listed == {"secret.example.yaml"}  # applying it would overwrite the real Secret
+    assert listed <= on_disk
+
+
+def test_every_namespaced_object_lands_in_the_portal_namespace(documents: list[dict]) -> None:
+    for doc in documents:
+        expected = None if doc["kind"] in CLUSTER_SCOPED else "gpu-portal"
+        assert doc["metadata"].get("namespace") == expected, doc["metadata"]["name"]
+        assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "gpu-portal"
+    binding = find(documents, "ClusterRoleBinding", "gpu-portal-driver")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "gpu-portal"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "command"),
+    [
+        ("Deployment", "gpu-portal-web", ["gunicorn", "portal.wsgi"]),
+        ("Deployment", "gpu-portal-worker", ["celery", "-A", "workers", "worker"]),
+        ("Deployment", "gpu-portal-beat", ["celery", "-A", "workers", "beat"]),
+        ("Job", "gpu-portal-migrate", ["python", "manage.py", "migrate"]),
+    ],
+)
+def test_each_process_runs_its_command_with_the_full_environment(
+    documents: list[dict], kind: str, name: str, command: list[str]
+) -> None:
+    spec = pod_spec(find(documents, kind, name))
+    container = spec["containers"][0]
+    assert container["command"][: len(command)] == command
+    assert container["image"] == "registry.example.internal/gpu-portal:0.1.0"
+    sources = {ref.get("configMapRef", ref.get("secretRef", {})).get("name") for ref in container["envFrom"]}
+    assert sources == {"gpu-portal-config", "gpu-portal-secrets"}
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True
+
+
+def test_config_and_secret_template_provide_every_setting_the_portal_needs(documents: list[dict]) -> None:
+    config = find(documents, "ConfigMap", "gpu-portal-config")["data"]
+    secret = yaml.safe_load((KUSTOMIZATION / "secret.example.yaml").read_text())["stringData"]
+    assert set(config) | set(secret) >= REQUIRED_ENV
+    assert not set(config) & {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY"}  # secrets stay secret
+    assert config["PORTAL_CLUSTER_DRIVER"] == "kubernetes"
+
+
+def test_only_the_worker_holds_the_service_account_token(documents: list[dict]) -> None:
+    worker = pod_spec(find(documents, "Deployment", "gpu-portal-worker"))
+    assert worker["serviceAccountName"] == "gpu-portal" and worker["automountServiceAccountToken"] is True
+    for kind, name in [
+        ("Deployment", "gpu-portal-web"),
+        ("Deployment", "gpu-portal-beat"),
+        ("Job", "gpu-portal-migrate"),
+    ]:
+        assert pod_spec(find(documents, kind, name))["automountServiceAccountToken"] is False
+    beat = find(documents, "Deployment", "gpu-portal-beat")["spec"]
+    assert beat["replicas"] == 1 and beat["strategy"] == {"type": "Recreate"}
+
+
+def test_the_ingress_reaches_the_web_service(documents: list[dict]) -> None:
+    ingress = find(documents, "Ingress", "gpu-portal")["spec"]["rules"][0]["http"]["paths"][0]["backend"]
+    service = find(documents, "Service", "gpu-portal-web")
+    assert ingress["service"]["name"] == service["metadata"]["name"]
+    assert ingress["service"]["port"]["name"] in {port["name"] for port in service["spec"]["ports"]}
+
+
+def test_the_seed_mig_config_is_the_one_the_driver_writes_and_keeps_the_stock_layouts() -> None:
+    config_map = yaml.safe_load((DEPLOY / "gpu-operator" / "mig-parted-config.yaml").read_text())
+    assert kubernetes_validate.validate(config_map, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
+    options = KubernetesOptions()
+    assert (config_map["metadata"]["name"], config_map["metadata"]["namespace"]) == (
+        options.mig_config_map,
+        options.mig_config_namespace,
+    )
+    seeded = config_map["data"][MIG_CONFIG_KEY]
+    merged = yaml.safe_load(merge_mig_config(seeded, "gpu-a", "gpu-portal-gpu-a-0123abcd", []))
+    assert {"all-disabled", "all-enabled", "gpu-portal-gpu-a-0123abcd"} <= set(merged["mig-configs"])
+
+
+# --- RBAC: exactly what the driver calls -------------------------------------------------------------
+
+
+def granted(documents: list[dict]) -> set[tuple[str, str, str]]:
+    rules = find(documents, "ClusterRole", "gpu-portal-driver")["rules"]
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def declared() -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb) for (group, resource), verbs in REQUIRED_PERMISSIONS.items() for verb in verbs
+    }
+
+
+def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, str]]:
+    """Drive every path of the driver that reaches the API; return the (group, resource, verb)
+    triples the server saw."""
+    spec = make_spec()
+    driver.apply_sandbox(spec)
+    changed = dataclasses.replace(
+        spec,
+        image_kind="shell",
+        gpu=SLICE,
+        cpu=12,
+        expires_at=datetime(2026, 3, 1, tzinfo=UTC),
+        user_identity="bob@firm.example",
+    )
+    driver.apply_sandbox(changed)  # 409s, reads, patches of every kind
+    driver.apply_sandbox(dataclasses.replace(changed, user_identity=""))  # deletes the RoleBinding
+    driver.sandbox_status(changed)
+    driver.managed_namespaces()
+    driver.discover_gpu_nodes()
+    driver.apply_mig_layout("gpu-h100-a", {0: [("1g.10gb", 0)]})  # creates the ConfigMap
+    driver.apply_mig_layout("gpu-h100-a", {0: [("3g.40gb", 0)]})  # reads and patches it
+    driver.mig_layout_state("gpu-h100-a")
+    driver.delete_sandbox(changed)
+    return {(r.group, r.resource, r.verb) for r in fake.requests}
+
+
+def test_the_cluster_role_grants_exactly_what_the_driver_declares(documents: list[dict]) -> None:
+    assert granted(documents) == declared()
+    configmap_rules = [
+        rule
+        for rule in find(documents, "ClusterRole", "gpu-portal-driver")["rules"]
+        if "configmaps" in rule["resources"]
+    ]
+    named = [rule for rule in configmap_rules if rule.get("resourceNames")]
+    assert named and all(rule["resourceNames"] == ["gpu-portal-mig-parted-config"] for rule in named)
+    assert {verb for rule in configmap_rules if not rule.get("resourceNames") for verb in rule["verbs"]} == {
+        "create"
+    }
+
+
+def test_the_driver_makes_every_declared_call_and_no_other(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    called = exercise(fake_kube, kube_driver)
+    not_calls = {
+        ("rbac.authorization.k8s.io", "clusterroles", "bind")
+    }  # checked by the API server, not called
+    assert called == declared() - not_calls
+
+
+# --- the smoke script --------------------------------------------------------------------------------
+
+
+def test_the_smoke_script_is_strict_bash_and_explains_its_usage() -> None:
+    script = DEPLOY / "smoke.sh"
+    text = script.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
+    assert "api POST /api/v1/sandboxes " in text and '"mig_profile": "%s"' in text
+    assert "MIG_PROFILE=${MIG_PROFILE:-1g.10gb}" in text
+    bash = shutil.which("bash")
+    assert bash is not None
+    subprocess.run([bash, "-n", str(script)], check=True)
+    result = subprocess.run([bash, str(script)], capture_output=True, text=True, check=False)
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: deploy/smoke.sh PORTAL_URL TOKEN")

@@ -1,0 +1,416 @@
+"""The Kubernetes driver, with the real client over HTTP against the fake API server."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from portal.fleet.geometry import GPU_MODELS
+from tests.fakekube import FakeKube, fixtures
+from tests.workers.test_manifests import SLICE, make_spec
+from workers.drivers.base import ClusterConfig, DriverError
+from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
+from workers.drivers.kubernetes_nodes import gpu_type_slug, product_slug_table
+from workers.manifests import ManifestOptions, sandbox_objects
+
+fake_kube = fixtures.fake_kube
+kube_driver = fixtures.kube_driver
+
+SPEC = make_spec()
+NS = SPEC.namespace
+SANDBOX_KINDS = ("ResourceQuota", "LimitRange", "NetworkPolicy", "RoleBinding", "Service", "StatefulSet")
+
+
+def versions(fake: FakeKube) -> dict[str, str]:
+    found = {kind: fake.get(kind, name, NS) for kind, name in _names().items()}
+    found["Namespace"] = fake.get("Namespace", NS)
+    return {kind: obj["metadata"]["resourceVersion"] for kind, obj in found.items() if obj is not None}
+
+
+def _names() -> dict[str, str]:
+    return {obj["kind"]: obj["metadata"]["name"] for obj in sandbox_objects(SPEC)}
+
+
+# --- apply ----------------------------------------------------------------------------------------
+
+
+def test_apply_creates_every_object_the_builders_produce(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    assert fake_kube.get("Namespace", NS)["metadata"]["labels"]["gpu-portal/sandbox-id"] == "42"
+    for kind in SANDBOX_KINDS:
+        assert fake_kube.get(kind, _names()[kind], NS) is not None, kind
+    pod = fake_kube.get("Pod", "sandbox-0", NS)
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "gpu-h100-a"}
+
+
+def test_applying_twice_meets_conflicts_quietly_and_writes_nothing_new(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    before = versions(fake_kube)
+    fake_kube.requests.clear()
+    kube_driver.apply_sandbox(SPEC)
+    assert versions(fake_kube) == before
+    creates = [r for r in fake_kube.requests if r.verb == "create"]
+    assert len(creates) == 7 and all(r.status == 409 for r in creates)
+    assert not [r for r in fake_kube.requests if r.verb in ("patch", "update")]
+
+
+def test_applying_a_changed_spec_patches_what_differs(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    changed = dataclasses.replace(SPEC, image="registry.local/pytorch:2.9", cpu=12)
+    fake_kube.requests.clear()
+    kube_driver.apply_sandbox(changed)
+    patched = {r.resource for r in fake_kube.requests if r.verb == "patch"}
+    assert patched == {"resourcequotas", "limitranges", "statefulsets"}
+    assert all(
+        r.content_type == "application/merge-patch+json" for r in fake_kube.requests if r.verb == "patch"
+    )
+    container = fake_kube.get("StatefulSet", "sandbox", NS)["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.local/pytorch:2.9"
+    assert fake_kube.get("ResourceQuota", "sandbox-quota", NS)["spec"]["hard"]["requests.cpu"] == "12"
+
+
+def test_dropping_the_cluster_identity_removes_the_owner_binding(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_sandbox(dataclasses.replace(SPEC, user_identity=""))
+    assert fake_kube.get("RoleBinding", "sandbox-owner", NS) is None
+    kube_driver.apply_sandbox(dataclasses.replace(SPEC, user_identity=""))  # nothing left to delete: fine
+
+
+def test_a_change_kubernetes_forbids_is_a_final_error_naming_the_field(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    with pytest.raises(DriverError) as caught:
+        kube_driver.apply_sandbox(dataclasses.replace(SPEC, storage_gb=500))
+    assert caught.value.retryable is False
+    assert "cannot change volumeClaimTemplates in place" in caught.value.message
+    stored = fake_kube.get("StatefulSet", "sandbox", NS)["spec"]["volumeClaimTemplates"][0]
+    assert stored["spec"]["resources"]["requests"]["storage"] == "100Gi"
+
+
+def test_a_change_the_server_refuses_is_a_final_error_with_its_message(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    message = 'StatefulSet.apps "sandbox" is invalid: spec.template.spec.containers[0].image: Required value'
+    fake_kube.fail_next(422, method="PATCH", message=message)
+    with pytest.raises(DriverError) as caught:
+        kube_driver.apply_sandbox(dataclasses.replace(SPEC, image="registry.local/other:1"))
+    assert caught.value.retryable is False
+    assert caught.value.message == f"the cluster rejected patch statefulsets/sandbox: {message}"
+
+
+def test_a_new_cluster_role_for_the_owner_replaces_the_binding(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    options = KubernetesOptions(manifests=ManifestOptions(user_cluster_role="view"))
+    KubernetesDriver(kube_driver.config, options).apply_sandbox(SPEC)
+    assert fake_kube.get("RoleBinding", "sandbox-owner", NS)["roleRef"]["name"] == "view"
+
+
+def test_an_unbuildable_spec_is_a_final_error(kube_driver: KubernetesDriver) -> None:
+    with pytest.raises(DriverError) as caught:
+        kube_driver.apply_sandbox(dataclasses.replace(SPEC, cpu=0))
+    assert caught.value.retryable is False and "cpu must be at least 1" in caught.value.message
+
+
+# --- status ---------------------------------------------------------------------------------------
+
+
+def test_status_is_absent_before_apply_and_pending_until_the_pod_is_ready(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    assert kube_driver.sandbox_status(SPEC).phase == "absent"
+    kube_driver.apply_sandbox(SPEC)
+    assert kube_driver.sandbox_status(SPEC).phase == "pending"
+    fake_kube.pod_running(NS, ready=False)
+    status = kube_driver.sandbox_status(SPEC)
+    assert (status.phase, status.access) == ("pending", "")
+    assert "accept connections" in status.message
+
+
+def test_a_ready_jupyter_sandbox_is_running_with_its_url(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    fake_kube.pod_running(NS)
+    status = kube_driver.sandbox_status(SPEC)
+    assert status.phase == "running"
+    assert status.access == "https://sbx-42.sandboxes.gpu.internal/"
+
+
+def test_a_ready_shell_sandbox_is_running_with_an_ssh_command(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    spec = dataclasses.replace(SPEC, image_kind="shell", gpu=SLICE)
+    kube_driver.apply_sandbox(spec)
+    fake_kube.pod_running(NS)
+    assert kube_driver.sandbox_status(spec).access == "ssh -p 2222 alice@sbx-42.sandboxes.gpu.internal"
+
+
+def test_an_image_pull_failure_fails_with_the_registrys_words(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    fake_kube.pod_image_pull_failed(NS, image="registry.local/nope:1")
+    status = kube_driver.sandbox_status(SPEC)
+    assert status.phase == "failed"
+    assert status.message.startswith("image pull failed: ")
+    assert 'registry.local/nope:1": not found' in status.message
+
+
+def test_an_unschedulable_pod_waits_with_the_schedulers_reason(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    fake_kube.pod_unschedulable(NS)
+    status = kube_driver.sandbox_status(SPEC)
+    assert status.phase == "pending"
+    assert status.message.startswith(
+        "unschedulable: 0/4 nodes are available: 1 Insufficient nvidia.com/mig-1g.10gb"
+    )
+
+
+def test_a_sandbox_killed_again_and_again_for_memory_fails_as_oom_killed(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    fake_kube.pod_oom_killed(NS)
+    status = kube_driver.sandbox_status(SPEC)
+    assert status.phase == "failed"
+    assert status.message.startswith("OOM-killed")
+
+
+def test_an_evicted_pod_is_pending_while_the_statefulset_recreates_it(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    fake_kube.pod_evicted(NS)
+    status = kube_driver.sandbox_status(SPEC)
+    assert status.phase == "pending"
+    assert status.message.startswith("evicted: The node was low on resource: memory")
+
+
+def test_a_pod_the_controller_cannot_create_is_pending_with_its_event(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    fake_kube.api.store.delete(("pods", NS, "sandbox-0"))
+    fake_kube.add_event(
+        NS, "StatefulSet", "sandbox", "FailedCreate", 'pods "sandbox-0" is forbidden: exceeded quota'
+    )
+    status = kube_driver.sandbox_status(SPEC)
+    assert status.phase == "pending"
+    assert (
+        status.message == 'waiting for the pod to be created: pods "sandbox-0" is forbidden: exceeded quota'
+    )
+
+
+# --- delete and list ------------------------------------------------------------------------------
+
+
+def test_delete_removes_the_namespace_and_deleting_again_is_fine(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    assert kube_driver.delete_sandbox(SPEC) is True
+    assert fake_kube.get("Namespace", NS) is None and fake_kube.list("StatefulSet", NS) == []
+    assert kube_driver.delete_sandbox(SPEC) is True
+    assert [r.status for r in fake_kube.requests if r.verb == "delete"] == [200, 404]
+    assert kube_driver.sandbox_status(SPEC).phase == "absent"
+
+
+def test_delete_reports_a_terminating_namespace_until_it_is_gone() -> None:
+    with FakeKube(slow_namespace_deletion=True) as fake:
+        driver = KubernetesDriver(ClusterConfig("fake", "kubernetes", api_url=fake.url))
+        driver.apply_sandbox(SPEC)
+        assert driver.delete_sandbox(SPEC) is False
+        assert driver.sandbox_status(SPEC).phase == "terminating"
+        assert driver.delete_sandbox(SPEC) is False  # the server answers 409 while it empties it
+        with pytest.raises(DriverError) as caught:
+            driver.apply_sandbox(SPEC)
+        assert caught.value.retryable is True and "still being deleted" in caught.value.message
+        fake.finish_namespace_deletions()
+        assert driver.delete_sandbox(SPEC) is True
+
+
+def test_managed_namespaces_are_the_portal_labelled_ones(kube_driver: KubernetesDriver) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    other = make_spec(sandbox_id=7, name="other")
+    kube_driver.apply_sandbox(dataclasses.replace(other, namespace="sbx-vision-other-7"))
+    found = sorted((ns.name, ns.sandbox_id, ns.kind) for ns in kube_driver.managed_namespaces())
+    assert found == [(NS, 42, "sandbox"), ("sbx-vision-other-7", 7, "sandbox")]
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+
+def test_forbidden_is_a_final_error_saying_what_the_portal_may_not_do(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    fake_kube.fail_next(403, method="POST", path_contains="/namespaces")
+    with pytest.raises(DriverError) as caught:
+        kube_driver.apply_sandbox(SPEC)
+    assert caught.value.retryable is False
+    assert caught.value.message.startswith("the portal's service account may not create namespaces")
+
+
+def test_a_server_error_is_retryable(fake_kube: FakeKube, kube_driver: KubernetesDriver) -> None:
+    kube_driver.apply_sandbox(SPEC)
+    fake_kube.fail_next(500, path_contains="/statefulsets/")
+    with pytest.raises(DriverError) as caught:
+        kube_driver.sandbox_status(SPEC)
+    assert caught.value.retryable is True
+    assert "etcd timeout" in caught.value.message
+    assert kube_driver.sandbox_status(SPEC).phase == "pending"  # the next try goes through
+
+
+def test_a_slow_api_server_times_out_as_retryable(fake_kube: FakeKube) -> None:
+    config = ClusterConfig("fake", "kubernetes", api_url=fake_kube.url)
+    driver = KubernetesDriver(config, KubernetesOptions(timeout=(1.0, 0.2)))
+    fake_kube.stall_next(0.6, path_contains="/nodes")
+    with pytest.raises(DriverError) as caught:
+        driver.discover_gpu_nodes()
+    assert caught.value.retryable is True and "could not reach" in caught.value.message
+
+
+def test_an_unreachable_api_server_is_retryable() -> None:
+    with FakeKube() as fake:
+        url = fake.url
+    driver = KubernetesDriver(
+        ClusterConfig("gone", "kubernetes", api_url=url), KubernetesOptions(timeout=(0.5, 0.5))
+    )
+    with pytest.raises(DriverError) as caught:
+        driver.managed_namespaces()
+    assert caught.value.retryable is True
+
+
+def test_a_missing_kubeconfig_is_a_final_error(tmp_path) -> None:
+    config = ClusterConfig("prod", "kubernetes", kubeconfig=str(tmp_path / "missing"), context="prod")
+    with pytest.raises(DriverError) as caught:
+        KubernetesDriver(config).managed_namespaces()
+    assert (
+        caught.value.retryable is False and "cannot load credentials for cluster prod" in caught.value.message
+    )
+
+
+# --- GPU nodes and MIG ----------------------------------------------------------------------------
+
+
+def test_gpu_nodes_are_discovered_from_feature_discovery_labels(kube_driver: KubernetesDriver) -> None:
+    nodes = {node.name: node for node in kube_driver.discover_gpu_nodes()}
+    assert sorted(nodes) == ["gpu-a100-a", "gpu-h100-a", "gpu-h100-b"]  # the CPU node is skipped
+    whole = nodes["gpu-h100-a"]
+    assert (whole.product, whole.gpu_count, whole.gpu_memory_mb) == ("NVIDIA-H100-80GB-HBM3", 8, 81559)
+    assert (whole.mig_capable, whole.mig_strategy, whole.mig_config) == (True, "mixed", "all-disabled")
+    assert whole.allocatable == {"nvidia.com/gpu": 8}
+    sliced = nodes["gpu-h100-b"]
+    assert sliced.allocatable["nvidia.com/mig-1g.10gb"] == 16 and sliced.mig_config_state == "success"
+
+
+def test_gpu_products_map_to_portal_gpu_types_under_every_strategy(fake_kube: FakeKube) -> None:
+    table = product_slug_table(GPU_MODELS.values())
+    driver = KubernetesDriver(
+        ClusterConfig("fake", "kubernetes", api_url=fake_kube.url), KubernetesOptions(product_slugs=table)
+    )
+    assert {node.name: driver.gpu_type(node) for node in driver.discover_gpu_nodes()} == {
+        "gpu-a100-a": "a100-40gb",
+        "gpu-h100-a": "h100-80gb",
+        "gpu-h100-b": "h100-80gb",
+    }
+    assert gpu_type_slug("NVIDIA-H200-SHARED", table) == "h200-141gb"
+    assert gpu_type_slug("Tesla-T4", table) is None
+
+
+def _mig_config(fake: FakeKube) -> dict:
+    config_map = fake.get("ConfigMap", "gpu-portal-mig-parted-config", "gpu-operator")
+    return yaml.safe_load(config_map["data"]["config.yaml"])
+
+
+def test_a_mig_layout_becomes_a_mig_parted_config_and_a_node_label(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_mig_layout("gpu-h100-a", {0: [("1g.10gb", 0), ("1g.10gb", 1), ("3g.40gb", 4)], 2: []})
+    labels = fake_kube.get("Node", "gpu-h100-a")["metadata"]["labels"]
+    name = labels["nvidia.com/mig.config"]
+    assert name.startswith("gpu-portal-gpu-h100-a-") and len(name) <= 63
+    assert labels["nvidia.com/mig.config.state"] == "pending"
+    config = _mig_config(fake_kube)
+    assert config["version"] == "v1"
+    entries = config["mig-configs"][name]
+    assert entries[0] == {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 2, "3g.40gb": 1}}
+    assert entries[1] == {"devices": [1], "mig-enabled": False}
+    assert entries[2] == {"devices": [2], "mig-enabled": True, "mig-devices": {}}
+    assert len(entries) == 8
+    assert "all-disabled" in config["mig-configs"]
+
+
+def test_the_mig_layout_state_follows_the_mig_manager(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_mig_layout("gpu-h100-a", {0: [("7g.80gb", 0)]})
+    assert kube_driver.mig_layout_state("gpu-h100-a") == "pending"
+    fake_kube.set_mig_state("gpu-h100-a", "rebooting")
+    assert kube_driver.mig_layout_state("gpu-h100-a") == "pending"
+    fake_kube.set_mig_state("gpu-h100-a", "success")
+    assert kube_driver.mig_layout_state("gpu-h100-a") == "success"
+    fake_kube.set_mig_state("gpu-h100-a", "failed")
+    assert kube_driver.mig_layout_state("gpu-h100-a") == "failed"
+
+
+def test_requesting_the_same_layout_again_leaves_the_node_alone(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    layout = {1: [("2g.20gb", 0), ("2g.20gb", 2)]}
+    kube_driver.apply_mig_layout("gpu-h100-a", layout)
+    fake_kube.set_mig_state("gpu-h100-a", "success")
+    fake_kube.requests.clear()
+    kube_driver.apply_mig_layout("gpu-h100-a", layout)
+    assert not [r for r in fake_kube.requests if r.verb in ("create", "patch")]
+    assert kube_driver.mig_layout_state("gpu-h100-a") == "success"
+
+
+def test_a_new_layout_replaces_the_nodes_old_configs_and_keeps_other_nodes(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_mig_layout("gpu-h100-b", {0: [("1g.10gb", 0)]})
+    kube_driver.apply_mig_layout("gpu-h100-a", {0: [("1g.10gb", 0)]})
+    first = fake_kube.get("Node", "gpu-h100-a")["metadata"]["labels"]["nvidia.com/mig.config"]
+    kube_driver.apply_mig_layout("gpu-h100-a", {0: [("3g.40gb", 0)]})
+    second = fake_kube.get("Node", "gpu-h100-a")["metadata"]["labels"]["nvidia.com/mig.config"]
+    kube_driver.apply_mig_layout("gpu-h100-a", {0: [("4g.40gb", 0)]})
+    third = fake_kube.get("Node", "gpu-h100-a")["metadata"]["labels"]["nvidia.com/mig.config"]
+    configs = _mig_config(fake_kube)["mig-configs"]
+    assert len({first, second, third}) == 3
+    assert first not in configs and second in configs and third in configs  # the labelled one stays
+    assert any(name.startswith("gpu-portal-gpu-h100-b-") for name in configs)
+
+
+def test_a_concurrent_change_to_the_mig_config_map_is_retried(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_mig_layout("gpu-h100-b", {0: [("1g.10gb", 0)]})
+    fake_kube.fail_next(409, method="PATCH", path_contains="/configmaps/")
+    kube_driver.apply_mig_layout("gpu-h100-a", {0: [("1g.10gb", 0)]})
+    name = fake_kube.get("Node", "gpu-h100-a")["metadata"]["labels"]["nvidia.com/mig.config"]
+    assert name in _mig_config(fake_kube)["mig-configs"]
+
+
+def test_a_layout_for_a_missing_node_or_gpu_is_a_final_error(kube_driver: KubernetesDriver) -> None:
+    with pytest.raises(DriverError) as missing:
+        kube_driver.apply_mig_layout("gpu-nope", {0: [("1g.10gb", 0)]})
+    assert missing.value.retryable is False and "node gpu-nope not found" in missing.value.message
+    with pytest.raises(DriverError) as outside:
+        kube_driver.apply_mig_layout("gpu-a100-a", {4: [("1g.5gb", 0)]})
+    assert outside.value.retryable is False and "has 4 GPUs" in outside.value.message

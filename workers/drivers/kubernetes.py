@@ -1,0 +1,315 @@
+"""The Kubernetes cluster driver: sandboxes as namespaces, GPU nodes from GPU Feature Discovery,
+MIG layouts through the GPU Operator's MIG manager.
+
+Every method is safe to repeat: creates that meet an existing object read it and patch only
+when it differs, deletes that meet nothing are fine. Failures are `DriverError`s whose
+`retryable` tells the reconciler whether to back off and try again or to give up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.drivers.base import (
+    ClusterConfig,
+    DiscoveredGpuNode,
+    DriverError,
+    ManagedNamespace,
+    MigLayout,
+    MigLayoutState,
+    SandboxSpec,
+    WorkloadStatus,
+)
+from workers.drivers.kubernetes_api import DEFAULT_TIMEOUT, KubeApi, KubernetesApiError
+from workers.drivers.kubernetes_nodes import (
+    GPU_COUNT,
+    GPU_PRODUCT,
+    MIG_CONFIG,
+    MIG_CONFIG_KEY,
+    MIG_CONFIG_STATE,
+    discovered_node,
+    gpu_type_slug,
+    layout_state,
+    merge_mig_config,
+    mig_config_name,
+    mig_parted_entries,
+)
+from workers.drivers.kubernetes_status import workload_status
+from workers.manifests import (
+    MANAGED_BY,
+    MANAGED_BY_KEY,
+    ROLE_BINDING_NAME,
+    SANDBOX_ID_KEY,
+    WORKLOAD_NAME,
+    ManifestOptions,
+    sandbox_access,
+    sandbox_objects,
+)
+from workers.manifests.names import KIND_KEY
+
+log = logging.getLogger(__name__)
+
+# Every call this driver makes, as RBAC (API group, resource) -> verbs. deploy/kubernetes/rbac.yaml
+# grants exactly these; a test holds the two together. `bind` on clusterroles is not a call: the
+# API server demands it (or holding every permission of `edit`) before it lets the portal create
+# RoleBindings to `edit` for sandbox owners.
+REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
+    ("", "namespaces"): frozenset({"create", "get", "list", "patch", "delete"}),
+    ("", "resourcequotas"): frozenset({"create", "get", "patch"}),
+    ("", "limitranges"): frozenset({"create", "get", "patch"}),
+    ("", "services"): frozenset({"create", "get", "patch"}),
+    ("", "pods"): frozenset({"list"}),
+    ("", "events"): frozenset({"list"}),
+    ("", "nodes"): frozenset({"get", "list", "patch"}),
+    ("", "configmaps"): frozenset({"create", "get", "patch"}),
+    ("apps", "statefulsets"): frozenset({"create", "get", "patch"}),
+    ("networking.k8s.io", "networkpolicies"): frozenset({"create", "get", "patch"}),
+    ("rbac.authorization.k8s.io", "rolebindings"): frozenset({"create", "get", "patch", "delete"}),
+    ("rbac.authorization.k8s.io", "clusterroles"): frozenset({"bind"}),
+}
+
+
+@dataclass(frozen=True)
+class KubernetesOptions:
+    """Per-cluster settings beyond how to connect (ClusterConfig).
+
+    `product_slugs` maps `nvidia.com/gpu.product` values to portal GPU type slugs; drivers may
+    not import the portal, so the caller builds it with `product_slug_table(GPU_MODELS.values())`.
+    """
+
+    manifests: ManifestOptions = field(default_factory=ManifestOptions)
+    mig_config_map: str = "gpu-portal-mig-parted-config"
+    mig_config_namespace: str = "gpu-operator"
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    product_slugs: Mapping[str, str] = field(default_factory=dict)
+
+
+def contains(existing: Any, desired: Any) -> bool:
+    """Whether `existing` already holds everything `desired` says (maps may hold more)."""
+    if isinstance(desired, dict):
+        return isinstance(existing, dict) and all(
+            key in existing and contains(existing[key], value) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(existing, list)
+            and len(existing) == len(desired)
+            and all(contains(have, want) for have, want in zip(existing, desired, strict=True))
+        )
+    return existing == desired
+
+
+# StatefulSet spec fields the API server refuses to change (everything but replicas, template,
+# updateStrategy, persistentVolumeClaimRetentionPolicy, minReadySeconds, ordinals).
+STATEFULSET_IMMUTABLE = ("selector", "serviceName", "volumeClaimTemplates", "podManagementPolicy")
+
+
+def patch_body(existing: dict, desired: dict) -> dict:
+    """The merge patch that brings `existing` to `desired`, leaving out fields that may not change.
+
+    A StatefulSet whose immutable fields differ (a bigger home volume) cannot be patched into
+    shape; that is a final error naming the field, not a 422 to retry forever.
+    """
+    if desired["kind"] != "StatefulSet":
+        return desired
+    spec = dict(desired["spec"])
+    for field_name in STATEFULSET_IMMUTABLE:
+        wanted = spec.pop(field_name, None)
+        if wanted is not None and not contains(existing.get("spec", {}).get(field_name), wanted):
+            name = f"{desired['metadata'].get('namespace')}/{desired['metadata']['name']}"
+            raise DriverError(
+                f"StatefulSet {name} cannot change {field_name} in place; end the sandbox and request a new one",
+                retryable=False,
+            )
+    return {**desired, "spec": spec}
+
+
+def _terminating(namespace: dict) -> bool:
+    return bool(namespace.get("metadata", {}).get("deletionTimestamp")) or (
+        namespace.get("status", {}).get("phase") == "Terminating"
+    )
+
+
+class KubernetesDriver:
+    """ClusterDriver on the official client; `api` may be injected (tests, a shared client)."""
+
+    def __init__(
+        self, config: ClusterConfig, options: KubernetesOptions | None = None, *, api: KubeApi | None = None
+    ):
+        self.config = config
+        self.options = options or KubernetesOptions()
+        self.api = api or KubeApi(config, timeout=self.options.timeout)
+
+    # --- sandboxes ----------------------------------------------------------------------------
+
+    def sandbox_manifests(self, spec: SandboxSpec) -> list[dict]:
+        try:
+            return sandbox_objects(spec, self.options.manifests)
+        except ValueError as exc:
+            raise DriverError(f"sandbox {spec.sandbox_id} cannot be built: {exc}", retryable=False) from exc
+
+    def apply_sandbox(self, spec: SandboxSpec) -> None:
+        """Create each object; where one exists, patch it only when it differs from the manifest.
+
+        The owner's RoleBinding is deleted when the spec no longer names a cluster identity.
+        """
+        objects = self.sandbox_manifests(spec)
+        for obj in objects:
+            self._apply(obj)
+        if not any(obj["kind"] == "RoleBinding" for obj in objects):
+            self.api.delete("RoleBinding", ROLE_BINDING_NAME, spec.namespace)
+
+    def _apply(self, obj: dict) -> None:
+        """Create; on 409 read, and patch (or, for a new roleRef, replace) only if it differs."""
+        kind, metadata = obj["kind"], obj["metadata"]
+        try:
+            self.api.create(obj)
+            return
+        except KubernetesApiError as exc:
+            if exc.status != 409:
+                raise
+        existing = self.api.get(kind, metadata["name"], metadata.get("namespace"))
+        if existing is None:  # deleted between our create and our read
+            self.api.create(obj)
+            return
+        if kind == "Namespace" and _terminating(existing):
+            raise DriverError(f"namespace {metadata['name']} is still being deleted; try again later")
+        if contains(existing, obj):
+            return
+        namespace = metadata.get("namespace")
+        if kind == "RoleBinding" and not contains(existing.get("roleRef"), obj["roleRef"]):
+            # roleRef cannot change: replace the binding
+            self.api.delete(kind, metadata["name"], namespace)
+            self.api.create(obj)
+            return
+        log.info("patching %s %s/%s", kind, namespace or "", metadata["name"])
+        self.api.patch(kind, metadata["name"], patch_body(existing, obj), namespace)
+
+    def sandbox_status(self, spec: SandboxSpec) -> WorkloadStatus:
+        namespace = self.api.get("Namespace", spec.namespace)
+        stateful_set = None
+        pods: list[dict] = []
+        events: list[dict] = []
+        if namespace is not None and not _terminating(namespace):
+            stateful_set = self.api.get("StatefulSet", WORKLOAD_NAME, spec.namespace)
+            if stateful_set is not None:
+                selector = f"{SANDBOX_ID_KEY}={spec.sandbox_id}"
+                pods = self.api.list("Pod", spec.namespace, label_selector=selector)
+                if not pods or not all(_ready(pod) for pod in pods):
+                    events = self.api.list("Event", spec.namespace)
+        return workload_status(
+            namespace=namespace,
+            stateful_set=stateful_set,
+            pods=pods,
+            events=events,
+            access=sandbox_access(spec, self.options.manifests),
+        )
+
+    def delete_sandbox(self, spec: SandboxSpec) -> bool:
+        """Delete the namespace (and with it everything in it); True once it is gone."""
+        try:
+            self.api.delete("Namespace", spec.namespace)
+        except KubernetesApiError as exc:
+            if exc.status != 409:  # 409: already terminating, the namespace controller is on it
+                raise
+        return self.api.get("Namespace", spec.namespace) is None
+
+    def managed_namespaces(self) -> list[ManagedNamespace]:
+        found = []
+        for namespace in self.api.list("Namespace", label_selector=f"{MANAGED_BY_KEY}={MANAGED_BY}"):
+            labels = namespace.get("metadata", {}).get("labels") or {}
+            raw_id = labels.get(SANDBOX_ID_KEY, "")
+            found.append(
+                ManagedNamespace(
+                    name=namespace["metadata"]["name"],
+                    sandbox_id=int(raw_id) if raw_id.isdigit() else None,
+                    kind=labels.get(KIND_KEY, "sandbox"),
+                )
+            )
+        return found
+
+    # --- GPU nodes and MIG --------------------------------------------------------------------
+
+    def discover_gpu_nodes(self) -> list[DiscoveredGpuNode]:
+        """Nodes GPU Feature Discovery labelled with a GPU product."""
+        nodes = (discovered_node(node) for node in self.api.list("Node", label_selector=GPU_PRODUCT))
+        return sorted((node for node in nodes if node is not None), key=lambda node: node.name)
+
+    def gpu_type(self, node: DiscoveredGpuNode) -> str | None:
+        """The portal GPU type slug of a discovered node, from `options.product_slugs`."""
+        return gpu_type_slug(node.product, self.options.product_slugs)
+
+    def _node_labels(self, node: str) -> dict[str, str]:
+        found = self.api.get("Node", node)
+        if found is None:
+            raise DriverError(f"node {node} not found in cluster {self.config.name}", retryable=False)
+        return dict(found.get("metadata", {}).get("labels") or {})
+
+    def apply_mig_layout(self, node: str, layout: MigLayout) -> None:
+        """Write the layout as a mig-parted config and point the node's MIG manager at it.
+
+        GPUs in `layout` get MIG with those slices; the node's other GPUs get MIG off. Each
+        layout gets a config name of its own, so the node label changes and the MIG manager acts;
+        on a change the state label is set to `pending` with it, so that a stale `success` from
+        the previous layout is never read as this one's.
+        """
+        labels = self._node_labels(node)
+        gpu_count = int(labels.get(GPU_COUNT, "0") or 0)
+        outside = [index for index in layout if index < 0 or (gpu_count and index >= gpu_count)]
+        if outside:
+            raise DriverError(
+                f"node {node} has {gpu_count} GPUs; the layout names GPU {outside}", retryable=False
+            )
+        name = mig_config_name(node, layout, gpu_count)
+        self._write_mig_config(
+            node, name, mig_parted_entries(layout, gpu_count), keep=labels.get(MIG_CONFIG, "")
+        )
+        if labels.get(MIG_CONFIG) != name:
+            self.api.patch(
+                "Node", node, {"metadata": {"labels": {MIG_CONFIG: name, MIG_CONFIG_STATE: "pending"}}}
+            )
+
+    def _write_mig_config(self, node: str, name: str, entries: list[dict], keep: str) -> None:
+        """Add the config to the shared ConfigMap; resourceVersion guards against lost updates
+        when several nodes are reconfigured at once."""
+        cm_name, cm_namespace = self.options.mig_config_map, self.options.mig_config_namespace
+        for _attempt in range(3):
+            config_map = self.api.get("ConfigMap", cm_name, cm_namespace)
+            try:
+                if config_map is None:
+                    self.api.create(
+                        {
+                            "apiVersion": "v1",
+                            "kind": "ConfigMap",
+                            "metadata": {
+                                "name": cm_name,
+                                "namespace": cm_namespace,
+                                "labels": {MANAGED_BY_KEY: MANAGED_BY},
+                            },
+                            "data": {MIG_CONFIG_KEY: merge_mig_config("", node, name, entries, keep)},
+                        }
+                    )
+                    return
+                current = (config_map.get("data") or {}).get(MIG_CONFIG_KEY, "")
+                wanted = merge_mig_config(current, node, name, entries, keep)
+                if wanted == current:
+                    return
+                version = config_map["metadata"].get("resourceVersion")
+                body = {"metadata": {"resourceVersion": version}, "data": {MIG_CONFIG_KEY: wanted}}
+                self.api.patch("ConfigMap", cm_name, body, cm_namespace)
+                return
+            except KubernetesApiError as exc:
+                if exc.status != 409:
+                    raise
+        raise DriverError(f"ConfigMap {cm_namespace}/{cm_name} kept changing while writing {name}")
+
+    def mig_layout_state(self, node: str) -> MigLayoutState:
+        return layout_state(self._node_labels(node))
+
+
+def _ready(pod: dict) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

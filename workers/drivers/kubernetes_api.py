@@ -1,0 +1,240 @@
+"""The Kubernetes API as the driver uses it: one client per cluster, one table of kinds, and the
+one place where client exceptions become `DriverError`s.
+
+Calls go through the official client's typed APIs (so bodies are checked client-side too) but
+answers are read as plain JSON dicts (`_preload_content=False`): the driver and the manifest
+builders speak dicts, and a dict survives fields a newer server adds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError as ClientValidationError
+
+from workers.drivers.base import ClusterConfig, DriverError
+
+log = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+DEFAULT_TIMEOUT = (5.0, 30.0)  # seconds: connect, read
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of object the driver touches, and where the client keeps its methods."""
+
+    kind: str
+    plural: str
+    group: str  # "" for the core group
+    api: type
+    suffix: str  # create_<suffix>, read_<suffix>, list_<suffix>, patch_<suffix>, delete_<suffix>
+    namespaced: bool = True
+
+
+KINDS: dict[str, Kind] = {
+    kind.kind: kind
+    for kind in (
+        Kind("Namespace", "namespaces", "", k8s.CoreV1Api, "namespace", namespaced=False),
+        Kind("Node", "nodes", "", k8s.CoreV1Api, "node", namespaced=False),
+        Kind("ResourceQuota", "resourcequotas", "", k8s.CoreV1Api, "namespaced_resource_quota"),
+        Kind("LimitRange", "limitranges", "", k8s.CoreV1Api, "namespaced_limit_range"),
+        Kind("Service", "services", "", k8s.CoreV1Api, "namespaced_service"),
+        Kind("Pod", "pods", "", k8s.CoreV1Api, "namespaced_pod"),
+        Kind("Event", "events", "", k8s.CoreV1Api, "namespaced_event"),
+        Kind("ConfigMap", "configmaps", "", k8s.CoreV1Api, "namespaced_config_map"),
+        Kind("StatefulSet", "statefulsets", "apps", k8s.AppsV1Api, "namespaced_stateful_set"),
+        Kind(
+            "NetworkPolicy",
+            "networkpolicies",
+            "networking.k8s.io",
+            k8s.NetworkingV1Api,
+            "namespaced_network_policy",
+        ),
+        Kind(
+            "RoleBinding",
+            "rolebindings",
+            "rbac.authorization.k8s.io",
+            k8s.RbacAuthorizationV1Api,
+            "namespaced_role_binding",
+        ),
+    )
+}
+
+
+class KubernetesApiError(DriverError):
+    """A DriverError that remembers the HTTP status (0 when no answer came back)."""
+
+    def __init__(self, message: str, *, status: int, reason: str = "", retryable: bool = True):
+        super().__init__(message, retryable=retryable)
+        self.status = status
+        self.reason = reason
+
+
+def _server_message(exc: ApiException) -> str:
+    """The `message` of the server's Status body, or whatever text came back."""
+    try:
+        body = json.loads(exc.body or "")
+    except ValueError:
+        return (exc.body or exc.reason or "").strip()
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])
+    return (exc.reason or "").strip()
+
+
+def api_error(exc: ApiException, verb: str, plural: str, name: str = "") -> KubernetesApiError:
+    """Map an API answer to a DriverError: forbidden and invalid are final, busy and broken retry."""
+    status = int(exc.status or 0)
+    server = _server_message(exc)
+    what = f"{plural}/{name}" if name else plural
+    if status in (401, 403):
+        if "being terminated" in server:  # creating in a namespace that is still being deleted
+            return KubernetesApiError(
+                f"cannot {verb} {what} yet: {server}", status=status, reason="NamespaceTerminating"
+            )
+        return KubernetesApiError(
+            f"the portal's service account may not {verb} {plural}: {server}",
+            status=status,
+            reason="Forbidden",
+            retryable=False,
+        )
+    if status in (400, 422):
+        return KubernetesApiError(
+            f"the cluster rejected {verb} {what}: {server}", status=status, reason="Invalid", retryable=False
+        )
+    if status == 404:
+        return KubernetesApiError(f"{what} not found", status=status, reason="NotFound", retryable=False)
+    if status == 409:
+        return KubernetesApiError(f"{what}: {server}", status=status, reason="Conflict")
+    if status == 0 or status == 429 or status >= 500:
+        return KubernetesApiError(
+            f"the Kubernetes API failed to {verb} {what} ({status or 'no answer'}): {server}",
+            status=status,
+            reason="ServerError",
+        )
+    return KubernetesApiError(
+        f"the Kubernetes API refused to {verb} {what} ({status}): {server}", status=status, retryable=False
+    )
+
+
+def _client_configuration(config: ClusterConfig) -> k8s.Configuration:
+    """Where and how to connect: `api_url` (plain URL, tests), in-cluster, or a kubeconfig."""
+    configuration = k8s.Configuration()
+    try:
+        if config.api_url:
+            configuration.host = config.api_url.rstrip("/")
+        elif config.in_cluster:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        else:
+            k8s_config.load_kube_config(
+                config_file=config.kubeconfig or None,
+                context=config.context or None,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+    except (k8s_config.ConfigException, OSError, ValueError) as exc:
+        raise DriverError(
+            f"cannot load credentials for cluster {config.name}: {exc}", retryable=False
+        ) from exc
+    # Retry only failed connects (nothing reached the server); everything else is the
+    # reconciler's to retry, with its own backoff.
+    configuration.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, other=0, backoff_factor=0.2)
+    return configuration
+
+
+class KubeApi:
+    """Typed calls on dicts for the kinds in KINDS; every failure is a KubernetesApiError."""
+
+    def __init__(self, config: ClusterConfig, timeout: tuple[float, float] = DEFAULT_TIMEOUT):
+        self.config = config
+        self.timeout = timeout
+        self._api_client: k8s.ApiClient | None = None
+        self._apis: dict[type, Any] = {}
+
+    def _api(self, kind: Kind) -> Any:
+        # Built on first use, so a cluster with bad credentials fails its jobs, not the import.
+        if self._api_client is None:
+            self._api_client = k8s.ApiClient(_client_configuration(self.config))
+        if kind.api not in self._apis:
+            self._apis[kind.api] = kind.api(self._api_client)
+        return self._apis[kind.api]
+
+    def _call(self, verb: str, kind: Kind, name: str, method: str, *args: Any, **kwargs: Any) -> dict:
+        call: Callable[..., Any] = getattr(self._api(kind), f"{method}_{kind.suffix}")
+        try:
+            response = call(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+            data = response.data
+        except ApiException as exc:
+            raise api_error(exc, verb, kind.plural, name) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise KubernetesApiError(
+                f"could not reach the Kubernetes API to {verb} {kind.plural}: {exc}", status=0
+            ) from exc
+        except ClientValidationError as exc:
+            raise KubernetesApiError(
+                f"the client refused {verb} {kind.plural}/{name}: {exc}", status=0, retryable=False
+            ) from exc
+        log.debug("%s %s/%s on %s", verb, kind.plural, name, self.config.name)
+        return json.loads(data) if data else {}
+
+    @staticmethod
+    def _scope(kind: Kind, namespace: str | None) -> tuple[str, ...]:
+        if kind.namespaced:
+            if not namespace:
+                raise ValueError(f"{kind.kind} needs a namespace")
+            return (namespace,)
+        return ()
+
+    def create(self, obj: dict) -> dict:
+        kind = KINDS[obj["kind"]]
+        scope = self._scope(kind, obj["metadata"].get("namespace"))
+        return self._call("create", kind, obj["metadata"]["name"], "create", *scope, obj)
+
+    def get(self, kind_name: str, name: str, namespace: str | None = None) -> dict | None:
+        """The object, or None when it does not exist."""
+        kind = KINDS[kind_name]
+        try:
+            return self._call("get", kind, name, "read", name, *self._scope(kind, namespace))
+        except KubernetesApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, kind_name: str, namespace: str | None = None, label_selector: str = "") -> list[dict]:
+        kind = KINDS[kind_name]
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        answer = self._call("list", kind, "", "list", *self._scope(kind, namespace), **kwargs)
+        return list(answer.get("items") or [])
+
+    def patch(self, kind_name: str, name: str, body: dict, namespace: str | None = None) -> dict:
+        """JSON merge patch: maps merge, lists are replaced, null deletes a key."""
+        kind = KINDS[kind_name]
+        scope = self._scope(kind, namespace)
+        return self._call("patch", kind, name, "patch", name, *scope, body, _content_type=MERGE_PATCH)
+
+    def delete(self, kind_name: str, name: str, namespace: str | None = None) -> bool:
+        """Delete in the background; False when there was nothing to delete."""
+        kind = KINDS[kind_name]
+        try:
+            self._call(
+                "delete",
+                kind,
+                name,
+                "delete",
+                name,
+                *self._scope(kind, namespace),
+                propagation_policy="Background",
+            )
+        except KubernetesApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True

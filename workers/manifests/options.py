@@ -1,0 +1,38 @@
+"""Settings the sandbox manifests depend on that are the cluster's, not the sandbox's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class AccessPath:
+    """Where users' traffic into sandboxes comes from: the ingress controller or gateway.
+
+    Sandbox NetworkPolicies admit traffic only from pods in this namespace (and, when
+    `pod_labels` is set, only pods carrying those labels).
+    """
+
+    namespace: str = "ingress-nginx"
+    pod_labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ManifestOptions:
+    """Per-cluster knobs for the sandbox manifests; the defaults suit a stock GPU Operator cluster.
+
+    `pod_security_level` is `restricted` by default: sandboxes run people's code next to other
+    teams' GPUs, and nothing in them needs root, host access or extra capabilities (the device
+    plugin hands GPUs to unprivileged containers). `baseline` is there for images that cannot
+    run as non-root; it still forbids privileged pods and host namespaces.
+    """
+
+    access_path: AccessPath = field(default_factory=AccessPath)
+    storage_class: str = ""  # empty: the cluster's default StorageClass
+    pod_security_level: Literal["restricted", "baseline"] = "restricted"
+    shell_user: str = ""  # the ssh login name; empty: the sandbox owner's name
+    run_as_user: int = 1000
+    run_as_group: int = 100
+    user_cluster_role: str = "edit"  # what the owner's cluster identity may do in the namespace
+    tolerate_gpu_taint: bool = True  # tolerate the common `nvidia.com/gpu:NoSchedule` taint

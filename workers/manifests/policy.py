@@ -1,0 +1,127 @@
+"""What a sandbox namespace may use and who may reach it: ResourceQuota, LimitRange, NetworkPolicy.
+
+The quota is the allocation, exactly: the portal decided what the sandbox holds, and the quota makes
+the cluster refuse anything more, whatever the owner later creates in the namespace.
+"""
+
+from __future__ import annotations
+
+from workers.drivers.base import SandboxSpec
+from workers.manifests.names import is_qualified_name, object_meta
+from workers.manifests.options import AccessPath
+
+WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
+QUOTA_NAME = "sandbox-quota"
+LIMIT_RANGE_NAME = "sandbox-limits"
+NETWORK_POLICY_NAME = "sandbox-access"
+JUPYTER_PORT = 8888
+SHELL_PORT = 2222
+
+
+def check_spec(spec: SandboxSpec) -> None:
+    """Refuse a spec no cluster could honour, before any object is built from it."""
+    for field_name in ("cpu", "memory_gb", "storage_gb"):
+        if getattr(spec, field_name) < 1:
+            raise ValueError(f"{field_name} must be at least 1, got {getattr(spec, field_name)}")
+    if spec.gpu.count < 1:
+        raise ValueError(f"a GPU claim needs a count of at least 1, got {spec.gpu.count}")
+    resource = spec.gpu.resource
+    if resource != WHOLE_GPU_RESOURCE and not resource.startswith("nvidia.com/mig-"):
+        raise ValueError(f"GPU resource must be nvidia.com/gpu or nvidia.com/mig-<profile>, got {resource!r}")
+    if not is_qualified_name(resource):
+        raise ValueError(f"{resource!r} is not a valid resource name (use mig_resource_name())")
+    if not spec.gpu.node:
+        raise ValueError("the GPU claim names no node: place the sandbox first")
+
+
+def sandbox_port(spec: SandboxSpec) -> int:
+    """The one port users reach: JupyterLab's or the shell server's."""
+    return JUPYTER_PORT if spec.image_kind == "jupyter" else SHELL_PORT
+
+
+def cpu_quantity(cores: int) -> str:
+    return str(cores)
+
+
+def gib_quantity(gigabytes: int) -> str:
+    return f"{gigabytes}Gi"
+
+
+def quota_hard(spec: SandboxSpec) -> dict[str, str]:
+    """The namespace's hard limits: CPU, memory, storage, the GPU resource claimed, one pod.
+
+    Extended resources (GPUs, MIG slices) can only be capped on `requests.`; the device plugin
+    sets request = limit for them, so that is the whole cap. A MIG sandbox also gets zero whole
+    GPUs, so its owner cannot trade the slice for a whole GPU on the side.
+    """
+    hard = {
+        "requests.cpu": cpu_quantity(spec.cpu),
+        "limits.cpu": cpu_quantity(spec.cpu),
+        "requests.memory": gib_quantity(spec.memory_gb),
+        "limits.memory": gib_quantity(spec.memory_gb),
+        "requests.storage": gib_quantity(spec.storage_gb),
+        "persistentvolumeclaims": "1",
+        "pods": "1",
+        "services": "1",
+        "services.loadbalancers": "0",
+        "services.nodeports": "0",
+        f"requests.{spec.gpu.resource}": str(spec.gpu.count),
+    }
+    if spec.gpu.resource != WHOLE_GPU_RESOURCE:
+        hard[f"requests.{WHOLE_GPU_RESOURCE}"] = "0"
+    return hard
+
+
+def resource_quota_manifest(spec: SandboxSpec) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": object_meta(spec, QUOTA_NAME),
+        "spec": {"hard": quota_hard(spec)},
+    }
+
+
+def limit_range_manifest(spec: SandboxSpec) -> dict:
+    """Defaults for containers that name no resources (so the quota admits them), capped at the
+    allocation; the sandbox's own container names its resources and ignores the defaults."""
+    default_cpu = min(spec.cpu, 1)
+    default_memory_gb = min(spec.memory_gb, 1)
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": object_meta(spec, LIMIT_RANGE_NAME),
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "default": {"cpu": cpu_quantity(default_cpu), "memory": gib_quantity(default_memory_gb)},
+                    "defaultRequest": {"cpu": "100m", "memory": "256Mi"},
+                    "max": {"cpu": cpu_quantity(spec.cpu), "memory": gib_quantity(spec.memory_gb)},
+                },
+                {"type": "PersistentVolumeClaim", "max": {"storage": gib_quantity(spec.storage_gb)}},
+            ]
+        },
+    }
+
+
+def network_policy_manifest(spec: SandboxSpec, access_path: AccessPath | None = None) -> dict:
+    """Deny all ingress into the namespace except the access path, and only on the sandbox port.
+
+    Egress stays open: researchers pull packages and data sets.
+    """
+    access_path = access_path or AccessPath()
+    peer: dict = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": access_path.namespace}}
+    }
+    if access_path.pod_labels:
+        peer["podSelector"] = {"matchLabels": dict(access_path.pod_labels)}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": object_meta(spec, NETWORK_POLICY_NAME),
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [peer], "ports": [{"protocol": "TCP", "port": sandbox_port(spec)}]}],
+        },
+    }

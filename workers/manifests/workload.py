@@ -1,0 +1,220 @@
+"""The sandbox's workload: a one-replica StatefulSet pinned to the placed node, and its Service.
+
+Why a StatefulSet and not a bare Pod + PVC: a controller brings the pod back after an eviction,
+a node reboot or a MIG reconfiguration on the node (the MIG manager evicts GPU clients), and the
+`volumeClaimTemplates` PVC keeps /home across those restarts. Its pod template can also be patched
+(image, resources), where a bare pod's spec is immutable.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from workers.drivers.base import SandboxSpec
+from workers.manifests.names import (
+    WORKLOAD_NAME,
+    object_meta,
+    sandbox_labels,
+    selector_labels,
+)
+from workers.manifests.options import ManifestOptions
+from workers.manifests.policy import (
+    JUPYTER_PORT,
+    SHELL_PORT,
+    cpu_quantity,
+    gib_quantity,
+    sandbox_port,
+)
+
+HOME = "/home"
+HOME_VOLUME = "home"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+# The shell image contract: OpenSSH's sshd and ssh-keygen on the PATH, and uid run_as_user known
+# by the name in $SANDBOX_USER. sshd runs as that non-root user on an unprivileged port, so only
+# that user can log in, with keys from /home/.ssh/authorized_keys.
+SHELL_SERVER_SCRIPT = (
+    "set -eu; "
+    f"mkdir -p {HOME}/.ssh {HOME}/.ssh-host; "
+    f"[ -f {HOME}/.ssh-host/ssh_host_ed25519_key ] || "
+    f"ssh-keygen -q -t ed25519 -N '' -f {HOME}/.ssh-host/ssh_host_ed25519_key; "
+    f"exec sshd -D -e -p {SHELL_PORT} -h {HOME}/.ssh-host/ssh_host_ed25519_key "
+    f"-o PidFile={HOME}/.ssh-host/sshd.pid -o UsePAM=no -o PasswordAuthentication=no "
+    f"-o AuthorizedKeysFile={HOME}/.ssh/authorized_keys"
+)
+
+
+def _access_parts(access_host: str) -> tuple[str, str]:
+    """Split an access host that may carry a path prefix (`host/s/abc`) into host and path."""
+    parts = urlsplit(f"//{access_host}")
+    return parts.netloc, parts.path.rstrip("/")
+
+
+def jupyter_base_url(spec: SandboxSpec) -> str:
+    """The path JupyterLab is served under: `/` for a host of its own, else the path prefix."""
+    _, path = _access_parts(spec.access_host)
+    return f"{path}/"
+
+
+def sandbox_access(spec: SandboxSpec, options: ManifestOptions | None = None) -> str:
+    """How the user reaches the sandbox: a URL for Jupyter, an ssh command for a shell."""
+    if spec.image_kind == "jupyter":
+        host, path = _access_parts(spec.access_host)
+        return f"https://{host}{path}/"
+    options = options or ManifestOptions()
+    host, _ = _access_parts(spec.access_host)
+    return f"ssh -p {SHELL_PORT} {shell_user(spec, options)}@{host}"
+
+
+def shell_user(spec: SandboxSpec, options: ManifestOptions) -> str:
+    """The ssh login name: the configured one, else the owner (as the simulated driver shows)."""
+    return options.shell_user or spec.owner
+
+
+def container_command(spec: SandboxSpec) -> list[str]:
+    """The entrypoint by image kind. Jupyter's own token is off: the portal's access path
+    authenticates users, and the NetworkPolicy admits traffic from nowhere else."""
+    if spec.image_kind == "jupyter":
+        return [
+            "jupyter",
+            "lab",
+            "--ip=0.0.0.0",
+            f"--port={JUPYTER_PORT}",
+            "--no-browser",
+            f"--ServerApp.base_url={jupyter_base_url(spec)}",
+            f"--ServerApp.root_dir={HOME}",
+            "--IdentityProvider.token=",
+            "--ServerApp.allow_remote_access=True",
+        ]
+    return ["/bin/sh", "-c", SHELL_SERVER_SCRIPT]
+
+
+def _resources(spec: SandboxSpec) -> dict:
+    """Requests equal limits (Guaranteed QoS), GPU resource included, so the quota fits exactly."""
+    amounts = {
+        "cpu": cpu_quantity(spec.cpu),
+        "memory": gib_quantity(spec.memory_gb),
+        spec.gpu.resource: str(spec.gpu.count),
+    }
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def _placement_annotations(spec: SandboxSpec) -> dict[str, str]:
+    """What the portal placed, for operators: the device plugin picks the device itself."""
+    annotations = {"gpu-portal/gpu-indices": ",".join(str(i) for i in spec.gpu.gpu_indices)}
+    if spec.gpu.mig_profile:
+        annotations["gpu-portal/mig-profile"] = spec.gpu.mig_profile
+    if spec.gpu.mig_start is not None:
+        annotations["gpu-portal/mig-start"] = str(spec.gpu.mig_start)
+    return annotations
+
+
+def pod_template(spec: SandboxSpec, options: ManifestOptions | None = None) -> dict:
+    """The pod: pinned to the placed node, non-root, no privilege escalation, no capabilities,
+    seccomp RuntimeDefault (Pod Security `restricted`), home on the PVC, shared memory for
+    data loaders."""
+    options = options or ManifestOptions()
+    port_name = "jupyter" if spec.image_kind == "jupyter" else "ssh"
+    seccomp = {"type": "RuntimeDefault"}
+    pod_spec: dict = {
+        "nodeSelector": {HOSTNAME_LABEL: spec.gpu.node},
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 30,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": options.run_as_user,
+            "runAsGroup": options.run_as_group,
+            "fsGroup": options.run_as_group,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": seccomp,
+        },
+        "containers": [
+            {
+                "name": WORKLOAD_NAME,
+                "image": spec.image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": container_command(spec),
+                "workingDir": HOME,
+                "env": [
+                    {"name": "HOME", "value": HOME},
+                    {"name": "GPU_PORTAL_SANDBOX_ID", "value": str(spec.sandbox_id)},
+                    # The login name the image should give uid run_as_user (nss_wrapper or similar).
+                    {"name": "SANDBOX_USER", "value": shell_user(spec, options)},
+                ],
+                "ports": [{"name": port_name, "containerPort": sandbox_port(spec), "protocol": "TCP"}],
+                "readinessProbe": {
+                    "tcpSocket": {"port": port_name},
+                    "periodSeconds": 5,
+                    "failureThreshold": 3,
+                },
+                "resources": _resources(spec),
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "privileged": False,
+                    "runAsNonRoot": True,
+                    "capabilities": {"drop": ["ALL"]},
+                    "seccompProfile": seccomp,
+                },
+                "volumeMounts": [
+                    {"name": HOME_VOLUME, "mountPath": HOME},
+                    {"name": "dshm", "mountPath": "/dev/shm"},
+                ],
+            }
+        ],
+        "volumes": [
+            {
+                "name": "dshm",
+                "emptyDir": {"medium": "Memory", "sizeLimit": gib_quantity(max(spec.memory_gb // 4, 1))},
+            }
+        ],
+    }
+    if options.tolerate_gpu_taint:
+        pod_spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    return {"metadata": {"labels": {**sandbox_labels(spec), **selector_labels(spec)}}, "spec": pod_spec}
+
+
+def stateful_set_manifest(spec: SandboxSpec, options: ManifestOptions | None = None) -> dict:
+    options = options or ManifestOptions()
+    claim_spec: dict = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": gib_quantity(spec.storage_gb)}},
+    }
+    if options.storage_class:
+        claim_spec["storageClassName"] = options.storage_class
+    metadata = object_meta(spec, WORKLOAD_NAME)
+    metadata["annotations"] = _placement_annotations(spec)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata,
+        "spec": {
+            "replicas": 1,
+            "serviceName": WORKLOAD_NAME,
+            "selector": {"matchLabels": selector_labels(spec)},
+            "podManagementPolicy": "OrderedReady",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+            "template": pod_template(spec, options),
+            "volumeClaimTemplates": [
+                {"metadata": {"name": HOME_VOLUME, "labels": selector_labels(spec)}, "spec": claim_spec}
+            ],
+        },
+    }
+
+
+def service_manifest(spec: SandboxSpec) -> dict:
+    """A ClusterIP Service the access path routes to (`sandbox.<namespace>.svc`)."""
+    port_name = "jupyter" if spec.image_kind == "jupyter" else "ssh"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(spec, WORKLOAD_NAME),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(spec),
+            "ports": [
+                {"name": port_name, "port": sandbox_port(spec), "targetPort": port_name, "protocol": "TCP"}
+            ],
+        },
+    }
