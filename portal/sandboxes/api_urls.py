@@ -1,1 +1,11 @@
-urlpatterns: list = []
+from django.urls import path
+
+from portal.sandboxes import api
+
+urlpatterns = [
+    path("sandboxes", api.SandboxListView.as_view(), name="api-sandboxes"),
+    path("sandboxes/estimate", api.SandboxEstimateView.as_view(), name="api-sandbox-estimate"),
+    path("sandboxes/<int:pk>", api.SandboxDetailView.as_view(), name="api-sandbox"),
+    path("sandboxes/<int:pk>/extend", api.SandboxExtendView.as_view(), name="api-sandbox-extend"),
+    path("sandboxes/<int:pk>/terminate", api.SandboxTerminateView.as_view(), name="api-sandbox-terminate"),
+]

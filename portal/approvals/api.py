@@ -1,0 +1,71 @@
+"""Approvals API views: the inbox and the two decisions."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal.approvals.filters import ApprovalFilter
+from portal.approvals.models import Approval
+from portal.approvals.selectors import approval_get_for, approvals_visible_to
+from portal.approvals.serializers import ApprovalSerializer, ApproveSerializer, RejectSerializer
+from portal.approvals.services import approval_decide
+
+
+def _approval(request: Request, approval_id: int) -> Response:
+    """The approval as the caller may see it now (fresh after a decision)."""
+    approval = approval_get_for(user=request.user, approval_id=approval_id)
+    return Response(ApprovalSerializer(approval).data)
+
+
+class ApprovalListView(generics.ListAPIView):
+    """The approval inbox: leads see their teams', admins all, requesters their own. Newest first."""
+
+    queryset = Approval.objects.none()
+    serializer_class = ApprovalSerializer
+    filterset_class = ApprovalFilter
+
+    def get_queryset(self) -> QuerySet[Approval]:
+        return approvals_visible_to(self.request.user)
+
+
+class ApprovalDetailView(generics.GenericAPIView):
+    """One approval (404 when it is not one you may see)."""
+
+    serializer_class = ApprovalSerializer
+
+    def get(self, request: Request, pk: int) -> Response:
+        return _approval(request, pk)
+
+
+class ApprovalApproveView(generics.GenericAPIView):
+    """Approve a request (a lead of the team who did not make it, or an admin)."""
+
+    serializer_class = ApprovalSerializer
+
+    @extend_schema(request=ApproveSerializer, responses={200: ApprovalSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        body = ApproveSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        approval_decide(
+            user=request.user, approval_id=pk, approve=True, comment=body.validated_data["comment"]
+        )
+        return _approval(request, pk)
+
+
+class ApprovalRejectView(generics.GenericAPIView):
+    """Reject a request; `reason` is required and reaches the requester."""
+
+    serializer_class = ApprovalSerializer
+
+    @extend_schema(request=RejectSerializer, responses={200: ApprovalSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        body = RejectSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        approval_decide(
+            user=request.user, approval_id=pk, approve=False, comment=body.validated_data["reason"]
+        )
+        return _approval(request, pk)
