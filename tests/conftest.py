@@ -40,6 +40,12 @@ def _fast_simulation(request, settings):
     get_driver.cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Users are made by the dozen in tests; the production hasher would cost seconds each."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def run_jobs(django_capture_on_commit_callbacks):
     """Run the jobs a block enqueues (on commit), and the jobs those enqueue, until none are left."""

@@ -73,6 +73,13 @@ def sandbox_placement(sandbox: Sandbox) -> dict | None:
         allocations = list(sandbox.allocations.select_related("gpu", "mig_slice"))
     if not allocations or not sandbox.node_name:
         return None
+    # After a requeue a sandbox has older, released holds too: show the current placement.
+    live = [a for a in allocations if a.released_at is None]
+    if live:
+        allocations = live
+    else:
+        latest = max(a.started_at for a in allocations)
+        allocations = [a for a in allocations if a.started_at == latest]
     if sandbox.mig_profile:
         allocation = allocations[0]
         return {

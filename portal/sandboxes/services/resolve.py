@@ -22,6 +22,7 @@ from portal.sandboxes.policy import request_share
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 MIN_LEAD_TIME = timedelta(minutes=1)
+MAX_ANY_LIFETIME_HOURS = 24 * 366  # a bound for the date arithmetic when no team is known
 LIMITS = {"cpu": (1, 256), "memory_gb": (1, 2048), "storage_gb": (1, 10240)}
 
 
@@ -63,23 +64,31 @@ def resolve_lifetime(
         errors["ttl_hours"] = ["Give either ttl_hours or expires_at, not both."]
         return None, None
     if expires_at is None:
+        field = "ttl_hours"
         hours = _decimal(ttl_hours)
         if hours is None or hours <= 0:
-            errors["ttl_hours"] = ["Must be a number of hours above zero."]
+            errors[field] = ["Must be a number of hours above zero."]
             return None, None
-        expires_at = now + timedelta(seconds=float(hours * 3600))
-        field = "ttl_hours"
+        if hours * 60 < 1:
+            errors[field] = ["Must be at least one minute (0.0167 hours)."]
+            return None, None
     else:
         field = "expires_at"
         if expires_at < now + MIN_LEAD_TIME:
             errors[field] = ["Must be at least one minute from now."]
             return None, None
         hours = Decimal((expires_at - now).total_seconds()) / Decimal(3600)
+    # Checked before any date arithmetic, so an absurd value is an error, never an overflow.
     if team is not None and hours > team.max_lifetime_hours:
         errors[field] = [
             f"Team {team.slug} allows at most {team.max_lifetime_hours.normalize():f} hours per sandbox."
         ]
         return None, None
+    if hours > MAX_ANY_LIFETIME_HOURS:
+        errors[field] = [f"At most {MAX_ANY_LIFETIME_HOURS} hours."]
+        return None, None
+    if expires_at is None:
+        expires_at = now + timedelta(seconds=float(hours * 3600))
     return expires_at, hours
 
 
