@@ -1,4 +1,8 @@
 from django.urls import path
-from django.views.generic import TemplateView
 
-urlpatterns = [path("approvals/", TemplateView.as_view(template_name="base.html"), name="approvals")]
+from portal.approvals import views
+
+urlpatterns = [
+    path("approvals/", views.inbox, name="approvals"),
+    path("approvals/<int:pk>/decide/", views.approval_decide_view, name="approval-decide"),
+]

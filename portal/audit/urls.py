@@ -1,1 +1,5 @@
-urlpatterns: list = []
+from django.urls import path
+
+from portal.audit import views
+
+urlpatterns = [path("audit/", views.audit, name="audit")]

@@ -1,1 +1,5 @@
-urlpatterns: list = []
+from django.urls import path
+
+from portal.fleet import views
+
+urlpatterns = [path("fleet/", views.fleet, name="fleet")]

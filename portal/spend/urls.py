@@ -1,1 +1,5 @@
-urlpatterns: list = []
+from django.urls import path
+
+from portal.spend import views
+
+urlpatterns = [path("spend/", views.spend, name="spend")]

@@ -1,0 +1,18 @@
+"""Forms of the account pages."""
+
+from __future__ import annotations
+
+from django import forms
+
+
+class TokenCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=100,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "ci-pipeline", "autocomplete": "off"}),
+    )
+    expires_days = forms.IntegerField(
+        label="Expires after (days; empty: never)",
+        required=False,
+        widget=forms.NumberInput(attrs={"min": "1", "max": "3650", "placeholder": "90"}),
+    )

@@ -1,0 +1,72 @@
+"""Account pages: personal access tokens and notifications."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
+
+from portal.accounts.forms import TokenCreateForm
+from portal.accounts.services import notifications_mark_read, token_create, token_revoke
+from portal.accounts.view_selectors import recent_notifications, tokens_of
+from portal.core.errors import DomainError
+from portal.core.views import fragment, login_required, page, wants_fragment
+from portal.core.web import run_service
+
+TOKEN_FIELDS = ("name", "expires_days")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def tokens(request: HttpRequest) -> HttpResponse:
+    """List my tokens; a POST creates one and shows its secret this once."""
+    form = TokenCreateForm(request.POST or None)
+    created = secret = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            created, secret = token_create(
+                user=request.user,
+                name=form.cleaned_data["name"],
+                expires_days=form.cleaned_data["expires_days"],
+            )
+        except DomainError as error:
+            for key, messages in error.fields.items():
+                for message in messages:
+                    form.add_error(key if key in TOKEN_FIELDS else None, message)
+        else:
+            form = TokenCreateForm()
+    context = {
+        "form": form,
+        "tokens": tokens_of(request.user),
+        "created": created,
+        "secret": secret,
+        "now": timezone.now(),
+    }
+    if request.method == "POST" and wants_fragment(request):
+        return fragment(request, "accounts/partials/tokens_panel.html", context)
+    return page(request, "accounts/tokens.html", context)
+
+
+@login_required
+@require_POST
+def token_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
+    run_service(request, lambda: token_revoke(user=request.user, token_id=pk), success="Token revoked.")
+    if wants_fragment(request):
+        context = {"form": TokenCreateForm(), "tokens": tokens_of(request.user), "now": timezone.now()}
+        return fragment(request, "accounts/partials/tokens_panel.html", context)
+    return redirect("tokens")
+
+
+@login_required
+@require_POST
+def notifications_read(request: HttpRequest) -> HttpResponse:
+    """Mark every notification read; htmx gets the list back with the unread badge out of band."""
+    notifications_mark_read(user=request.user)
+    if wants_fragment(request):
+        return fragment(
+            request,
+            "accounts/partials/notifications.html",
+            {"notifications": recent_notifications(request.user)},
+        )
+    return redirect("dashboard")

@@ -1,0 +1,45 @@
+"""Reads the approvals inbox needs: each approval with what it would cost and who may decide it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from portal.accounts.models import User
+from portal.accounts.selectors import lead_team_ids
+from portal.approvals.models import Approval
+from portal.fleet.selectors import current_prices
+from portal.sandboxes.policy import fraction_to_decimal, sandbox_share
+from portal.spend.selectors import to_cents
+
+
+@dataclass(frozen=True)
+class ApprovalRow:
+    approval: Approval
+    hours: Decimal
+    estimated_cost: Decimal
+    can_decide: bool
+    error: str = ""
+
+
+def approval_rows(approvals: list[Approval], *, user: User) -> list[ApprovalRow]:
+    """Rows for approvals from `approvals_visible_to` (sandbox and GPU type selected): two queries
+    for prices and one for the teams the user leads, however many rows."""
+    prices = current_prices()
+    led = set(lead_team_ids(user))
+    rows = []
+    for approval in approvals:
+        sandbox = approval.sandbox
+        if approval.kind == Approval.Kind.EXTEND and approval.extend_hours is not None:
+            hours = approval.extend_hours
+        else:
+            hours = sandbox.lifetime_hours
+        share = fraction_to_decimal(sandbox_share(sandbox), "0.000001")
+        cost = to_cents(prices.get(sandbox.gpu_type_id, Decimal(0)) * share * hours)
+        can_decide = (
+            approval.state == Approval.State.PENDING
+            and approval.requested_by_id != user.pk
+            and (user.is_platform_admin or approval.team_id in led)
+        )
+        rows.append(ApprovalRow(approval=approval, hours=hours, estimated_cost=cost, can_decide=can_decide))
+    return rows

@@ -1,0 +1,69 @@
+"""The approvals inbox: leads decide requests over their team's line, inline."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_POST
+
+from portal.approvals.filters import ApprovalFilter
+from portal.approvals.forms import DecisionForm
+from portal.approvals.models import Approval
+from portal.approvals.selectors import approval_get_for, approvals_visible_to
+from portal.approvals.services import approval_decide
+from portal.approvals.view_selectors import approval_rows
+from portal.core.errors import DomainError, NotFound
+from portal.core.views import fragment, login_required, page, wants_fragment
+
+PAGE_SIZE = 50
+
+
+@login_required
+@require_GET
+def inbox(request: HttpRequest) -> HttpResponse:
+    """Pending requests by default; `?state=` for the history (empty for every state)."""
+    data = request.GET.copy()
+    data.setdefault("state", Approval.State.PENDING)
+    approval_filter = ApprovalFilter(data, queryset=approvals_visible_to(request.user))
+    page_obj = Paginator(approval_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "filter": approval_filter,
+        "state": data.get("state", ""),
+        "states": Approval.State.choices,
+        "kinds": Approval.Kind.choices,
+        "page_obj": page_obj,
+        "rows": approval_rows(list(page_obj.object_list), user=request.user),
+    }
+    return page(request, "approvals/inbox.html", context, fragment="approvals/partials/approval_table.html")
+
+
+@login_required
+@require_POST
+def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Approve or reject; htmx gets the decided row back and the pending badge out of band."""
+    form = DecisionForm(request.POST)
+    error = ""
+    if not form.is_valid():
+        error = "Choose approve or reject."
+    else:
+        try:
+            approval_decide(
+                user=request.user, approval_id=pk, approve=form.approve, comment=form.cleaned_data["comment"]
+            )
+        except DomainError as failure:
+            error = failure.message
+    if not wants_fragment(request):
+        if error:
+            messages.error(request, error)
+        else:
+            messages.success(request, "Decision recorded.")
+        return redirect("approvals")
+    try:
+        approval = approval_get_for(user=request.user, approval_id=pk)
+    except NotFound as missing:
+        raise Http404(missing.message) from missing
+    row = approval_rows([approval], user=request.user)[0]
+    context = {"row": row, "error": error, "comment": request.POST.get("comment", "") if error else ""}
+    return fragment(request, "approvals/partials/approval_row.html", context)

@@ -1,0 +1,29 @@
+"""The audit page: who did what, filterable; leads see their teams, admins everything."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from portal.accounts.selectors import lead_team_ids
+from portal.audit.filters import AuditEventFilter
+from portal.audit.forms import style_audit_filter
+from portal.audit.selectors import audit_events_visible_to
+from portal.core.views import login_required, page
+
+PAGE_SIZE = 50
+
+
+@login_required
+@require_GET
+def audit(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    if not (user.is_platform_admin or lead_team_ids(user)):
+        raise PermissionDenied("The audit log is for team leads and platform admins.")
+    event_filter = AuditEventFilter(request.GET, queryset=audit_events_visible_to(user))
+    style_audit_filter(event_filter.form)
+    page_obj = Paginator(event_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"filter": event_filter, "page_obj": page_obj}
+    return page(request, "audit/audit.html", context, fragment="audit/partials/audit_table.html")

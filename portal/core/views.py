@@ -1,0 +1,67 @@
+"""What every web view shares: one response for the full page and for its htmx fragment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render, resolve_url
+from django.utils.http import urlencode
+
+from portal.accounts.selectors import lead_team_ids
+
+
+def wants_fragment(request: HttpRequest) -> bool:
+    """An htmx request for part of a page (not a boosted link nor a history restore)."""
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.boosted and not htmx.history_restore_request
+
+
+def login_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Django's login_required, except that an htmx request (a poll, say) of a signed-out user
+    sends the whole window to the sign-in page instead of swapping it into a fragment."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.user.is_authenticated:
+            return view(request, *args, **kwargs)
+        if getattr(request, "htmx", None):
+            next_path = request.htmx.current_url_abs_path or request.get_full_path()
+            response = HttpResponse(status=204)
+            response["HX-Redirect"] = f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': next_path})}"
+            return response
+        return redirect_to_login(request.get_full_path())
+
+    return wrapper
+
+
+def page(
+    request: HttpRequest,
+    template: str,
+    context: Mapping[str, Any] | None = None,
+    *,
+    fragment: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """Render `template`, or only `fragment` for htmx; a fragment carries the nav badges out of band."""
+    data = dict(context or {})
+    if fragment is not None and wants_fragment(request):
+        data["fragment"] = True
+        return render(request, fragment, data, status=status)
+    user = request.user
+    # Called by the template only when the navigation is drawn.
+    data.setdefault("nav_leads_a_team", lambda: user.is_authenticated and bool(lead_team_ids(user)))
+    return render(request, template, data, status=status)
+
+
+def fragment(
+    request: HttpRequest, template: str, context: Mapping[str, Any] | None = None, *, status: int = 200
+) -> HttpResponse:
+    """Render a partial as the answer to an htmx action, with the nav badges and messages out of band."""
+    return render(
+        request, template, {**(context or {}), "fragment": True, "oob_messages": True}, status=status
+    )

@@ -1,0 +1,193 @@
+"""Forms of the sandbox pages. They parse input only; the services decide what is allowed."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.utils import timezone
+
+from portal.accounts.models import Team
+from portal.core.errors import DomainError
+from portal.fleet.models import GpuType
+from portal.sandboxes.view_selectors import RequestChoices
+
+QUOTA_RULE = (
+    "Quota is counted in GPU equivalents: a whole GPU is 1, a MIG slice its compute slices / 7 "
+    "(a 1g.10gb is 1/7)."
+)
+
+# Keys of DomainError.fields (the API's names) -> form fields.
+SERVICE_FIELDS = {
+    "team": "team",
+    "name": "name",
+    "image": "image",
+    "gpu.type": "gpu_type",
+    "gpu.count": "count",
+    "gpu.mig_profile": "mig_profile",
+    "ttl_hours": "ttl_hours",
+    "expires_at": "expires_at",
+    "cpu": "cpu",
+    "memory_gb": "memory_gb",
+    "storage_gb": "storage_gb",
+    "purpose": "purpose",
+}
+
+
+def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, str]) -> None:
+    """Put a service's field errors next to the fields; anything else becomes a form-wide error."""
+    placed = False
+    for key, messages in error.fields.items():
+        field = mapping.get(key)
+        if field is None or not isinstance(messages, list | tuple):
+            continue
+        for message in messages:
+            form.add_error(field, str(message))
+        placed = True
+    if not placed:
+        form.add_error(None, error.message)
+
+
+def _number(attrs: dict[str, str] | None = None) -> forms.NumberInput:
+    return forms.NumberInput(attrs={"inputmode": "decimal", **(attrs or {})})
+
+
+class SandboxRequestForm(forms.Form):
+    """A sandbox request as a person fills it in: whole GPUs or one MIG slice, hours or an end time."""
+
+    team = forms.ChoiceField()
+    name = forms.CharField(
+        max_length=63,
+        required=False,
+        help_text="Lowercase letters, digits and hyphens, e.g. llama-finetune.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": "llama-finetune"}),
+    )
+    image = forms.ChoiceField(required=False)
+    gpu_type = forms.ChoiceField(label="GPU type")
+    gpu_mode = forms.ChoiceField(
+        label="GPU share",
+        choices=[("whole", "Whole GPUs"), ("mig", "One MIG slice")],
+        initial="whole",
+        widget=forms.RadioSelect,
+    )
+    count = forms.IntegerField(label="Whole GPUs", required=False, initial=1, widget=_number({"min": "1"}))
+    mig_profile = forms.ChoiceField(label="MIG profile", required=False)
+    lifetime_mode = forms.ChoiceField(
+        label="Lifetime",
+        choices=[("hours", "For a number of hours"), ("until", "Until a time")],
+        initial="hours",
+        widget=forms.RadioSelect,
+    )
+    ttl_hours = forms.DecimalField(
+        label="Hours", required=False, initial=8, widget=_number({"min": "0", "step": "any"})
+    )
+    expires_at = forms.DateTimeField(
+        label="Expires at (UTC)",
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+    purpose = forms.CharField(
+        max_length=300,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "What is it for? Leads read this."}),
+    )
+    cpu = forms.IntegerField(label="CPUs", required=False, widget=_number({"min": "1"}))
+    memory_gb = forms.IntegerField(label="Memory (GB)", required=False, widget=_number({"min": "1"}))
+    storage_gb = forms.IntegerField(label="Storage (GB)", required=False, widget=_number({"min": "1"}))
+
+    def __init__(self, *args: Any, teams: list[Team], choices: RequestChoices, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.gpu_types = {gpu_type.slug: gpu_type for gpu_type in choices.gpu_types}
+        self.fields["team"].choices = [(team.slug, team.name) for team in teams]
+        self.fields["image"].choices = [("", "Team default")] + [
+            (image.slug, f"{image.name} ({image.get_kind_display()})") for image in choices.images
+        ]
+        self.fields["gpu_type"].choices = [
+            (slug, self._type_label(gpu_type, choices)) for slug, gpu_type in self.gpu_types.items()
+        ]
+        # Start on a type the fleet has as whole GPUs, since the form starts on whole GPUs.
+        whole = [slug for slug, t in self.gpu_types.items() if t.pk in choices.whole_type_ids]
+        self.initial.setdefault("gpu_type", whole[0] if whole else next(iter(self.gpu_types), ""))
+        self.fields["gpu_type"].help_text = QUOTA_RULE
+        self.fields["mig_profile"].choices = self.profile_choices()
+        in_eight_hours = timezone.now().replace(second=0, microsecond=0) + timedelta(hours=8)
+        self.initial.setdefault("expires_at", in_eight_hours)
+
+    @staticmethod
+    def _type_label(gpu_type: GpuType, choices: RequestChoices) -> str:
+        price = choices.prices.get(gpu_type.pk, Decimal(0))
+        whole, mig = gpu_type.pk in choices.whole_type_ids, gpu_type.pk in choices.mig_type_ids
+        shape = "" if whole == mig else (" · whole GPUs only" if whole else " · MIG slices only")
+        return f"{gpu_type.name} · ${price:.2f}/GPU-hour{shape}"
+
+    def chosen_gpu_type(self) -> str:
+        raw = self.data.get("gpu_type") if self.is_bound else self.initial.get("gpu_type")
+        if raw in self.gpu_types:
+            return raw
+        return next(iter(self.gpu_types), "")
+
+    def profile_choices(self) -> list[tuple[str, str]]:
+        gpu_type = self.gpu_types.get(self.chosen_gpu_type())
+        if gpu_type is None or gpu_type.model is None or not gpu_type.mig_capable:
+            return []
+        return [
+            (shape.name, f"{shape.name} · {shape.compute_slices}/7 of the compute, {shape.memory_gb} GB")
+            for shape in gpu_type.model.profiles
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("gpu_mode") == "mig" and not data.get("mig_profile") and "mig_profile" not in self.errors:
+            self.add_error("mig_profile", "Choose a MIG profile.")
+        if data.get("lifetime_mode") == "until":
+            if data.get("expires_at") is None and "expires_at" not in self.errors:
+                self.add_error("expires_at", "Pick the time it should end.")
+        elif data.get("ttl_hours") is None and "ttl_hours" not in self.errors:
+            self.add_error("ttl_hours", "Give the number of hours it should live.")
+        return data
+
+    def service_kwargs(self, *, for_estimate: bool = False) -> dict[str, Any]:
+        """Keyword arguments for `sandbox_request` / `sandbox_estimate` from the cleaned data."""
+        data = self.cleaned_data
+        name = data.get("name") or ""
+        if for_estimate and not name.strip():
+            name = f"estimate-{secrets.token_hex(4)}"  # the price does not depend on the name
+        kwargs: dict[str, Any] = {
+            "team": data.get("team") or "",
+            "name": name,
+            "gpu_type": data.get("gpu_type") or "",
+            "image": data.get("image") or None,
+            "purpose": data.get("purpose") or "",
+            "cpu": data.get("cpu"),
+            "memory_gb": data.get("memory_gb"),
+            "storage_gb": data.get("storage_gb"),
+        }
+        if data.get("gpu_mode") == "mig":
+            kwargs["mig_profile"] = data.get("mig_profile") or ""
+        else:
+            kwargs["count"] = data.get("count")
+        if data.get("lifetime_mode") == "until":
+            kwargs["expires_at"] = data.get("expires_at")
+        else:
+            kwargs["ttl_hours"] = data.get("ttl_hours")
+        return kwargs
+
+    def add_service_errors(self, error: DomainError) -> None:
+        add_service_errors(self, error, SERVICE_FIELDS)
+
+    def labelled_errors(self) -> list[tuple[str, str]]:
+        """(field label, message) of every error, form-wide ones with an empty label."""
+        return [
+            (str(self[name].label) if name in self.fields else "", str(message))
+            for name, messages in self.errors.items()
+            for message in messages
+        ]
+
+
+class ExtendForm(forms.Form):
+    hours = forms.DecimalField(
+        label="Extend by (hours)", initial=4, widget=_number({"min": "0", "step": "any"})
+    )

@@ -1,0 +1,119 @@
+"""The approvals inbox: inline decisions by leads, never on one's own request."""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.approvals.models import Approval
+from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.services import sandbox_request
+from tests.web.conftest import HTMX, make_sandbox
+
+BIG = {"team": "vision", "name": "big-train", "gpu_type": "h100-80gb", "count": 2, "ttl_hours": 48}
+
+
+@pytest.fixture
+def pending(researcher, fleet) -> Approval:
+    """Alice's request for 2 H100s for 48 hours, waiting for a lead."""
+    sandbox = sandbox_request(user=researcher, purpose="full finetune", **BIG)
+    return Approval.objects.get(sandbox=sandbox)
+
+
+def test_a_lead_sees_the_pending_request_with_its_cost_and_reason(lead_client, pending):
+    page = lead_client.get("/approvals/").content.decode()
+
+    assert f'id="approval-{pending.pk}"' in page
+    assert "big-train" in page and "full finetune" in page
+    assert "2x h100-80gb" in page and "48 h" in page
+    assert "$660.48" in page  # 2 x 6.88 x 48
+    assert "more than 1 whole GPU(s) and longer than 24 hours" in page
+    assert 'value="approve"' in page and 'value="reject"' in page
+
+
+def test_approving_inline_replaces_the_row_and_updates_the_badge_out_of_band(lead_client, pending, run_jobs):
+    response = run_jobs(
+        lambda: lead_client.post(f"/approvals/{pending.pk}/decide/", {"decision": "approve"}, **HTMX)
+    )
+    page = response.content.decode()
+
+    pending.refresh_from_db()
+    assert pending.state == Approval.State.APPROVED
+    assert Sandbox.objects.get(pk=pending.sandbox_id).state == SandboxState.RUNNING
+    assert page.lstrip().startswith(f'<tr id="approval-{pending.pk}" class="approval-approved">')
+    assert 'value="approve"' not in page
+    assert (
+        'id="nav-approvals-badge" class="count is-empty" title="Requests waiting for you" hx-swap-oob="true">0<'
+        in page
+    )
+
+
+def test_rejecting_needs_a_reason_and_keeps_the_row_decidable(lead_client, pending):
+    response = lead_client.post(
+        f"/approvals/{pending.pk}/decide/", {"decision": "reject", "comment": " "}, **HTMX
+    )
+    page = response.content.decode()
+
+    pending.refresh_from_db()
+    assert pending.state == Approval.State.PENDING
+    assert "Say why the request is rejected." in page
+    assert 'value="reject"' in page
+
+
+def test_rejecting_with_a_reason_ends_the_request(lead_client, pending):
+    lead_client.post(
+        f"/approvals/{pending.pk}/decide/", {"decision": "reject", "comment": "one GPU first"}, **HTMX
+    )
+
+    pending.refresh_from_db()
+    assert pending.state == Approval.State.REJECTED
+    assert pending.comment == "one GPU first"
+    assert Sandbox.objects.get(pk=pending.sandbox_id).state == SandboxState.REJECTED
+
+
+def test_own_requests_are_listed_but_cannot_be_decided(researcher_client, lead_client, lead, fleet, pending):
+    researcher_page = researcher_client.get("/approvals/").content.decode()
+    assert "big-train" in researcher_page
+    assert 'value="approve"' not in researcher_page
+    assert "Your own request" in researcher_page
+
+    own = sandbox_request(user=lead, **{**BIG, "name": "leads-own"})
+    lead_page = lead_client.get("/approvals/").content.decode()
+    own_row = lead_page.split(f'id="approval-{own.approvals.get().pk}"')[1].split("</tr>")[0]
+    assert 'value="approve"' not in own_row
+
+    response = lead_client.post(
+        f"/approvals/{own.approvals.get().pk}/decide/", {"decision": "approve"}, **HTMX
+    )
+    assert "You cannot decide your own request" in response.content.decode()
+    assert own.approvals.get().state == Approval.State.PENDING
+
+
+def test_a_post_without_htmx_redirects_back_with_a_message(lead_client, pending, run_jobs):
+    response = run_jobs(
+        lambda: lead_client.post(f"/approvals/{pending.pk}/decide/", {"decision": "approve"}, follow=True)
+    )
+
+    assert response.redirect_chain[-1][0] == "/approvals/"
+    assert "Decision recorded." in response.content.decode()
+
+
+def test_the_state_filter_shows_the_history(lead_client, pending, run_jobs):
+    run_jobs(lambda: lead_client.post(f"/approvals/{pending.pk}/decide/", {"decision": "approve"}, **HTMX))
+
+    assert "big-train" not in lead_client.get("/approvals/").content.decode()
+    history = lead_client.get("/approvals/?state=approved").content.decode()
+    assert "big-train" in history and "by bob" in history
+    assert "big-train" in lead_client.get("/approvals/?state=").content.decode()
+
+
+def test_the_inbox_queries_stay_bounded(lead_client, researcher, team, h100, django_assert_max_num_queries):
+    for _ in range(30):
+        sandbox = make_sandbox(
+            owner=researcher, team=team, state=SandboxState.PENDING_APPROVAL, gpu_type=h100
+        )
+        Approval.objects.create(sandbox=sandbox, team=team, requested_by=researcher, why_needed="long")
+
+    with django_assert_max_num_queries(13):
+        response = lead_client.get("/approvals/")
+
+    assert response.content.decode().count('value="approve"') == 30

@@ -1,0 +1,176 @@
+"""The sandbox detail page: progress, placement, access, cost, extend and terminate."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from portal.approvals.models import Approval
+from portal.approvals.services import approval_decide
+from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.services import sandbox_request
+from tests.web.conftest import HTMX, make_sandbox
+
+
+def test_a_running_slice_shows_placement_access_expiry_and_cost(
+    researcher_client, researcher, fleet, slice_request, run_jobs
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    sandbox.refresh_from_db()
+
+    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+
+    assert 'class="state state-running"' in page
+    assert '<li class="step step-current">Running</li>' in page
+    assert '<li class="step step-skipped">Approved by policy</li>' in page
+    start = sandbox.allocations.get().mig_slice.start
+    assert f"gpu-h100-b · GPU 0 · 1g.10gb at slot {start}" in page
+    assert sandbox.placement_reason in page
+    assert f'data-copy="{sandbox.access}"' in page
+    assert 'id="cost-so-far">$0.00<' in page
+    assert "$0.98" in page  # per hour: 6.88 / 7
+    assert "sandbox.request" in page and "sandbox.running" in page  # the audit trail
+    assert 'hx-trigger="every 3s"' in page
+
+
+def test_the_fragment_carries_the_live_part_and_the_nav_badges(
+    researcher_client, researcher, team, whole_gpus
+):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0], hours_ago=1)
+
+    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/", **HTMX).content.decode()
+
+    assert page.lstrip().startswith('<section id="sandbox-live"')
+    assert 'id="cost-so-far">$6.88<' in page
+    assert "Audit trail" not in page
+    assert 'id="nav-approvals-badge"' in page
+
+
+def test_a_queued_sandbox_shows_its_place_in_the_queue(researcher_client, researcher, team, h100):
+    make_sandbox(owner=researcher, team=team, state=SandboxState.QUEUED, gpu_type=h100, hours_ago=3)
+    second = make_sandbox(
+        owner=researcher,
+        team=team,
+        state=SandboxState.QUEUED,
+        gpu_type=h100,
+        hours_ago=1,
+        message="Waiting for capacity: no h100-80gb node has 8 free GPUs.",
+    )
+
+    page = researcher_client.get(f"/sandboxes/{second.pk}/").content.decode()
+
+    assert "#2 in the h100-80gb queue" in page
+    assert "Waiting for capacity: no h100-80gb node has 8 free GPUs." in page
+
+
+def test_a_sandbox_of_another_user_is_not_found(other_client, researcher, team, whole_gpus):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+
+    assert other_client.get(f"/sandboxes/{sandbox.pk}/").status_code == 404
+    assert other_client.get("/sandboxes/999999/").status_code == 404
+
+
+def test_the_lead_of_the_team_may_see_a_members_sandbox(lead_client, researcher, team, whole_gpus):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+
+    assert lead_client.get(f"/sandboxes/{sandbox.pk}/").status_code == 200
+
+
+def test_extending_within_policy_moves_the_expiry(researcher_client, researcher, team, whole_gpus):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+    before = sandbox.expires_at
+
+    response = researcher_client.post(f"/sandboxes/{sandbox.pk}/extend/", {"hours": "4"}, follow=True)
+
+    sandbox.refresh_from_db()
+    assert sandbox.expires_at - before == timedelta(hours=4)
+    assert "Extension requested" in response.content.decode()
+
+
+def test_extending_past_the_auto_approval_line_asks_a_lead(researcher_client, researcher, team, whole_gpus):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+    before = sandbox.expires_at
+
+    researcher_client.post(f"/sandboxes/{sandbox.pk}/extend/", {"hours": "30"})
+
+    sandbox.refresh_from_db()
+    assert sandbox.expires_at == before
+    assert Approval.objects.get(sandbox=sandbox).kind == Approval.Kind.EXTEND
+
+
+def test_a_bad_extension_shows_the_reason_and_changes_nothing(
+    researcher_client, researcher, team, whole_gpus
+):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+    before = sandbox.expires_at
+
+    response = researcher_client.post(f"/sandboxes/{sandbox.pk}/extend/", {"hours": "1000"}, follow=True)
+
+    sandbox.refresh_from_db()
+    assert sandbox.expires_at == before
+    assert "team vision allows at most 168" in response.content.decode()
+
+
+def test_terminating_stops_billing_and_ends_the_sandbox(
+    researcher_client, researcher, fleet, slice_request, run_jobs
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+
+    response = run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.pk}/terminate/"))
+
+    sandbox.refresh_from_db()
+    assert response.status_code == 302 and response["Location"] == f"/sandboxes/{sandbox.pk}/"
+    assert sandbox.state == SandboxState.TERMINATED
+    assert sandbox.allocations.get().ended_at is not None
+    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    assert '<li class="step step-done">Terminated</li>' in page
+    assert 'hx-trigger="every 3s"' not in page
+    assert f"/sandboxes/{sandbox.pk}/terminate/" not in page
+
+
+def test_the_fragment_hides_the_actions_once_the_sandbox_ended(researcher_client, researcher, team, h100):
+    sandbox = make_sandbox(owner=researcher, team=team, state=SandboxState.TERMINATED, gpu_type=h100)
+
+    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/", **HTMX).content.decode()
+
+    assert '<section id="sandbox-actions" hx-swap-oob="true" hidden>' in page
+
+
+def test_another_user_cannot_terminate_a_sandbox(other_client, researcher, team, whole_gpus):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+
+    other_client.post(f"/sandboxes/{sandbox.pk}/terminate/")
+
+    assert Sandbox.objects.get(pk=sandbox.pk).state == SandboxState.RUNNING
+
+
+def test_a_rejected_request_shows_the_reason(researcher_client, researcher, team, h100):
+    sandbox = make_sandbox(
+        owner=researcher,
+        team=team,
+        state=SandboxState.REJECTED,
+        gpu_type=h100,
+        message="Rejected by bob: use one GPU first",
+    )
+
+    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+
+    assert '<p class="message message-bad">Rejected by bob: use one GPU first</p>' in page
+    assert '<li class="step step-failed">Rejected</li>' in page
+
+
+def test_a_request_a_lead_approved_shows_the_approval_step_done(
+    researcher_client, researcher, lead, fleet, run_jobs
+):
+    sandbox = sandbox_request(
+        user=researcher, team="vision", name="long-one", gpu_type="h100-80gb", count=1, ttl_hours=30
+    )
+    run_jobs(
+        lambda: approval_decide(user=lead, approval_id=sandbox.approvals.get().pk, approve=True, comment="ok")
+    )
+    researcher_client.post(f"/sandboxes/{sandbox.pk}/extend/", {"hours": "2"})  # a later extension waits
+
+    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+
+    assert '<li class="step step-done">Pending approval</li>' in page
+    assert "Approved by policy" not in page
+    assert "extend: <strong>pending</strong>" in page

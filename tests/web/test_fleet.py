@@ -1,0 +1,60 @@
+"""The fleet page: admins only; every GPU as eight memory slots with who holds what."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from portal.sandboxes.services import sandbox_request
+from tests.factories import make_node
+from tests.web.conftest import HTMX, make_sandbox
+
+
+def test_researchers_and_leads_get_a_403_page(researcher_client, lead_client, fleet):
+    for client in (researcher_client, lead_client):
+        response = client.get("/fleet/")
+        assert response.status_code == 403
+        assert "The fleet page is for platform admins." in response.content.decode()
+
+
+def test_admins_see_slices_at_their_start_with_profile_and_holder(
+    admin_client, researcher, fleet, slice_request, run_jobs, whole_gpus, team
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    start = sandbox.allocations.get().mig_slice.start
+    make_sandbox(owner=researcher, team=team, name="whole-box", gpu=whole_gpus[2])
+
+    page = admin_client.get("/fleet/").content.decode()
+
+    slice_html = page.split(f'style="grid-column: {start + 1} / span 1"')[1].split("</span>\n")[0]
+    assert "<b>1g.10gb</b>" in slice_html
+    assert f'href="/sandboxes/{sandbox.pk}/">mig-small</a>' in slice_html
+    assert "alice" in slice_html
+    assert 'class="slice held"' in page
+    assert 'class="slice whole held"' in page and "whole-box" in page
+    assert page.count('class="slice whole free-whole"') == 7  # the other whole H100s
+    assert "MIG · 7/8 free" in page
+    assert "1g.10gb: 8" in page  # every MIG GPU can still take a 1g.10gb
+
+
+def test_the_board_refreshes_itself_as_a_fragment(admin_client, fleet):
+    page = admin_client.get("/fleet/", **HTMX).content.decode()
+
+    assert page.lstrip().startswith('<section id="fleet-board" hx-get="/fleet/" hx-trigger="every 5s"')
+    assert "<html" not in page
+
+
+def test_the_fleet_page_queries_stay_bounded(admin_client, fleet, researcher, team, h100, whole_gpus):
+    make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+    with CaptureQueriesContext(connection) as small:
+        admin_client.get("/fleet/")
+    for index in range(4):
+        make_node(name=f"gpu-extra-{index}", gpu_type=h100, gpus=8, mig=False, cluster=fleet["whole"].cluster)
+    for gpu in whole_gpus[1:]:
+        make_sandbox(owner=researcher, team=team, gpu=gpu)
+
+    with CaptureQueriesContext(connection) as large:
+        response = admin_client.get("/fleet/")
+
+    assert response.content.decode().count('class="gpu-bar"') == 48
+    assert len(large) == len(small) <= 20

@@ -1,0 +1,147 @@
+"""The request form, its live estimate and the MIG profile swap."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from decimal import Decimal
+
+from django.utils import timezone
+
+from portal.sandboxes.models import Sandbox, SandboxState
+from tests.factories import GpuTypeFactory
+from tests.web.conftest import HTMX, make_sandbox
+
+SLICE = {
+    "team": "vision",
+    "name": "mig-small",
+    "image": "",
+    "gpu_type": "h100-80gb",
+    "gpu_mode": "mig",
+    "mig_profile": "1g.10gb",
+    "lifetime_mode": "hours",
+    "ttl_hours": "1",
+}
+
+
+def field_html(page: str, name: str) -> str:
+    """The markup of one form field's block, errors included."""
+    match = re.search(rf'id="field-{name}">(.*?)(?=<div class="field|</fieldset>|<details)', page, re.S)
+    assert match, f"no field {name}"
+    return match.group(1)
+
+
+def test_the_form_offers_my_teams_only_and_states_the_quota_rule(researcher_client, fleet, other_team):
+    page = researcher_client.get("/sandboxes/new/").content.decode()
+
+    assert '<option value="vision"' in page
+    assert '<option value="nlp"' not in page
+    assert "a MIG slice its compute slices / 7 (a 1g.10gb is 1/7)" in page
+    assert "NVIDIA H100 80GB · $6.88/GPU-hour" in page
+
+
+def test_a_valid_slice_request_is_created_and_redirects_to_its_page(
+    researcher_client, researcher, fleet, run_jobs
+):
+    response = run_jobs(lambda: researcher_client.post("/sandboxes/new/", SLICE))
+
+    sandbox = Sandbox.objects.get(owner=researcher, name="mig-small")
+    assert response.status_code == 302
+    assert response["Location"] == f"/sandboxes/{sandbox.pk}/"
+    assert sandbox.mig_profile == "1g.10gb"
+    assert sandbox.state == SandboxState.RUNNING
+
+
+def test_errors_from_the_service_show_next_to_their_fields_and_nothing_is_created(researcher_client, fleet):
+    data = {**SLICE, "name": "Not A Name!", "ttl_hours": "500"}
+
+    response = researcher_client.post("/sandboxes/new/", data)
+    page = response.content.decode()
+
+    assert response.status_code == 200
+    assert "lowercase letters, digits and hyphens" in field_html(page, "name")
+    assert "allows at most 168 hours per sandbox" in field_html(page, "ttl_hours")
+    assert "field-error" not in field_html(page, "gpu_type")
+    assert not Sandbox.objects.exists()
+
+
+def test_too_many_whole_gpus_is_an_error_on_the_count_field(researcher_client, fleet):
+    data = {**SLICE, "gpu_mode": "whole", "count": "9", "mig_profile": ""}
+
+    page = researcher_client.post("/sandboxes/new/", data).content.decode()
+
+    assert "At most 8 h100-80gb GPUs fit on one node." in field_html(page, "count")
+    assert not Sandbox.objects.exists()
+
+
+def test_an_expiry_in_the_past_is_an_error_on_the_expiry_field(researcher_client, fleet):
+    past = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
+    data = {**SLICE, "lifetime_mode": "until", "expires_at": past, "ttl_hours": ""}
+
+    page = researcher_client.post("/sandboxes/new/", data).content.decode()
+
+    assert "Must be at least one minute from now." in field_html(page, "expires_at")
+    assert not Sandbox.objects.exists()
+
+
+def test_a_request_over_quota_says_how_much_is_left(researcher_client, fleet, team):
+    team.quota_gpus = Decimal(1)
+    team.save(update_fields=["quota_gpus"])
+    data = {**SLICE, "gpu_mode": "whole", "count": "2", "mig_profile": ""}
+
+    page = researcher_client.post("/sandboxes/new/", data).content.decode()
+
+    assert "Team vision has 1 of 1 GPU equivalents left; this request needs 2." in page
+    assert not Sandbox.objects.exists()
+
+
+def test_the_estimate_shows_price_quota_approval_and_capacity(researcher_client, fleet):
+    response = researcher_client.get("/sandboxes/estimate/", {**SLICE, "ttl_hours": "8"}, **HTMX)
+    page = response.content.decode()
+
+    assert 'id="estimate-hourly">$0.98<' in page  # 6.88 / 7
+    assert 'id="estimate-total">$7.86<' in page  # 6.88 / 7 x 8 h
+    assert "0.143 of 16 left" in page
+    assert "Approved at once" in page
+    assert "Capacity free now" in page
+    assert not Sandbox.objects.exists()
+
+
+def test_the_estimate_says_why_a_lead_must_approve(researcher_client, fleet):
+    data = {**SLICE, "gpu_mode": "whole", "count": "2", "mig_profile": "", "ttl_hours": "48"}
+
+    page = researcher_client.get("/sandboxes/estimate/", data, **HTMX).content.decode()
+
+    assert 'id="estimate-total">$660.48<' in page
+    assert "Needs a lead&#x27;s approval: more than 1 whole GPU(s) and longer than 24 hours." in page
+
+
+def test_the_estimate_says_a_request_will_queue_when_no_node_has_room(
+    researcher_client, researcher, team, whole_gpus
+):
+    make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+    data = {**SLICE, "gpu_mode": "whole", "count": "8", "mig_profile": ""}
+
+    page = researcher_client.get("/sandboxes/estimate/", data, **HTMX).content.decode()
+
+    assert "Will queue until a GPU frees up" in page
+
+
+def test_the_estimate_lists_what_is_wrong_instead_of_a_price(researcher_client, fleet):
+    page = researcher_client.get("/sandboxes/estimate/", {**SLICE, "name": "BAD"}, **HTMX).content.decode()
+
+    assert "No estimate yet" in page
+    assert "lowercase letters, digits and hyphens" in page
+    assert "estimate-hourly" not in page
+
+
+def test_mig_profiles_follow_the_chosen_gpu_type_and_refresh_the_estimate(researcher_client, fleet):
+    GpuTypeFactory(slug="a100-40gb", name="NVIDIA A100 40GB", memory_gb=40)
+
+    response = researcher_client.get("/sandboxes/mig-profiles/", {"gpu_type": "a100-40gb"}, **HTMX)
+    page = response.content.decode()
+
+    assert page.lstrip().startswith('<div class="field" id="field-mig_profile">')
+    assert 'value="1g.5gb"' in page and 'value="3g.20gb"' in page
+    assert "1g.10gb+me" not in page
+    assert response["HX-Trigger-After-Swap"] == "estimate-refresh"
