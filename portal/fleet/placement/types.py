@@ -21,6 +21,8 @@ class SliceView:
 
 @dataclass
 class GpuView:
+    """One GPU as the engine sees it: where it is, whether MIG is on, and what holds it."""
+
     gpu_id: int
     node: str
     index: int
@@ -36,12 +38,16 @@ class GpuView:
 
 @dataclass(frozen=True)
 class WholeRequest:
+    """`count` whole GPUs of one type, all on one node."""
+
     gpu_type: str
     count: int
 
 
 @dataclass(frozen=True)
 class SliceRequest:
+    """One MIG slice of `profile` on a GPU of `gpu_type` (the profile must be that model's)."""
+
     gpu_type: str
     profile: ProfileShape
 
@@ -71,4 +77,6 @@ class Placement:
 
 @dataclass(frozen=True)
 class NoFit:
+    """Why a request cannot be placed now, in words the UI can show."""
+
     reason: str

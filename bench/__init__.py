@@ -1,0 +1,1 @@
+"""Benchmarks: run as scripts from the repository root (`python bench/placement.py`)."""

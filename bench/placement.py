@@ -1,0 +1,176 @@
+"""Placement benchmark: speed, acceptance against first fit, and the gap to an integer optimum.
+
+    python bench/placement.py                  # seeded synthetic workloads, prints a table
+    python bench/placement.py --workload FILE  # JSON fleet and events in, one JSON line out
+
+Every decision is checked by an independent validator (bench/checker.py); an invalid one stops
+the run. See bench/README.md for what each figure means.
+"""
+
+from __future__ import annotations
+
+import time
+
+_PROCESS_STARTED = time.perf_counter()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.jsonmode import BadWorkload, run_workload  # noqa: E402
+from bench.optimum import compare  # noqa: E402
+from bench.simulate import BestFit, FirstFit, Stats, run_stream  # noqa: E402
+from bench.workloads import Mix, mixed_fleet, synthetic, views  # noqa: E402
+
+SEED = 20240611
+THROUGHPUT_ARRIVALS = 16_000  # with departures, a little over 30,000 events
+QUALITY_ARRIVALS = 5_000  # per seed
+QUALITY_SEEDS = 3
+OPTIMUM_SNAPSHOTS = 150
+
+WORKLOADS = (
+    Mix("steady", load=0.80, slice_share=0.60),
+    Mix("churn", load=1.00, slice_share=0.85, mean_hold=600.0),
+    Mix("whole-heavy", load=0.95, slice_share=0.20),
+    Mix("portal-rules", load=0.95, slice_share=0.89, whole_on_empty_mig=False),
+)
+
+
+def _speed(seed: int) -> tuple[Stats, float]:
+    """One long stream through the best-fit engine on the 1,000-GPU fleet."""
+    fleet = mixed_fleet()
+    gpus = views(fleet)
+    mix = Mix("throughput", load=1.0, slice_share=0.7, mean_hold=1800.0)
+    arrivals = synthetic(mix, fleet, THROUGHPUT_ARRIVALS, seed)
+    stats = run_stream(BestFit(gpus, whole_on_empty_mig=True), gpus, arrivals, whole_on_empty_mig=True)
+    process_s = time.perf_counter() - _PROCESS_STARTED
+    print(f"Placement benchmark (seed {seed}): 1,000-GPU fleet, A100/H100/H200, half the nodes MIG")
+    print()
+    print("Speed, best-fit engine, one stream of arrivals and departures")
+    print(f"  events                      {stats.events:>10,}")
+    print(f"  decisions/s (engine only)   {stats.decisions_per_s:>10,.0f}")
+    print(
+        f"  p50 / p99 decision time     {stats.percentile_us(0.5):>7.0f} us / {stats.percentile_us(0.99):.0f} us"
+    )
+    print(f"  events/s, loop + checks     {stats.events / stats.wall_s:>10,.0f}")
+    print(f"  events/s, whole process     {stats.events / process_s:>10,.0f}  (startup, fleet, stream)")
+    print()
+    return stats, process_s
+
+
+def _acceptance(seed: int) -> dict[str, list[float]]:
+    """Each workload through best fit and first fit; returns per-seed acceptance deltas (points)."""
+    print("Acceptance against first fit (every decision validated)")
+    print(
+        f"  {'workload':<13} {'engine':<10} {'accepted':>9} {'GPU-eq':>8} {'busy GPUs':>10}"
+        f" {'density':>8} {'dec/s':>8} {'p99 us':>7}  per-seed delta, points"
+    )
+    fleet = mixed_fleet()
+    gpus = views(fleet)
+    deltas: dict[str, list[float]] = {}
+    for mix in WORKLOADS:
+        rows = [Stats("best-fit"), Stats("first-fit")]
+        deltas[mix.name] = []
+        for run_seed in range(seed + 1, seed + 1 + QUALITY_SEEDS):
+            arrivals = synthetic(mix, fleet, QUALITY_ARRIVALS, run_seed)
+            runs = [
+                run_stream(engine(gpus, whole_on_empty_mig=mix.whole_on_empty_mig), gpus, arrivals,
+                           whole_on_empty_mig=mix.whole_on_empty_mig)
+                for engine in (BestFit, FirstFit)
+            ]  # fmt: skip
+            deltas[mix.name].append(100 * (runs[0].acceptance - runs[1].acceptance))
+            for row, run in zip(rows, runs, strict=True):
+                row.add(run)
+        for row in rows:
+            per_seed = " ".join(f"{d:+.2f}" for d in deltas[mix.name]) if row is rows[0] else ""
+            print(
+                f"  {mix.name:<13} {row.engine:<10} {row.acceptance:>9.2%} {row.served_share:>8.2%}"
+                f" {row.mean_busy:>10.1f} {row.density:>8.3f} {row.decisions_per_s:>8,.0f}"
+                f" {row.percentile_us(0.99):>7.0f}  {per_seed}"
+            )
+    print("  accepted: requests placed; GPU-eq: share of requested GPU-equivalents placed;")
+    print("  busy GPUs: mean GPUs holding anything; density: GPU-equivalents held per busy GPU")
+    print()
+    return deltas
+
+
+def _optimum(seed: int) -> float:
+    """Small snapshots against the integer program; returns the engine's gap in accepted requests."""
+    report = compare(OPTIMUM_SNAPSHOTS, seed + 100, WORKLOADS[0])
+    gap = 1 - report.engine.accepted / report.optimum.accepted
+    first_fit_gap = 1 - report.first_fit.accepted / report.optimum.accepted
+    print(
+        f"Gap to the integer optimum (PuLP/CBC), {report.snapshots} snapshots of 2-5 MIG H100s + a slice batch"
+    )
+    print(f"  {'':<11} {'accepted':>9} {'GPUs used':>10} {'gap':>7}")
+    print(f"  {'optimum':<11} {report.optimum.accepted:>9} {report.optimum.gpus_used:>10}")
+    print(f"  {'best-fit':<11} {report.engine.accepted:>9} {report.engine.gpus_used:>10} {gap:>7.2%}")
+    print(
+        f"  {'first-fit':<11} {report.first_fit.accepted:>9} {report.first_fit.gpus_used:>10} {first_fit_gap:>7.2%}"
+    )
+    print(
+        f"  worst single snapshot: {report.worst_engine_gap:.1%} fewer accepted; extra GPUs where"
+        f" acceptance matched the optimum: {report.engine_gpu_gap:.2%}"
+    )
+    print()
+    return gap
+
+
+def main_synthetic(seed: int) -> int:
+    """The default run: speed, acceptance against first fit, gap to the optimum, then targets."""
+    stats, process_s = _speed(seed)
+    deltas = _acceptance(seed)
+    gap = _optimum(seed)
+    events_per_s = stats.events / process_s
+    print("Targets")
+    print(f"  >= 5,000 events/s, whole process:      {events_per_s:,.0f}  {_verdict(events_per_s >= 5000)}")
+    print("  every decision valid:                  checked  PASS")
+    for name, values in deltas.items():
+        mean = sum(values) / len(values)
+        print(f"  acceptance >= first fit, {name:<13} {mean:+.2f} points  {_verdict(mean >= 0)}")
+    print(f"  within 3% of the optimum:              {gap:.2%}  {_verdict(gap <= 0.03)}")
+    print(f"Total {time.perf_counter() - _PROCESS_STARTED:.1f} s")
+    return 0
+
+
+def _verdict(passed: bool) -> str:
+    return "PASS" if passed else "MISS"
+
+
+def main_workload(path: str) -> int:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        print(f"cannot read workload {path}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        print(f"{path} is not valid JSON: {error}", file=sys.stderr)
+        return 2
+    try:
+        result = run_workload(data)
+    except BadWorkload as error:
+        print(f"bad workload {path}: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, separators=(",", ":")))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", metavar="FILE", help="run a JSON workload and print one JSON line")
+    parser.add_argument("--seed", type=int, default=SEED, help=f"seed of the synthetic workloads ({SEED})")
+    args = parser.parse_args(argv)
+    if args.workload:
+        return main_workload(args.workload)
+    return main_synthetic(args.seed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
