@@ -10,4 +10,5 @@ urlpatterns = [
     path("", include("portal.spend.api_urls")),
     path("", include("portal.audit.api_urls")),
     path("", include("portal.catalog.api_urls")),
+    path("", include("portal.deployments.api_urls")),
 ]

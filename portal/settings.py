@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "portal.spend",
     "portal.audit",
     "portal.catalog",
+    "portal.deployments",
     # The worker side registers its Celery app and its management commands (runportal);
     # listed by name only, portal code never imports it.
     "workers",

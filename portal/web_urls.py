@@ -10,4 +10,5 @@ urlpatterns = [
     path("", include("portal.fleet.urls")),
     path("", include("portal.audit.urls")),
     path("", include("portal.catalog.urls")),
+    path("", include("portal.deployments.urls")),
 ]

@@ -35,6 +35,11 @@ class DatabaseObjectStore:
         ).first()
         return (obj.body, obj.created_at) if obj else None
 
+    def delete(self, *, kind: str, namespace: str, name: str) -> None:
+        SimulatedObject.objects.filter(
+            cluster=self.cluster, kind=kind, namespace=namespace, name=name
+        ).delete()
+
     def delete_namespace(self, namespace: str) -> int:
         deleted, _ = (
             SimulatedObject.objects.filter(cluster=self.cluster)

@@ -8,12 +8,14 @@ from django.db.models import Q
 class Approval(models.Model):
     """A lead's decision on a request over the team's auto-approval line.
 
-    `kind` is "create" for a new sandbox and "extend" for moving its expiry by `extend_hours`.
+    `kind` is "create" for a new sandbox or deployment, "extend" for moving its expiry by
+    `extend_hours`, and "scale" for taking a deployment to `replicas` replicas.
     """
 
     class Kind(models.TextChoices):
         CREATE = "create"
         EXTEND = "extend"
+        SCALE = "scale"
 
     class State(models.TextChoices):
         PENDING = "pending"
@@ -31,6 +33,7 @@ class Approval(models.Model):
     )
     why_needed = models.CharField(max_length=300, help_text="Which policy line the request crosses.")
     extend_hours = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
+    replicas = models.PositiveSmallIntegerField(null=True, blank=True, help_text="A scale request's target.")
     comment = models.CharField(max_length=1000, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)

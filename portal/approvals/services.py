@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.urls import reverse
 from django.utils import timezone
 
 from portal.accounts.models import User
@@ -15,7 +14,7 @@ from portal.approvals.models import Approval
 from portal.approvals.selectors import approval_get_for
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
-from portal.sandboxes.models import Sandbox
+from portal.sandboxes.models import Sandbox, SandboxState
 from portal.sandboxes.policy import hours_between
 from portal.sandboxes.services import sandbox_apply_extension, sandbox_approve, sandbox_reject
 
@@ -65,15 +64,25 @@ def approval_decide(
             sandbox_approve(sandbox, actor=user, now=now)
         else:
             sandbox_reject(sandbox, actor=user, reason=comment, now=now)
-    elif approve:
+    elif approve and approval.kind == Approval.Kind.EXTEND:
         _extend(approval, sandbox, user)
+    elif approve and approval.kind == Approval.Kind.SCALE:
+        from portal.deployments.services import deployment_apply_scale
+
+        if sandbox.state not in (SandboxState.PROVISIONING, SandboxState.RUNNING):
+            raise Conflict(f"Deployment {sandbox.name} is {sandbox.state}; it can no longer be scaled.")
+        deployment_apply_scale(sandbox, replicas=approval.replicas, actor=user, now=now)
     verb = "approved" if approve else "rejected"
-    what = "request for" if approval.kind == Approval.Kind.CREATE else "extension of"
+    what = {
+        Approval.Kind.CREATE: "request for",
+        Approval.Kind.EXTEND: "extension of",
+        Approval.Kind.SCALE: "scaling of",
+    }[approval.kind]
     message = f"{user.username} {verb} your {what} {sandbox.name}" + (f": {comment}" if comment else ".")
     notify(
         user=approval.requested_by,
         message=message,
-        link=reverse("sandbox-detail", args=[sandbox.pk]),
+        link=sandbox.get_absolute_url(),
         email_subject=f"Your {what} {sandbox.name} was {verb}",
     )
     return approval

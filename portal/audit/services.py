@@ -13,6 +13,7 @@ def audit_record(
     actor: User | None,
     action: str,
     obj: Any,
+    object_type: str | None = None,
     team: Team | None = None,
     from_state: str = "",
     to_state: str = "",
@@ -21,7 +22,7 @@ def audit_record(
     return AuditEvent.objects.create(
         actor=actor if actor is not None and actor.pk else None,
         action=action,
-        object_type=obj._meta.model_name,
+        object_type=object_type or obj._meta.model_name,
         object_id=str(obj.pk),
         object_repr=str(obj)[:200],
         team=team,

@@ -146,6 +146,7 @@ class Allocation(models.Model):
         MigSlice, null=True, blank=True, on_delete=models.SET_NULL, related_name="allocations"
     )
     mig_profile = models.CharField(max_length=30, blank=True)
+    replica = models.PositiveSmallIntegerField(default=0, help_text="Which replica of a deployment holds it.")
     sandbox = models.ForeignKey(
         "sandboxes.Sandbox", null=True, blank=True, on_delete=models.CASCADE, related_name="allocations"
     )

@@ -30,19 +30,36 @@ def placement_request(*, gpu_type: GpuType, count: int, mig_profile: str) -> Who
     return WholeRequest(gpu_type.slug, count)
 
 
+class _NoRoom(Exception):
+    def __init__(self, decision: NoFit):
+        self.decision = decision
+
+
 @transaction.atomic
 def allocation_place(*, holder, now: datetime) -> Placement | NoFit:
-    """Place `holder` (a sandbox) on the fleet and record its allocations.
+    """Place every replica of `holder` (a sandbox or deployment) and record its allocations, or
+    none of them. Returns the first replica's placement.
 
     The GPU type row is locked so two placements of the same type never choose the same GPU.
     """
     gpu_type = GpuType.objects.select_for_update().get(pk=holder.gpu_type_id)
     request = placement_request(gpu_type=gpu_type, count=holder.gpu_count, mig_profile=holder.mig_profile)
-    decision = place(gpu_snapshot(gpu_type=gpu_type, now=now), request)
-    if isinstance(decision, NoFit):
-        return decision
-    allocation_record(holder=holder, gpu_type=gpu_type, request=request, decision=decision, now=now)
-    return decision
+    decisions: list[Placement] = []
+    try:
+        with transaction.atomic():
+            for replica in range(holder.replicas):
+                decision = place(gpu_snapshot(gpu_type=gpu_type, now=now), request)
+                if isinstance(decision, NoFit):
+                    raise _NoRoom(decision)
+                allocation_record(
+                    holder=holder, gpu_type=gpu_type, request=request, decision=decision, now=now, replica=replica
+                )
+                decisions.append(decision)
+    except _NoRoom as no_room:
+        if holder.replicas > 1:
+            return NoFit(f"{no_room.decision.reason} (for all {holder.replicas} replicas)")
+        return no_room.decision
+    return decisions[0]
 
 
 @transaction.atomic
@@ -54,6 +71,7 @@ def allocations_place_queued(
     Every GPU type involved is locked first, in id order, so concurrent drains and requests
     never pick the same GPU.
     """
+    holders = [h for h in holders if h.replicas == 1]  # several replicas: allocation_place, all or none
     type_ids = sorted({h.gpu_type_id for h in holders})
     gpu_types = {t.pk: t for t in GpuType.objects.select_for_update().filter(pk__in=type_ids).order_by("pk")}
     snapshot = gpu_snapshot(now=now)
@@ -85,7 +103,13 @@ def allocations_place_queued(
 
 
 def allocation_record(
-    *, holder, gpu_type: GpuType, request: WholeRequest | SliceRequest, decision: Placement, now: datetime
+    *,
+    holder,
+    gpu_type: GpuType,
+    request: WholeRequest | SliceRequest,
+    decision: Placement,
+    now: datetime,
+    replica: int = 0,
 ) -> None:
     """Write a placement decision as allocations (and the new MIG slice it cuts, if any)."""
     price = price_per_hour(gpu_type=gpu_type, at=now)
@@ -97,6 +121,7 @@ def allocation_record(
         "gpu_type": gpu_type,
         "price_per_hour": price,
         "started_at": now,
+        "replica": replica,
     }
     if isinstance(request, SliceRequest):
         gpu = gpus[decision.gpu_ids[0]]

@@ -56,14 +56,37 @@ END_STATES = (
 )
 
 
+class WorkloadKind(models.TextChoices):
+    SANDBOX = "sandbox"
+    DEPLOYMENT = "deployment"
+
+
 class Sandbox(models.Model):
+    """A GPU workload with an expiry: a development sandbox, or a model serving deployment.
+
+    Both kinds share one lifecycle, quota, approval, placement and metering path; a deployment
+    adds its serving details (portal.deployments.Serving) and may have several replicas, each
+    placed as `gpu_count` whole GPUs on one node or one MIG slice.
+    """
+
+    kind = models.CharField(max_length=20, choices=WorkloadKind.choices, default=WorkloadKind.SANDBOX)
     name = models.CharField(max_length=63)
     team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="sandboxes")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="sandboxes")
-    image = models.ForeignKey(Image, on_delete=models.PROTECT, related_name="sandboxes")
+    image = models.ForeignKey(
+        Image,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="sandboxes",
+        help_text="Sandboxes only.",
+    )
     purpose = models.CharField(max_length=300, blank=True)
     gpu_type = models.ForeignKey("fleet.GpuType", on_delete=models.PROTECT, related_name="sandboxes")
-    gpu_count = models.PositiveSmallIntegerField(default=1, help_text="Whole GPUs; 1 for a MIG slice.")
+    gpu_count = models.PositiveSmallIntegerField(
+        default=1, help_text="Whole GPUs per replica; 1 for a MIG slice."
+    )
+    replicas = models.PositiveSmallIntegerField(default=1)
     mig_profile = models.CharField(max_length=30, blank=True)
     cpu = models.PositiveIntegerField(default=8)
     memory_gb = models.PositiveIntegerField(default=64)
@@ -102,14 +125,19 @@ class Sandbox(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(
-                fields=["owner", "name"],
+                fields=["owner", "kind", "name"],
                 condition=Q(state__in=[s.value for s in LIVE_STATES]),
-                name="sandbox_live_name_unique_per_owner",
+                name="workload_live_name_unique_per_owner",
             )
         ]
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse(f"{self.kind}-detail", args=[self.pk])
 
     @property
     def is_live(self) -> bool:
@@ -121,9 +149,12 @@ class Sandbox(models.Model):
 
     @property
     def gpu_label(self) -> str:
-        if self.mig_profile:
-            return f"{self.gpu_type.slug} {self.mig_profile}"
-        return f"{self.gpu_count}x {self.gpu_type.slug}"
+        each = (
+            f"{self.gpu_type.slug} {self.mig_profile}"
+            if self.mig_profile
+            else f"{self.gpu_count}x {self.gpu_type.slug}"
+        )
+        return each if self.replicas == 1 else f"{self.replicas} replicas of {each}"
 
     @property
     def lifetime_hours(self) -> Decimal:

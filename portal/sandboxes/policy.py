@@ -23,21 +23,22 @@ def fraction_to_decimal(value: Fraction, places: str = "0.001") -> Decimal:
     return (Decimal(value.numerator) / Decimal(value.denominator)).quantize(Decimal(places))
 
 
-def request_share(*, count: int, shape: ProfileShape | None) -> Fraction:
-    """GPU equivalents a request stands for."""
+def request_share(*, count: int, shape: ProfileShape | None, replicas: int = 1) -> Fraction:
+    """GPU equivalents a request stands for (all replicas together)."""
     if shape is not None:
         numerator, denominator = slice_share(shape)
-        return Fraction(numerator, denominator)
-    return Fraction(count)
+        return Fraction(numerator, denominator) * replicas
+    return Fraction(count) * replicas
 
 
 def sandbox_share(sandbox: Sandbox) -> Fraction:
     shape = sandbox.gpu_type.model.profile(sandbox.mig_profile) if sandbox.mig_profile else None
-    return request_share(count=sandbox.gpu_count, shape=shape)
+    return request_share(count=sandbox.gpu_count, shape=shape, replicas=sandbox.replicas)
 
 
 def team_committed(team: Team) -> Fraction:
-    """GPU equivalents the team's live requests hold or wait for (ending ones excluded)."""
+    """GPU equivalents the team's live sandboxes and deployments hold or wait for (ending ones
+    excluded)."""
     live = Sandbox.objects.filter(team=team, state__in=QUOTA_STATES).select_related("gpu_type")
     return sum((sandbox_share(s) for s in live), Fraction(0))
 
@@ -60,11 +61,15 @@ def verdict(
     lifetime_hours: Decimal,
     hourly_cost: Decimal,
     budget_left: Decimal,
+    replicas: int = 1,
 ) -> Verdict:
-    """Approved at once within the team's auto-approval lines; otherwise a lead decides."""
+    """Approved at once within the team's auto-approval lines; otherwise a lead decides.
+    `count` is whole GPUs per replica; `hourly_cost` is for all replicas."""
     reasons = []
-    if not is_slice and count > team.auto_approve_max_gpus:
+    if not is_slice and count * replicas > team.auto_approve_max_gpus:
         reasons.append(f"more than {team.auto_approve_max_gpus} whole GPU(s)")
+    if is_slice and replicas > 1:
+        reasons.append("more than one MIG slice")
     if lifetime_hours > team.auto_approve_max_hours:
         reasons.append(f"longer than {team.auto_approve_max_hours.normalize():f} hours")
     if hourly_cost * lifetime_hours > budget_left:

@@ -14,12 +14,15 @@ from portal.accounts.selectors import lead_team_ids
 from portal.approvals.models import Approval
 from portal.core.errors import NotFound
 from portal.fleet.models import Allocation
-from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
 from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
 
 
-def sandboxes_visible_to(user: User) -> QuerySet[Sandbox]:
-    sandboxes = Sandbox.objects.select_related("team", "owner", "image", "gpu_type", "cluster")
+def sandboxes_visible_to(user: User, *, kind: str = WorkloadKind.SANDBOX) -> QuerySet[Sandbox]:
+    """Workloads of one kind (sandboxes unless told otherwise) that the user may see."""
+    sandboxes = Sandbox.objects.filter(kind=kind).select_related(
+        "team", "owner", "image", "gpu_type", "cluster"
+    )
     if user.is_platform_admin:
         return sandboxes
     return sandboxes.filter(Q(owner=user) | Q(team_id__in=lead_team_ids(user)))
@@ -41,13 +44,15 @@ def sandboxes_with_details(queryset: QuerySet[Sandbox]) -> QuerySet[Sandbox]:
     )
 
 
-def sandbox_get_for(*, user: User, sandbox_id: int, lock: bool = False) -> Sandbox:
-    queryset = sandboxes_visible_to(user)
+def sandbox_get_for(
+    *, user: User, sandbox_id: int, lock: bool = False, kind: str = WorkloadKind.SANDBOX
+) -> Sandbox:
+    queryset = sandboxes_visible_to(user, kind=kind)
     if lock:
         queryset = queryset.select_for_update(of=("self",))
     sandbox = queryset.filter(pk=sandbox_id).first()
     if sandbox is None:
-        raise NotFound(f"No sandbox {sandbox_id} that you can see.")
+        raise NotFound(f"No {kind} {sandbox_id} that you can see.")
     return sandbox
 
 

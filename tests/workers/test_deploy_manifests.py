@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.fakekube import SCHEMA_VERSION, FakeKube, fixtures
-from tests.workers.test_manifests import SLICE, make_spec
+from tests.workers.test_manifests import SLICE, make_serving_spec, make_spec
 from workers.drivers.kubernetes import REQUIRED_PERMISSIONS, KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import MIG_CONFIG_KEY, merge_mig_config
 
@@ -226,6 +226,14 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     driver.apply_mig_layout("gpu-h100-a", {0: [("3g.40gb", 0)]})  # reads and patches it
     driver.mig_layout_state("gpu-h100-a")
     driver.delete_sandbox(changed)
+    serving = make_serving_spec(replicas=2)
+    driver.apply_sandbox(serving)  # one Deployment per replica
+    assert serving.serving is not None
+    one = dataclasses.replace(
+        serving, serving=dataclasses.replace(serving.serving, replicas=serving.serving.replicas[:1])
+    )
+    driver.apply_sandbox(dataclasses.replace(one, cpu=12))  # patches, and deletes the replica scaled away
+    driver.sandbox_status(one)
     return {(r.group, r.resource, r.verb) for r in fake.requests}
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.fakekube import SCHEMA_VERSION
 from tests.fakekube.validation import QUANTITY, is_dns_subdomain
-from workers.drivers.base import GpuClaim, SandboxSpec
+from workers.drivers.base import GpuClaim, SandboxSpec, ServingSpec
 from workers.manifests import (
     AccessPath,
     ManifestOptions,
@@ -57,6 +57,36 @@ def make_spec(**overrides: object) -> SandboxSpec:
     }
     values.update(overrides)
     return SandboxSpec(**values)
+
+
+def make_serving_spec(replicas: int = 2, **overrides: object) -> SandboxSpec:
+    """A vLLM deployment of `replicas` replicas, each one whole H100 on its own node."""
+    claims = tuple(
+        GpuClaim(resource="nvidia.com/gpu", count=1, node=f"gpu-h100-{'ab'[i % 2]}", gpu_indices=(i,))
+        for i in range(replicas)
+    )
+    serving = ServingSpec(
+        model="llama-3.1-8b-instruct",
+        image="vllm/vllm-openai:v0.8.5",
+        command=("vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--port", "8000"),
+        port=8000,
+        health_path="/health",
+        readiness_path="/v1/models",
+        api="openai",
+        replicas=claims,
+    )
+    values: dict = {
+        "sandbox_id": 77,
+        "name": "llama8b",
+        "namespace": sandbox_namespace_name("vision", "llama8b", 77),
+        "image": serving.image,
+        "gpu": claims[0],
+        "storage_gb": 50,
+        "serving": serving,
+        "user_identity": "",
+    }
+    values.update(overrides)
+    return make_spec(**values)
 
 
 def by_kind(objects: list[dict]) -> dict[str, dict]:

@@ -53,6 +53,20 @@ class GpuClaim:
 
 
 @dataclass(frozen=True)
+class ServingSpec:
+    """A model serving deployment: one pinned replica per placement, behind one Service."""
+
+    model: str  # the catalog slug
+    image: str
+    command: tuple[str, ...]
+    port: int
+    health_path: str
+    readiness_path: str
+    api: str  # "openai", "kserve-v2"
+    replicas: tuple[GpuClaim, ...]
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     sandbox_id: int
     name: str
@@ -69,6 +83,9 @@ class SandboxSpec:
     access_host: str  # the host users reach it at, from the portal's access path
     user_identity: str = ""  # the user's cluster identity for a RoleBinding, when configured
     labels: dict[str, str] = field(default_factory=dict)
+    # Set for a model serving deployment: then `gpu` is the first replica's claim, `image` the
+    # runtime's, and the workload is one Deployment per replica instead of a StatefulSet.
+    serving: ServingSpec | None = None
 
 
 WorkloadPhase = Literal["absent", "pending", "running", "failed", "terminating"]
@@ -79,6 +96,7 @@ class WorkloadStatus:
     phase: WorkloadPhase
     message: str = ""
     access: str = ""
+    ready_replicas: int = 0
 
 
 @dataclass(frozen=True)

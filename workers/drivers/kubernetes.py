@@ -37,7 +37,7 @@ from workers.drivers.kubernetes_nodes import (
     mig_config_name,
     mig_parted_entries,
 )
-from workers.drivers.kubernetes_status import workload_status
+from workers.drivers.kubernetes_status import serving_status, workload_status
 from workers.manifests import (
     MANAGED_BY,
     MANAGED_BY_KEY,
@@ -49,6 +49,7 @@ from workers.manifests import (
     sandbox_objects,
 )
 from workers.manifests.names import KIND_KEY
+from workers.manifests.serving import serving_access, serving_selector
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "nodes"): frozenset({"get", "list", "patch"}),
     ("", "configmaps"): frozenset({"create", "get", "patch"}),
     ("apps", "statefulsets"): frozenset({"create", "get", "patch"}),
+    ("apps", "deployments"): frozenset({"create", "get", "list", "patch", "delete"}),
     ("networking.k8s.io", "networkpolicies"): frozenset({"create", "get", "patch"}),
     ("rbac.authorization.k8s.io", "rolebindings"): frozenset({"create", "get", "patch", "delete"}),
     ("rbac.authorization.k8s.io", "clusterroles"): frozenset({"bind"}),
@@ -161,6 +163,13 @@ class KubernetesDriver:
             self._apply(obj)
         if not any(obj["kind"] == "RoleBinding" for obj in objects):
             self.api.delete("RoleBinding", ROLE_BINDING_NAME, spec.namespace)
+        if spec.serving is not None:
+            # Replicas scaled away: delete their Deployments.
+            wanted = {obj["metadata"]["name"] for obj in objects if obj["kind"] == "Deployment"}
+            selector = f"{SANDBOX_ID_KEY}={spec.sandbox_id}"
+            for deployment in self.api.list("Deployment", spec.namespace, label_selector=selector):
+                if deployment["metadata"]["name"] not in wanted:
+                    self.api.delete("Deployment", deployment["metadata"]["name"], spec.namespace)
 
     def _apply(self, obj: dict) -> None:
         """Create; on 409 read, and patch (or, for a new roleRef, replace) only if it differs."""
@@ -189,6 +198,8 @@ class KubernetesDriver:
         self.api.patch(kind, metadata["name"], patch_body(existing, obj), namespace)
 
     def sandbox_status(self, spec: SandboxSpec) -> WorkloadStatus:
+        if spec.serving is not None:
+            return self._serving_status(spec)
         namespace = self.api.get("Namespace", spec.namespace)
         stateful_set = None
         pods: list[dict] = []
@@ -206,6 +217,24 @@ class KubernetesDriver:
             pods=pods,
             events=events,
             access=sandbox_access(spec, self.options.manifests),
+        )
+
+    def _serving_status(self, spec: SandboxSpec) -> WorkloadStatus:
+        assert spec.serving is not None
+        namespace = self.api.get("Namespace", spec.namespace)
+        pods: list[dict] = []
+        events: list[dict] = []
+        if namespace is not None and not _terminating(namespace):
+            selector = ",".join(f"{key}={value}" for key, value in serving_selector(spec).items())
+            pods = self.api.list("Pod", spec.namespace, label_selector=selector)
+            if not pods or not all(_ready(pod) for pod in pods):
+                events = self.api.list("Event", spec.namespace)
+        return serving_status(
+            namespace=namespace,
+            pods=pods,
+            events=events,
+            replicas=len(spec.serving.replicas),
+            access=serving_access(spec),
         )
 
     def delete_sandbox(self, spec: SandboxSpec) -> bool:

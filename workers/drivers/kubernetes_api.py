@@ -52,6 +52,7 @@ KINDS: dict[str, Kind] = {
         Kind("Event", "events", "", k8s.CoreV1Api, "namespaced_event"),
         Kind("ConfigMap", "configmaps", "", k8s.CoreV1Api, "namespaced_config_map"),
         Kind("StatefulSet", "statefulsets", "apps", k8s.AppsV1Api, "namespaced_stateful_set"),
+        Kind("Deployment", "deployments", "apps", k8s.AppsV1Api, "namespaced_deployment"),
         Kind(
             "NetworkPolicy",
             "networkpolicies",

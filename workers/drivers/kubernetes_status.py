@@ -146,3 +146,28 @@ def workload_status(
         message = "waiting for the pod to be created"
         return WorkloadStatus("pending", f"{message}: {warning}" if warning else message)
     return pod_status(pod, events, access)
+
+
+def serving_status(
+    *, namespace: dict | None, pods: list[dict], events: list[dict], replicas: int, access: str
+) -> WorkloadStatus:
+    """A serving deployment's state: running once every replica's pod is ready; failed as soon as
+    one replica cannot run; otherwise pending with the first waiting replica's reason."""
+    if namespace is None:
+        return WorkloadStatus("absent", "the namespace does not exist")
+    if namespace.get("metadata", {}).get("deletionTimestamp"):
+        return WorkloadStatus("terminating", "the namespace is being deleted")
+    if not pods:
+        return WorkloadStatus("pending", "waiting for the replicas' pods to be created", access)
+    statuses = [pod_status(pod, events, access) for pod in pods]
+    ready = sum(1 for status in statuses if status.phase == "running")
+    failed = next((status for status in statuses if status.phase == "failed"), None)
+    if failed is not None:
+        return WorkloadStatus("failed", failed.message, access, ready_replicas=ready)
+    if ready >= replicas:
+        return WorkloadStatus("running", "", access, ready_replicas=ready)
+    waiting = next((status for status in statuses if status.phase != "running"), None)
+    message = f"{ready} of {replicas} replicas ready" + (
+        f"; {waiting.message}" if waiting and waiting.message else ""
+    )
+    return WorkloadStatus("pending", message, access, ready_replicas=ready)

@@ -21,7 +21,7 @@ from workers.drivers.base import (
     SandboxSpec,
     WorkloadStatus,
 )
-from workers.manifests import sandbox_objects
+from workers.manifests import sandbox_access, sandbox_objects, serving_access
 from workers.manifests.options import ManifestOptions
 
 FAILING_IMAGE_MARK = "does-not-exist"
@@ -33,6 +33,8 @@ class ObjectStore(Protocol):
         """Create or replace; returns when the object was first created."""
 
     def get(self, *, kind: str, namespace: str, name: str) -> tuple[dict, datetime] | None: ...
+
+    def delete(self, *, kind: str, namespace: str, name: str) -> None: ...
 
     def delete_namespace(self, namespace: str) -> int:
         """Delete the namespace object and everything in it; returns how many objects went."""
@@ -69,31 +71,49 @@ class SimulatedDriver:
 
     def apply_sandbox(self, spec: SandboxSpec) -> None:
         self._maybe_fail()
-        for obj in sandbox_objects(spec, self.manifest_options):
+        wanted = sandbox_objects(spec, self.manifest_options)
+        for obj in wanted:
             namespace = "" if obj["kind"] == "Namespace" else spec.namespace
             self.store.upsert(kind=obj["kind"], namespace=namespace, name=obj["metadata"]["name"], body=obj)
+        # Replicas scaled away: their Deployments go.
+        names = {obj["metadata"]["name"] for obj in wanted if obj["kind"] == "Deployment"}
+        for namespace, name, _ in self.store.list(kind="Deployment"):
+            if namespace == spec.namespace and name not in names:
+                self.store.delete(kind="Deployment", namespace=namespace, name=name)
 
     def sandbox_status(self, spec: SandboxSpec) -> WorkloadStatus:
         self._maybe_fail()
-        found = self._workload(spec)
-        if found is None:
+        workloads = self._workloads(spec)
+        if not workloads:
             return WorkloadStatus("absent", "no workload in the cluster")
-        _body, created_at = found
         if FAILING_IMAGE_MARK in spec.image:
             return WorkloadStatus("failed", f"image pull failed: {spec.image} was not found in the registry")
-        ready_at = created_at + timedelta(seconds=self.pod_start_seconds)
         now = self.clock()
-        if now < ready_at:
-            left = (ready_at - now).total_seconds()
-            return WorkloadStatus("pending", f"pulling {spec.image} and starting ({left:.0f} s left)")
-        return WorkloadStatus("running", "running", access=access_for(spec))
+        ready = [created_at + timedelta(seconds=self.pod_start_seconds) <= now for created_at in workloads]
+        access = (
+            serving_access(spec) if spec.serving is not None else sandbox_access(spec, self.manifest_options)
+        )
+        if all(ready):
+            return WorkloadStatus("running", "running", access=access, ready_replicas=len(ready))
+        left = max((c + timedelta(seconds=self.pod_start_seconds) - now).total_seconds() for c in workloads)
+        return WorkloadStatus(
+            "pending",
+            f"pulling {spec.image} and starting ({left:.0f} s left)",
+            access=access,
+            ready_replicas=sum(ready),
+        )
 
-    def _workload(self, spec: SandboxSpec) -> tuple[dict, datetime] | None:
-        for kind in ("StatefulSet", "Pod", "Deployment"):
-            for obj in sandbox_objects(spec, self.manifest_options):
-                if obj["kind"] == kind:
-                    return self.store.get(kind=kind, namespace=spec.namespace, name=obj["metadata"]["name"])
-        return None
+    def _workloads(self, spec: SandboxSpec) -> list[datetime]:
+        """When each of the spec's workload objects was created (missing ones left out)."""
+        created = []
+        for obj in sandbox_objects(spec, self.manifest_options):
+            if obj["kind"] in ("StatefulSet", "Deployment"):
+                found = self.store.get(
+                    kind=obj["kind"], namespace=spec.namespace, name=obj["metadata"]["name"]
+                )
+                if found is not None:
+                    created.append(found[1])
+        return created
 
     def delete_sandbox(self, spec: SandboxSpec) -> bool:
         self._maybe_fail()
@@ -132,9 +152,3 @@ class SimulatedDriver:
         if self.clock() < requested_at + timedelta(seconds=self.mig_reconfig_seconds):
             return "pending"
         return "success"
-
-
-def access_for(spec: SandboxSpec) -> str:
-    if spec.image_kind == "shell":
-        return f"ssh -p 2222 {spec.owner}@{spec.access_host}"
-    return f"https://{spec.access_host}/"

@@ -29,6 +29,7 @@ from workers.manifests.policy import (
     quota_hard,
     resource_quota_manifest,
 )
+from workers.manifests.serving import serving_access, serving_workload_objects
 from workers.manifests.workload import sandbox_access, service_manifest, stateful_set_manifest
 
 __all__ = [
@@ -54,6 +55,8 @@ __all__ = [
     "sandbox_objects",
     "selector_labels",
     "service_manifest",
+    "serving_access",
+    "serving_workload_objects",
     "stateful_set_manifest",
 ]
 
@@ -62,7 +65,8 @@ def sandbox_objects(spec: SandboxSpec, options: ManifestOptions | None = None) -
     """Every object a sandbox needs, in the order they are applied.
 
     Namespace first (everything lives in it), then the quota and limits (so the pod is admitted
-    against them), the network policy and owner binding, and the workload last.
+    against them), the network policy and owner binding, and the workload last: a StatefulSet
+    for a sandbox, one Deployment per replica for a model serving deployment.
     Raises ValueError for a spec no cluster could honour.
     """
     options = options or ManifestOptions()
@@ -76,6 +80,9 @@ def sandbox_objects(spec: SandboxSpec, options: ManifestOptions | None = None) -
     role_binding = role_binding_manifest(spec, options)
     if role_binding is not None:
         objects.append(role_binding)
+    if spec.serving is not None:
+        objects.extend(serving_workload_objects(spec, options))
+        return objects
     objects.append(service_manifest(spec))
     objects.append(stateful_set_manifest(spec, options))
     return objects

@@ -112,7 +112,7 @@ def sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
     labels.update(
         {
             MANAGED_BY_KEY: MANAGED_BY,
-            KIND_KEY: "sandbox",
+            KIND_KEY: "deployment" if spec.serving is not None else "sandbox",
             SANDBOX_ID_KEY: str(spec.sandbox_id),
             TEAM_KEY: label_value(spec.team),
             OWNER_KEY: label_value(spec.owner),

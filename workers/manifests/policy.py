@@ -35,7 +35,9 @@ def check_spec(spec: SandboxSpec) -> None:
 
 
 def sandbox_port(spec: SandboxSpec) -> int:
-    """The one port users reach: JupyterLab's or the shell server's."""
+    """The one port users reach: JupyterLab's, the shell server's, or the model server's."""
+    if spec.serving is not None:
+        return spec.serving.port
     return JUPYTER_PORT if spec.image_kind == "jupyter" else SHELL_PORT
 
 
@@ -54,18 +56,20 @@ def quota_hard(spec: SandboxSpec) -> dict[str, str]:
     sets request = limit for them, so that is the whole cap. A MIG sandbox also gets zero whole
     GPUs, so its owner cannot trade the slice for a whole GPU on the side.
     """
+    replicas = len(spec.serving.replicas) if spec.serving is not None else 1
     hard = {
-        "requests.cpu": cpu_quantity(spec.cpu),
-        "limits.cpu": cpu_quantity(spec.cpu),
-        "requests.memory": gib_quantity(spec.memory_gb),
-        "limits.memory": gib_quantity(spec.memory_gb),
+        "requests.cpu": cpu_quantity(spec.cpu * replicas),
+        "limits.cpu": cpu_quantity(spec.cpu * replicas),
+        "requests.memory": gib_quantity(spec.memory_gb * replicas),
+        "limits.memory": gib_quantity(spec.memory_gb * replicas),
         "requests.storage": gib_quantity(spec.storage_gb),
-        "persistentvolumeclaims": "1",
-        "pods": "1",
+        # A serving replica keeps its model cache on an emptyDir: no claims.
+        "persistentvolumeclaims": "0" if spec.serving is not None else "1",
+        "pods": str(replicas),
         "services": "1",
         "services.loadbalancers": "0",
         "services.nodeports": "0",
-        f"requests.{spec.gpu.resource}": str(spec.gpu.count),
+        f"requests.{spec.gpu.resource}": str(spec.gpu.count * replicas),
     }
     if spec.gpu.resource != WHOLE_GPU_RESOURCE:
         hard[f"requests.{WHOLE_GPU_RESOURCE}"] = "0"

@@ -9,8 +9,9 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
+from portal.deployments.services import deployment_observed
 from portal.fleet.models import Cluster, MigSlice
-from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
 from portal.sandboxes.services import (
     sandbox_attempt_failed,
     sandbox_mark_ended,
@@ -19,13 +20,14 @@ from portal.sandboxes.services import (
     sandbox_mark_waiting,
     sandbox_requeue,
 )
-from workers.drivers.base import ClusterConfig, ClusterDriver, DriverError, GpuClaim, SandboxSpec
+from workers.drivers.base import ClusterConfig, ClusterDriver, DriverError, GpuClaim, SandboxSpec, ServingSpec
 from workers.drivers.factory import get_driver
 from workers.manifests import sandbox_namespace_name
 from workers.manifests.names import mig_resource_name
 
 log = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0
+SERVING_WATCH_SECONDS = 30.0
 
 
 def cluster_config(cluster: Cluster) -> ClusterConfig:
@@ -47,26 +49,63 @@ def namespace_for(sandbox: Sandbox) -> str:
     return sandbox_namespace_name(sandbox.team.slug, sandbox.name, sandbox.pk)
 
 
+def _claims(sandbox: Sandbox) -> list[GpuClaim]:
+    """One GPU claim per replica, from the live allocations (a sandbox has one replica)."""
+    allocations = (
+        sandbox.allocations.filter(released_at__isnull=True)
+        .select_related("gpu__node", "mig_slice")
+        .order_by("replica", "gpu__index")
+    )
+    by_replica: dict[int, list] = {}
+    for allocation in allocations:
+        by_replica.setdefault(allocation.replica, []).append(allocation)
+    claims = []
+    for replica in range(sandbox.replicas):
+        held = by_replica.get(replica, [])
+        node = held[0].gpu.node.name if held else sandbox.node_name
+        if sandbox.mig_profile:
+            first = held[0] if held else None
+            claims.append(
+                GpuClaim(
+                    resource=mig_resource_name(sandbox.mig_profile),
+                    count=1,
+                    node=node,
+                    gpu_indices=(first.gpu.index,) if first else (),
+                    mig_profile=sandbox.mig_profile,
+                    mig_start=first.mig_slice.start if first and first.mig_slice else None,
+                )
+            )
+        else:
+            claims.append(
+                GpuClaim(
+                    resource="nvidia.com/gpu",
+                    count=sandbox.gpu_count,
+                    node=node,
+                    gpu_indices=tuple(a.gpu.index for a in held),
+                )
+            )
+    return claims
+
+
+def _serving_spec(sandbox: Sandbox, claims: list[GpuClaim]) -> ServingSpec:
+    serving = sandbox.serving
+    return ServingSpec(
+        model=serving.model.slug,
+        image=serving.image,
+        command=tuple(serving.command),
+        port=serving.port,
+        health_path=serving.health_path,
+        readiness_path=serving.readiness_path,
+        api=serving.api,
+        replicas=tuple(claims),
+    )
+
+
 def sandbox_spec(sandbox: Sandbox) -> SandboxSpec:
-    """The plain description of a placed sandbox that drivers and manifest builders take."""
-    allocations = list(sandbox.allocations.select_related("gpu", "mig_slice").order_by("gpu__index"))
-    if sandbox.mig_profile:
-        first = allocations[0] if allocations else None
-        claim = GpuClaim(
-            resource=mig_resource_name(sandbox.mig_profile),
-            count=1,
-            node=sandbox.node_name,
-            gpu_indices=(first.gpu.index,) if first else (),
-            mig_profile=sandbox.mig_profile,
-            mig_start=first.mig_slice.start if first and first.mig_slice else None,
-        )
-    else:
-        claim = GpuClaim(
-            resource="nvidia.com/gpu",
-            count=sandbox.gpu_count,
-            node=sandbox.node_name,
-            gpu_indices=tuple(a.gpu.index for a in allocations),
-        )
+    """The plain description of a placed sandbox or deployment that drivers and manifest
+    builders take."""
+    claims = _claims(sandbox)
+    serving = _serving_spec(sandbox, claims) if sandbox.kind == WorkloadKind.DEPLOYMENT else None
     namespace = sandbox.namespace or namespace_for(sandbox)
     base = settings.PORTAL_ACCESS_BASE_URL.split("://", 1)[-1].strip("/")
     return SandboxSpec(
@@ -75,15 +114,16 @@ def sandbox_spec(sandbox: Sandbox) -> SandboxSpec:
         team=sandbox.team.slug,
         owner=sandbox.owner.username,
         namespace=namespace,
-        image=sandbox.image.container_image,
-        image_kind=sandbox.image.kind,  # type: ignore[arg-type]
+        image=serving.image if serving else sandbox.image.container_image,
+        image_kind="shell" if serving else sandbox.image.kind,  # type: ignore[arg-type]
         cpu=sandbox.cpu,
         memory_gb=sandbox.memory_gb,
         storage_gb=sandbox.storage_gb,
-        gpu=claim,
+        gpu=claims[0],
         expires_at=sandbox.expires_at,
         access_host=f"{namespace}.{base}",
         user_identity=sandbox.owner.cluster_identity,
+        serving=serving,
     )
 
 
@@ -92,11 +132,14 @@ def reconcile_sandbox(sandbox_id: int, *, now: datetime | None = None) -> float 
     again, or None when nothing is left to do."""
     now = now or timezone.now()
     sandbox = (
-        Sandbox.objects.select_related("team", "owner", "image", "cluster", "gpu_type")
+        Sandbox.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
         .filter(pk=sandbox_id)
         .first()
     )
-    if sandbox is None or sandbox.state not in (SandboxState.PROVISIONING, SandboxState.TERMINATING):
+    if sandbox is None:
+        return None
+    watching = sandbox.state == SandboxState.RUNNING and sandbox.kind == WorkloadKind.DEPLOYMENT
+    if sandbox.state not in (SandboxState.PROVISIONING, SandboxState.TERMINATING) and not watching:
         return None
     if sandbox.cluster is None:
         sandbox_mark_failed(sandbox_id=sandbox.pk, message="placed on no cluster", now=now)
@@ -106,6 +149,8 @@ def reconcile_sandbox(sandbox_id: int, *, now: datetime | None = None) -> float 
         Sandbox.objects.filter(pk=sandbox.pk).update(namespace=spec.namespace)
     driver = driver_for(sandbox.cluster)
     try:
+        if watching:
+            return _watch_serving(driver, sandbox, spec, now)
         if sandbox.state == SandboxState.PROVISIONING:
             return _provision(driver, sandbox, spec, now)
         return _teardown(driver, sandbox, spec, now)
@@ -148,6 +193,8 @@ def _provision(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: 
             return RECHECK_SECONDS
     driver.apply_sandbox(spec)
     status = driver.sandbox_status(spec)
+    if spec.serving is not None:
+        deployment_observed(deployment_id=sandbox.pk, ready_replicas=status.ready_replicas, now=now)
     if status.phase == "running":
         sandbox_mark_running(sandbox_id=sandbox.pk, access=status.access, now=now)
         return None
@@ -158,6 +205,22 @@ def _provision(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: 
         sandbox_id=sandbox.pk, message=status.message.capitalize(), now=now, recheck_seconds=RECHECK_SECONDS
     )
     return RECHECK_SECONDS
+
+
+def _watch_serving(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: datetime) -> float | None:
+    """A running deployment: keep its replica health current; a replica that cannot run fails it."""
+    status = driver.sandbox_status(spec)
+    if status.phase == "failed":
+        sandbox_mark_failed(sandbox_id=sandbox.pk, message=status.message, now=now)
+        return None
+    deployment_observed(
+        deployment_id=sandbox.pk,
+        ready_replicas=status.ready_replicas,
+        now=now,
+        message="Running." if status.phase == "running" else status.message.capitalize(),
+        recheck_seconds=SERVING_WATCH_SECONDS,
+    )
+    return SERVING_WATCH_SECONDS
 
 
 def _slice_being_cut(sandbox: Sandbox) -> MigSlice | None:

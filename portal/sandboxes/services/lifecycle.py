@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.urls import reverse
 from django.utils import timezone
 
 from portal.accounts.models import User
@@ -27,7 +26,7 @@ from portal.fleet.services import (
     allocations_place_queued,
     allocations_release,
 )
-from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
 from portal.sandboxes.services.transitions import move
 
 log = logging.getLogger(__name__)
@@ -38,7 +37,7 @@ S = SandboxState
 
 
 def _link(sandbox: Sandbox) -> str:
-    return reverse("sandbox-detail", args=[sandbox.pk])
+    return sandbox.get_absolute_url()
 
 
 def sandbox_try_place(sandbox: Sandbox, *, now: datetime, actor: User | None = None) -> bool:
@@ -93,7 +92,12 @@ def sandbox_queue_drain(*, now: datetime | None = None) -> list[int]:
         for sandbox in queued:
             if sandbox.pk in decisions:
                 _placed(sandbox, reason=decisions[sandbox.pk].reason, actor=None, now=now)
-    return [s.pk for s in queued if s.pk in decisions]
+    placed = [s.pk for s in queued if s.pk in decisions]
+    # Deployments with several replicas are placed all at once or not at all, after the rest.
+    for workload in queued:
+        if workload.replicas > 1 and sandbox_try_place(workload, now=now):
+            placed.append(workload.pk)
+    return placed
 
 
 @transaction.atomic
@@ -205,12 +209,17 @@ def sandbox_mark_running(*, sandbox_id: int, access: str, now: datetime) -> None
             access=access,
             message="Running.",
             attempts=0,
-            next_attempt_at=None,
+            # A serving deployment stays watched for replica health; a sandbox needs nothing more.
+            next_attempt_at=now + timedelta(seconds=30) if sandbox.kind == WorkloadKind.DEPLOYMENT else None,
             last_error="",
         )
     except Conflict:
         return
-    notify(user=sandbox.owner, message=f"Sandbox {sandbox.name} is running.", link=_link(sandbox))
+    notify(
+        user=sandbox.owner,
+        message=f"{sandbox.kind.capitalize()} {sandbox.name} is running.",
+        link=_link(sandbox),
+    )
 
 
 def sandbox_mark_waiting(
@@ -243,9 +252,9 @@ def sandbox_mark_failed(*, sandbox_id: int, message: str, now: datetime) -> None
     _apply_layouts(allocations_release(holder=sandbox, at=now))
     notify(
         user=sandbox.owner,
-        message=f"Sandbox {sandbox.name} failed: {message}",
+        message=f"{sandbox.kind.capitalize()} {sandbox.name} failed: {message}",
         link=_link(sandbox),
-        email_subject=f"Sandbox {sandbox.name} failed",
+        email_subject=f"{sandbox.kind.capitalize()} {sandbox.name} failed",
     )
     enqueue(DRAIN_TASK)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -17,7 +18,7 @@ from portal.approvals.models import Approval
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, QuotaExceeded, ValidationFailed
 from portal.fleet.selectors import capacity_free_now
-from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
 from portal.sandboxes.policy import fraction_to_decimal, hours_between, team_committed, verdict
 from portal.sandboxes.selectors import sandbox_get_for
 from portal.sandboxes.services.lifecycle import sandbox_end, sandbox_try_place
@@ -37,7 +38,7 @@ class Estimate:
     capacity_free_now: bool
 
 
-def _budget_left(team: Team, now: datetime) -> Decimal:
+def team_budget_left(team: Team, now: datetime) -> Decimal:
     return team.monthly_budget - team_month_spend(team=team, now=now)
 
 
@@ -52,7 +53,8 @@ def sandbox_estimate(*, user: User, now: datetime | None = None, **fields: objec
         is_slice=resolved.shape is not None,
         lifetime_hours=resolved.lifetime_hours,
         hourly_cost=resolved.hourly_cost,
-        budget_left=_budget_left(resolved.team, now),
+        budget_left=team_budget_left(resolved.team, now),
+        replicas=resolved.replicas,
     )
     return Estimate(
         hourly_cost=to_cents(resolved.hourly_cost),
@@ -73,18 +75,33 @@ def sandbox_request(*, user: User, now: datetime | None = None, **fields: object
     (and placed) or sent to the team's leads."""
     now = now or timezone.now()
     resolved = resolve_request(user=user, now=now, **fields)
+    return workload_create(user=user, resolved=resolved, now=now)
+
+
+def workload_create(
+    *,
+    user: User,
+    resolved: ResolvedRequest,
+    now: datetime,
+    before_placing: Callable[[Sandbox], None] | None = None,
+) -> Sandbox:
+    """Create a checked request (a sandbox or a deployment) under the team's quota lock.
+
+    `before_placing` runs on the new row inside the same transaction, before it is placed, so a
+    deployment's serving details exist before any worker sees it.
+    """
     try:
         with transaction.atomic():
-            return _create(user=user, resolved=resolved, now=now)
+            return _create(user=user, resolved=resolved, now=now, before_placing=before_placing)
     except IntegrityError:
         # Two requests with one name raced past the check; the constraint kept one.
-        raise ValidationFailed(
-            f"You already have a live sandbox called {resolved.name!r}.",
-            fields={"name": [f"You already have a live sandbox called {resolved.name!r}."]},
-        ) from None
+        message = f"You already have a live {resolved.kind} called {resolved.name!r}."
+        raise ValidationFailed(message, fields={"name": [message]}) from None
 
 
-def _create(*, user: User, resolved: ResolvedRequest, now: datetime) -> Sandbox:
+def _create(
+    *, user: User, resolved: ResolvedRequest, now: datetime, before_placing: Callable[[Sandbox], None] | None
+) -> Sandbox:
     team = Team.objects.select_for_update().get(pk=resolved.team.pk)
     used = fraction_to_decimal(team_committed(team))
     wanted = fraction_to_decimal(resolved.share)
@@ -101,10 +118,13 @@ def _create(*, user: User, resolved: ResolvedRequest, now: datetime) -> Sandbox:
         is_slice=resolved.shape is not None,
         lifetime_hours=resolved.lifetime_hours,
         hourly_cost=resolved.hourly_cost,
-        budget_left=_budget_left(team, now),
+        budget_left=team_budget_left(team, now),
+        replicas=resolved.replicas,
     )
     state = SandboxState.QUEUED if decision.auto_approved else SandboxState.PENDING_APPROVAL
     sandbox = Sandbox.objects.create(
+        kind=resolved.kind,
+        replicas=resolved.replicas,
         name=resolved.name,
         team=team,
         owner=user,
@@ -123,25 +143,28 @@ def _create(*, user: User, resolved: ResolvedRequest, now: datetime) -> Sandbox:
     )
     audit_record(
         actor=user,
-        action="sandbox.request",
+        action=f"{sandbox.kind}.request",
         obj=sandbox,
+        object_type=sandbox.kind,
         team=team,
         to_state=state,
         detail=f"{sandbox.gpu_label} for {resolved.lifetime_hours.quantize(Decimal('0.01'))} h",
     )
+    if before_placing is not None:
+        before_placing(sandbox)
     if decision.auto_approved:
         sandbox_try_place(sandbox, now=now)
     else:
         approval = Approval.objects.create(
             sandbox=sandbox, team=team, requested_by=user, why_needed=decision.why_needed
         )
-        _tell_deciders(
+        tell_deciders(
             approval, f"{user.username} asks for {sandbox.gpu_label} ({sandbox.name}). {decision.why_needed}"
         )
     return sandbox
 
 
-def _tell_deciders(approval: Approval, message: str) -> None:
+def tell_deciders(approval: Approval, message: str) -> None:
     deciders = [lead for lead in team_leads(approval.team) if lead.pk != approval.requested_by_id]
     if not deciders:
         deciders = list(User.objects.filter(is_staff=True).exclude(pk=approval.requested_by_id))
@@ -163,10 +186,17 @@ EXTENDABLE = (
 
 
 @transaction.atomic
-def sandbox_extend(*, user: User, sandbox_id: int, hours: object, now: datetime | None = None) -> Sandbox:
+def sandbox_extend(
+    *,
+    user: User,
+    sandbox_id: int,
+    hours: object,
+    now: datetime | None = None,
+    kind: str = WorkloadKind.SANDBOX,
+) -> Sandbox:
     """Move the expiry by `hours`: at once within policy, else through a lead's approval."""
     now = now or timezone.now()
-    sandbox = sandbox_get_for(user=user, sandbox_id=sandbox_id, lock=True)
+    sandbox = sandbox_get_for(user=user, sandbox_id=sandbox_id, lock=True, kind=kind)
     if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
         raise NotAllowed("Only the owner or a lead of the team may extend this sandbox.")
     try:
@@ -205,8 +235,15 @@ def sandbox_extend(*, user: User, sandbox_id: int, hours: object, now: datetime 
         why_needed=why,
         extend_hours=extra,
     )
-    audit_record(actor=user, action="sandbox.extend_requested", obj=sandbox, team=team, detail=f"+{extra} h")
-    _tell_deciders(
+    audit_record(
+        actor=user,
+        action=f"{sandbox.kind}.extend_requested",
+        obj=sandbox,
+        object_type=sandbox.kind,
+        team=team,
+        detail=f"+{extra} h",
+    )
+    tell_deciders(
         approval, f"{user.username} asks to extend {sandbox.name} by {extra.normalize():f} h. {why}"
     )
     return sandbox
@@ -218,8 +255,9 @@ def sandbox_apply_extension(
     Sandbox.objects.filter(pk=sandbox.pk).update(expires_at=new_expiry, expiry_warned_at=None)
     audit_record(
         actor=actor,
-        action="sandbox.extend",
+        action=f"{sandbox.kind}.extend",
         obj=sandbox,
+        object_type=sandbox.kind,
         team=sandbox.team,
         detail=f"+{hours.normalize():f} h, expires {new_expiry.isoformat(timespec='seconds')}",
     )
@@ -228,10 +266,13 @@ def sandbox_apply_extension(
 
 
 @transaction.atomic
-def sandbox_terminate(*, user: User, sandbox_id: int, now: datetime | None = None) -> Sandbox:
-    """End a sandbox now. Billing stops at once; the cluster objects go in the background."""
+def sandbox_terminate(
+    *, user: User, sandbox_id: int, now: datetime | None = None, kind: str = WorkloadKind.SANDBOX
+) -> Sandbox:
+    """End a sandbox (or deployment) now. Billing stops at once; the cluster objects go in the
+    background."""
     now = now or timezone.now()
-    sandbox = sandbox_get_for(user=user, sandbox_id=sandbox_id, lock=True)
+    sandbox = sandbox_get_for(user=user, sandbox_id=sandbox_id, lock=True, kind=kind)
     if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
         raise NotAllowed("Only the owner, a lead of the team or an admin may end this sandbox.")
     sandbox_end(sandbox, ending_as=SandboxState.TERMINATED, actor=user, at=now, detail="ended on request")

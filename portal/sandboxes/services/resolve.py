@@ -17,12 +17,15 @@ from portal.core.errors import ValidationFailed
 from portal.fleet.geometry import ProfileShape
 from portal.fleet.models import GpuType
 from portal.fleet.selectors import max_gpus_per_node, price_per_hour
-from portal.sandboxes.models import LIVE_STATES, Image, Sandbox
+from portal.sandboxes.models import LIVE_STATES, Image, Sandbox, WorkloadKind
 from portal.sandboxes.policy import request_share
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 MIN_LEAD_TIME = timedelta(minutes=1)
 MAX_ANY_LIFETIME_HOURS = 24 * 366  # a bound for the date arithmetic when no team is known
+MAX_REPLICAS = 16
+# CPU, memory and scratch storage of one serving replica (no image template to take them from).
+DEPLOYMENT_DEFAULTS = (8, 64, 100)
 LIMITS = {"cpu": (1, 256), "memory_gb": (1, 2048), "storage_gb": (1, 10240)}
 
 
@@ -30,7 +33,7 @@ LIMITS = {"cpu": (1, 256), "memory_gb": (1, 2048), "storage_gb": (1, 10240)}
 class ResolvedRequest:
     team: Team
     name: str
-    image: Image
+    image: Image | None
     gpu_type: GpuType
     count: int
     mig_profile: str
@@ -44,6 +47,8 @@ class ResolvedRequest:
     memory_gb: int
     storage_gb: int
     purpose: str
+    kind: str = WorkloadKind.SANDBOX
+    replicas: int = 1
 
 
 def _decimal(value: object) -> Decimal | None:
@@ -107,6 +112,8 @@ def resolve_request(
     memory_gb: int | None = None,
     storage_gb: int | None = None,
     purpose: str = "",
+    kind: str = WorkloadKind.SANDBOX,
+    replicas: int = 1,
     now: datetime,
 ) -> ResolvedRequest:
     errors: dict[str, list[str]] = {}
@@ -120,8 +127,12 @@ def resolve_request(
         errors["name"] = [
             "Use 1-40 lowercase letters, digits and hyphens, starting and ending with a letter or digit."
         ]
-    elif Sandbox.objects.filter(owner=user, name=name, state__in=LIVE_STATES).exists():
-        errors["name"] = [f"You already have a live sandbox called {name!r}."]
+    elif Sandbox.objects.filter(owner=user, kind=kind, name=name, state__in=LIVE_STATES).exists():
+        errors["name"] = [f"You already have a live {kind} called {name!r}."]
+
+    if not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
+        errors["replicas"] = [f"Must be a whole number from 1 to {MAX_REPLICAS}."]
+        replicas = 1
 
     gpu_type_obj = GpuType.objects.filter(slug=gpu_type).first()
     shape = None
@@ -156,7 +167,9 @@ def resolve_request(
     )
 
     image_obj = None
-    if image:
+    if kind != WorkloadKind.SANDBOX:
+        pass  # deployments run their runtime's image
+    elif image:
         image_obj = Image.objects.filter(slug=image).first()
         if image_obj is None:
             known = ", ".join(Image.objects.values_list("slug", flat=True))
@@ -176,13 +189,18 @@ def resolve_request(
         first = next(iter(errors.values()))[0]
         raise ValidationFailed(first, fields=errors)
 
-    assert team_obj and gpu_type_obj and image_obj and resolved_expires and lifetime is not None
+    assert team_obj and gpu_type_obj and resolved_expires and lifetime is not None
     count = 1 if shape is not None else int(count or 1)
-    share = request_share(count=count, shape=shape)
+    share = request_share(count=count, shape=shape, replicas=replicas)
     price = price_per_hour(gpu_type=gpu_type_obj, at=now)
-    # A slice gets a quarter of the image's default CPUs (at least 2): it shares the node.
-    default_cpu = image_obj.default_cpu if shape is None else max(2, image_obj.default_cpu // 4)
-    hourly = price * Decimal(share.numerator) / Decimal(share.denominator)
+    # A slice gets a quarter of the default CPUs (at least 2): it shares the node.
+    base_cpu, base_memory, base_storage = (
+        (image_obj.default_cpu, image_obj.default_memory_gb, image_obj.default_storage_gb)
+        if image_obj
+        else DEPLOYMENT_DEFAULTS
+    )
+    default_cpu = base_cpu if shape is None else max(2, base_cpu // 4)
+    hourly = price * Decimal(share.numerator) / Decimal(share.denominator)  # all replicas
     return ResolvedRequest(
         team=team_obj,
         name=name,
@@ -197,7 +215,9 @@ def resolve_request(
         price_per_gpu_hour=price,
         hourly_cost=hourly,
         cpu=cpu if cpu is not None else default_cpu,
-        memory_gb=memory_gb if memory_gb is not None else image_obj.default_memory_gb,
-        storage_gb=storage_gb if storage_gb is not None else image_obj.default_storage_gb,
+        memory_gb=memory_gb if memory_gb is not None else base_memory,
+        storage_gb=storage_gb if storage_gb is not None else base_storage,
         purpose=(purpose or "")[:300],
+        kind=kind,
+        replicas=replicas,
     )

@@ -9,12 +9,11 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
-from django.urls import reverse
 from django.utils import timezone
 
 from portal.accounts.services import notify
 from portal.core.errors import Conflict
-from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
 from portal.sandboxes.services.lifecycle import sandbox_end, sandbox_queue_drain
 
 log = logging.getLogger(__name__)
@@ -75,7 +74,7 @@ def sandboxes_warn_expiring(*, now: datetime) -> list[int]:
         notify(
             user=sandbox.owner,
             message=f"Sandbox {sandbox.name} expires in {minutes} min. Extend it to keep it.",
-            link=reverse("sandbox-detail", args=[sandbox.pk]),
+            link=sandbox.get_absolute_url(),
             email_subject=f"Sandbox {sandbox.name} expires in {minutes} min",
         )
         warned.append(sandbox.pk)
@@ -85,7 +84,10 @@ def sandboxes_warn_expiring(*, now: datetime) -> list[int]:
 def sandboxes_due_for_reconcile(*, now: datetime) -> list[int]:
     """Sandboxes a worker should look at now: starting ones and ending ones whose time has come."""
     return list(
-        Sandbox.objects.filter(state__in=[S.PROVISIONING, S.TERMINATING])
+        Sandbox.objects.filter(
+            Q(state__in=[S.PROVISIONING, S.TERMINATING])
+            | Q(state=S.RUNNING, kind=WorkloadKind.DEPLOYMENT)  # replica health is watched
+        )
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
         .values_list("pk", flat=True)
     )

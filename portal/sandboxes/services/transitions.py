@@ -33,10 +33,13 @@ def move(
     sandbox.state = to
     for name, value in fields.items():
         setattr(sandbox, name, value)
+    if sandbox.kind != "sandbox" and action.startswith("sandbox."):
+        action = sandbox.kind + action.removeprefix("sandbox")
     audit_record(
         actor=actor,
         action=action,
         obj=sandbox,
+        object_type=sandbox.kind,
         team=sandbox.team,
         from_state=previous,
         to_state=to,

@@ -1,0 +1,299 @@
+"""Deployments: serve a catalog model on the fleet, through the same quota, approval, placement,
+metering and audit path as sandboxes, counting every replica."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from portal.accounts.models import Team, User
+from portal.accounts.selectors import can_manage, is_lead
+from portal.approvals.models import Approval
+from portal.audit.services import audit_record
+from portal.catalog.models import CatalogModel
+from portal.catalog.runtimes import RUNTIMES, UnsupportedChoice, container_spec
+from portal.catalog.selectors import entry_sizing, fleet_offers, sizing_request
+from portal.catalog.sizing import Fit, Sizing
+from portal.core.errors import Conflict, NotAllowed, QuotaExceeded, ValidationFailed
+from portal.core.jobs import enqueue
+from portal.deployments.models import Serving
+from portal.fleet.models import Allocation, GpuType
+from portal.fleet.placement import NoFit, place
+from portal.fleet.selectors import gpu_snapshot
+from portal.fleet.services import allocation_record, mig_layouts_free, placement_request
+from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
+from portal.sandboxes.policy import (
+    fraction_to_decimal,
+    hours_between,
+    request_share,
+    sandbox_share,
+    team_committed,
+    verdict,
+)
+from portal.sandboxes.selectors import sandbox_get_for
+from portal.sandboxes.services.requests import team_budget_left, tell_deciders, workload_create
+from portal.sandboxes.services.resolve import MAX_REPLICAS, resolve_request
+from portal.sandboxes.services.transitions import move
+from portal.spend.selectors import hourly_rate
+
+DEFAULT_TTL_HOURS = 24
+S = SandboxState
+RECONCILE_TASK = "sandboxes.reconcile"
+MIG_LAYOUT_TASK = "fleet.apply_mig_layout"
+
+
+def _entry(slug: str) -> CatalogModel:
+    entry = CatalogModel.objects.select_related("runtime").filter(slug=slug, enabled=True).first()
+    if entry is None:
+        raise ValidationFailed(
+            f"No catalog model {slug!r}.", fields={"model": [f"No catalog model {slug!r}."]}
+        )
+    return entry
+
+
+def _choose_fit(
+    entry: CatalogModel, sizing: Sizing, *, gpu_type: str | None, count: int | None, mig_profile: str | None
+) -> Fit:
+    """The GPU choice: the one asked for if the model fits it, else the cheapest fit."""
+    if not sizing.fits:
+        message = f"{entry.name} does not fit any GPU or MIG slice in the fleet at these settings."
+        raise ValidationFailed(message, fields={"model": [message]})
+    if not gpu_type:
+        return sizing.fits[0]
+    for fit in sizing.fits:
+        if fit.gpu_type != gpu_type:
+            continue
+        if mig_profile and fit.mig_profile == mig_profile:
+            return fit
+        if not mig_profile and fit.mig_profile is None:
+            if count is None or count == fit.gpus:
+                return fit
+            if count > fit.gpus and count in entry.shape().tensor_parallel_sizes:
+                return replace(fit, gpus=count)
+    fewest = next((f for f in sizing.fits if f.gpu_type == gpu_type and f.mig_profile is None), None)
+    if mig_profile:
+        message = f"{entry.name} does not fit a {gpu_type} {mig_profile} slice at these settings."
+        field = "gpu.mig_profile"
+    elif fewest is not None:
+        message = f"{entry.name} needs at least {fewest.gpus} {gpu_type} GPUs at these settings."
+        field = "gpu.count"
+    else:
+        message = f"{entry.name} does not fit on {gpu_type} at these settings."
+        field = "gpu.type"
+    raise ValidationFailed(message, fields={field: [message]})
+
+
+def deployment_request(
+    *,
+    user: User,
+    team: str,
+    name: str,
+    model: str,
+    gpu_type: str | None = None,
+    count: int | None = None,
+    mig_profile: str | None = None,
+    replicas: int = 1,
+    ttl_hours: object = None,
+    expires_at: datetime | None = None,
+    dtype: str | None = None,
+    context: int | None = None,
+    concurrency: int | None = None,
+    purpose: str = "",
+    now: datetime | None = None,
+) -> Sandbox:
+    """Deploy a catalog model: sized, placed (default: the cheapest fit) and served by replicas.
+
+    Without a lifetime it lives DEFAULT_TTL_HOURS hours, like any other request it can be
+    extended within the team's policy.
+    """
+    now = now or timezone.now()
+    entry = _entry(model)
+    request = sizing_request(entry, dtype=dtype, context=context, concurrency=concurrency)
+    sizing = entry_sizing(entry, request, fleet_offers())
+    fit = _choose_fit(entry, sizing, gpu_type=gpu_type, count=count, mig_profile=mig_profile)
+    try:
+        container = container_spec(
+            RUNTIMES[entry.runtime.slug],
+            entry.serving_choice(
+                precision=request.precision, tensor_parallel=fit.gpus, context=request.context
+            ),
+        )
+    except UnsupportedChoice as error:
+        raise ValidationFailed(str(error), fields={"gpu": [str(error)]}) from None
+    if ttl_hours in (None, "") and expires_at is None:
+        ttl_hours = DEFAULT_TTL_HOURS
+    resolved = resolve_request(
+        user=user,
+        team=team,
+        name=name,
+        gpu_type=fit.gpu_type,
+        count=None if fit.mig_profile else fit.gpus,
+        mig_profile=fit.mig_profile,
+        ttl_hours=ttl_hours,
+        expires_at=expires_at,
+        purpose=purpose,
+        kind=WorkloadKind.DEPLOYMENT,
+        replicas=replicas,
+        now=now,
+    )
+
+    def add_serving(workload: Sandbox) -> None:
+        Serving.objects.create(
+            workload=workload,
+            model=entry,
+            runtime=entry.runtime,
+            precision=request.precision,
+            context=request.context,
+            concurrency=request.concurrency,
+            image=container.image,
+            command=container.command,
+            port=container.port,
+            health_path=container.health_path,
+            readiness_path=container.readiness_path,
+            api=entry.runtime.api,
+        )
+
+    return workload_create(user=user, resolved=resolved, now=now, before_placing=add_serving)
+
+
+@transaction.atomic
+def deployment_scale(
+    *, user: User, deployment_id: int, replicas: object, now: datetime | None = None
+) -> Sandbox:
+    """Scale a live deployment. Up re-checks quota and policy (a lead decides beyond it) and
+    needs free capacity now; down releases the extra replicas' GPUs at once."""
+    now = now or timezone.now()
+    workload = sandbox_get_for(user=user, sandbox_id=deployment_id, lock=True, kind=WorkloadKind.DEPLOYMENT)
+    if not can_manage(user=user, team=workload.team, owner=workload.owner):
+        raise NotAllowed("Only the owner, a lead of the team or an admin may scale this deployment.")
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or not 1 <= replicas <= MAX_REPLICAS:
+        message = f"Must be a whole number from 1 to {MAX_REPLICAS}."
+        raise ValidationFailed(f"replicas: {message}", fields={"replicas": [message]})
+    if workload.state not in (S.PROVISIONING, S.RUNNING):
+        raise Conflict(
+            f"Deployment {workload.name} is {workload.state}; only a live, placed one can be scaled."
+        )
+    if replicas == workload.replicas:
+        return workload
+    if replicas < workload.replicas:
+        _scale_down(workload, replicas=replicas, actor=user, now=now)
+        return workload
+    team = Team.objects.select_for_update().get(pk=workload.team_id)
+    extra = sandbox_share(workload) / workload.replicas * (replicas - workload.replicas)
+    left = team.quota_gpus - fraction_to_decimal(team_committed(team))
+    if fraction_to_decimal(extra) > left:
+        raise QuotaExceeded(
+            f"Team {team.slug} has {left.normalize():f} GPU equivalents left; "
+            f"{replicas - workload.replicas} more replicas need {fraction_to_decimal(extra).normalize():f}.",
+            fields={"quota_left": str(left), "requested": str(fraction_to_decimal(extra))},
+        )
+    shape = workload.gpu_type.model.profile(workload.mig_profile) if workload.mig_profile else None
+    share = request_share(count=workload.gpu_count, shape=shape, replicas=replicas)
+    live = [a for a in workload.allocations.all() if a.ended_at is None]
+    per_replica = hourly_rate(live) / max(workload.replicas, 1)
+    decision = verdict(
+        team=team,
+        count=workload.gpu_count,
+        is_slice=shape is not None,
+        lifetime_hours=hours_between(workload.created_at, workload.expires_at),
+        hourly_cost=per_replica * replicas,
+        budget_left=team_budget_left(team, now),
+        replicas=replicas,
+    )
+    deciding_lead = user.pk != workload.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))
+    if decision.auto_approved or deciding_lead:
+        deployment_apply_scale(workload, replicas=replicas, actor=user, now=now)
+        return workload
+    if Approval.objects.filter(
+        sandbox=workload, kind=Approval.Kind.SCALE, state=Approval.State.PENDING
+    ).exists():
+        raise Conflict("A scale request for this deployment already waits for a lead.")
+    approval = Approval.objects.create(
+        sandbox=workload,
+        team=team,
+        kind=Approval.Kind.SCALE,
+        requested_by=user,
+        why_needed=decision.why_needed,
+        replicas=replicas,
+    )
+    audit_record(
+        actor=user,
+        action="deployment.scale_requested",
+        obj=workload,
+        object_type=workload.kind,
+        team=team,
+        detail=f"{workload.replicas} -> {replicas} replicas ({fraction_to_decimal(share)} GPU equivalents)",
+    )
+    tell_deciders(
+        approval,
+        f"{user.username} asks to scale {workload.name} to {replicas} replicas. {decision.why_needed}",
+    )
+    return workload
+
+
+def deployment_apply_scale(workload: Sandbox, *, replicas: int, actor: User | None, now: datetime) -> None:
+    """Place the added replicas now (all or none) and hand the deployment to the reconciler."""
+    if replicas <= workload.replicas:
+        _scale_down(workload, replicas=replicas, actor=actor, now=now)
+        return
+    gpu_type = GpuType.objects.select_for_update().get(pk=workload.gpu_type_id)
+    request = placement_request(gpu_type=gpu_type, count=workload.gpu_count, mig_profile=workload.mig_profile)
+    for replica in range(workload.replicas, replicas):
+        decision = place(gpu_snapshot(gpu_type=gpu_type, now=now), request)
+        if isinstance(decision, NoFit):
+            raise Conflict(
+                f"No capacity for {replicas - workload.replicas} more replicas now: {decision.reason}."
+            )
+        allocation_record(
+            holder=workload, gpu_type=gpu_type, request=request, decision=decision, now=now, replica=replica
+        )
+    _rescaled(workload, replicas=replicas, actor=actor, now=now)
+
+
+def _scale_down(workload: Sandbox, *, replicas: int, actor: User | None, now: datetime) -> None:
+    extra = Allocation.objects.filter(sandbox=workload, replica__gte=replicas, released_at__isnull=True)
+    gpu_ids = list(extra.values_list("gpu_id", flat=True))
+    extra.update(ended_at=now, released_at=now)
+    for node_id in mig_layouts_free(gpu_ids=gpu_ids):
+        enqueue(MIG_LAYOUT_TASK, node_id)
+    _rescaled(workload, replicas=replicas, actor=actor, now=now)
+    enqueue("sandboxes.drain_queue")
+
+
+def _rescaled(workload: Sandbox, *, replicas: int, actor: User | None, now: datetime) -> None:
+    previous = workload.replicas
+    move(
+        workload,
+        to=S.PROVISIONING,
+        from_states=[S.PROVISIONING, S.RUNNING],
+        actor=actor,
+        action="deployment.scaled",
+        detail=f"{previous} -> {replicas} replicas",
+        replicas=replicas,
+        message=f"Scaling from {previous} to {replicas} replicas.",
+        attempts=0,
+        next_attempt_at=now,
+    )
+    enqueue(RECONCILE_TASK, workload.pk)
+
+
+def deployment_observed(
+    *,
+    deployment_id: int,
+    ready_replicas: int,
+    now: datetime,
+    message: str | None = None,
+    recheck_seconds: float | None = None,
+) -> None:
+    """Record what the cluster says of a deployment's replicas (and when to look again)."""
+    Serving.objects.filter(workload_id=deployment_id).update(ready_replicas=ready_replicas, checked_at=now)
+    changes: dict = {}
+    if message is not None:
+        changes["message"] = message[:500]
+    if recheck_seconds is not None:
+        changes["next_attempt_at"] = now + timedelta(seconds=recheck_seconds)
+    if changes:
+        Sandbox.objects.filter(pk=deployment_id, state=S.RUNNING).update(**changes)

@@ -1,0 +1,129 @@
+"""Deployments share the sandboxes' quota, approval, placement, metering and audit path."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from portal.approvals.models import Approval
+from portal.approvals.services import approval_decide
+from portal.audit.models import AuditEvent
+from portal.core.errors import Conflict, QuotaExceeded, ValidationFailed
+from portal.deployments.models import Serving
+from portal.deployments.services import deployment_request, deployment_scale
+from portal.fleet.models import Allocation, SimulatedObject
+from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.selectors import sandboxes_visible_to
+from portal.sandboxes.services import sandbox_request, sandbox_terminate
+
+pytestmark = pytest.mark.django_db
+S = SandboxState
+
+
+def deploy(user, **fields):
+    return deployment_request(
+        user=user, **{"team": "vision", "name": "llama8b", "model": "llama-3.1-8b-instruct", **fields}
+    )
+
+
+def test_deploy_defaults_to_the_cheapest_fit_and_runs_with_an_endpoint(run_jobs, fleet, catalog, researcher):
+    workload = run_jobs(lambda: deploy(researcher))
+    workload.refresh_from_db()
+    assert workload.kind == "deployment"
+    assert workload.state == S.RUNNING
+    assert workload.mig_profile == "3g.40gb"  # 27.76 GB fits a 3g.40gb slice, the cheapest fit
+    assert workload.access.startswith("https://sbx-vision-llama8b-")
+    serving = Serving.objects.get(workload=workload)
+    assert serving.command[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
+    assert serving.ready_replicas == 1
+    allocation = Allocation.objects.get(sandbox=workload)
+    assert (allocation.share_numerator, allocation.share_denominator) == (3, 7)
+    assert AuditEvent.objects.filter(object_type="deployment", action="deployment.running").exists()
+
+
+def test_deploy_on_one_whole_h100_is_approved_by_policy(run_jobs, fleet, catalog, researcher):
+    workload = run_jobs(lambda: deploy(researcher, gpu_type="h100-80gb", count=1))
+    workload.refresh_from_db()
+    assert workload.state == S.RUNNING and workload.gpu_count == 1 and workload.mig_profile == ""
+    kinds = {obj.kind for obj in SimulatedObject.objects.filter(namespace=workload.namespace)}
+    assert {"Deployment", "Service", "ResourceQuota"} <= kinds
+
+
+def test_a_gpu_the_model_does_not_fit_is_refused_with_what_it_needs(fleet, catalog, researcher):
+    with pytest.raises(ValidationFailed) as refused:
+        deploy(researcher, name="big", model="llama-3.1-70b-instruct", gpu_type="h100-80gb", count=2)
+    assert refused.value.fields["gpu.count"] == [
+        "Llama 3.1 70B Instruct needs at least 4 h100-80gb GPUs at these settings."
+    ]
+    assert not Sandbox.objects.exists()
+
+
+def test_unknown_model_and_bad_sizing_inputs_name_the_field(fleet, catalog, researcher):
+    with pytest.raises(ValidationFailed) as unknown:
+        deploy(researcher, model="gpt-5")
+    assert "model" in unknown.value.fields
+    with pytest.raises(ValidationFailed) as bad:
+        deploy(researcher, dtype="int3", context=0)
+    assert {"dtype", "context"} <= set(bad.value.fields)
+
+
+def test_several_replicas_of_whole_gpus_wait_for_a_lead_then_each_is_placed(
+    run_jobs, fleet, catalog, researcher, lead
+):
+    workload = deploy(researcher, gpu_type="h100-80gb", count=1, replicas=2)
+    assert workload.state == S.PENDING_APPROVAL
+    approval = Approval.objects.get(sandbox=workload)
+    assert "more than 1 whole GPU" in approval.why_needed
+    run_jobs(lambda: approval_decide(user=lead, approval_id=approval.pk, approve=True))
+    workload.refresh_from_db()
+    assert workload.state == S.RUNNING
+    assert sorted(Allocation.objects.filter(sandbox=workload).values_list("replica", flat=True)) == [0, 1]
+    assert Serving.objects.get(workload=workload).ready_replicas == 2
+
+
+def test_quota_counts_sandboxes_and_deployments_together(fleet, catalog, team, researcher):
+    team.quota_gpus = Decimal(1)
+    team.save()
+    sandbox_request(user=researcher, team="vision", name="box", gpu_type="h100-80gb", count=1, ttl_hours=1)
+    with pytest.raises(QuotaExceeded):
+        deploy(researcher, gpu_type="h100-80gb", count=1)
+
+
+def test_scaling_up_beyond_policy_needs_a_lead_and_down_releases_at_once(
+    run_jobs, fleet, catalog, researcher, lead
+):
+    workload = run_jobs(lambda: deploy(researcher))
+    run_jobs(lambda: deployment_scale(user=researcher, deployment_id=workload.pk, replicas=2))
+    workload.refresh_from_db()
+    assert workload.replicas == 1
+    approval = Approval.objects.get(sandbox=workload, kind=Approval.Kind.SCALE)
+    assert approval.replicas == 2 and "more than one MIG slice" in approval.why_needed
+
+    run_jobs(lambda: approval_decide(user=lead, approval_id=approval.pk, approve=True))
+    workload.refresh_from_db()
+    assert workload.replicas == 2 and workload.state == S.RUNNING
+    assert Allocation.objects.filter(sandbox=workload, released_at__isnull=True).count() == 2
+
+    run_jobs(lambda: deployment_scale(user=researcher, deployment_id=workload.pk, replicas=1))
+    workload.refresh_from_db()
+    assert workload.replicas == 1 and workload.state == S.RUNNING
+    released = Allocation.objects.get(sandbox=workload, replica=1)
+    assert released.ended_at is not None and released.released_at is not None
+    assert SimulatedObject.objects.filter(kind="Deployment", namespace=workload.namespace).count() == 1
+
+
+def test_scaling_needs_a_live_deployment_and_a_sane_count(run_jobs, fleet, catalog, researcher):
+    workload = run_jobs(lambda: deploy(researcher))
+    with pytest.raises(ValidationFailed):
+        deployment_scale(user=researcher, deployment_id=workload.pk, replicas=0)
+    run_jobs(lambda: sandbox_terminate(user=researcher, sandbox_id=workload.pk, kind="deployment"))
+    assert Sandbox.objects.get(pk=workload.pk).state == S.TERMINATED
+    with pytest.raises(Conflict):
+        deployment_scale(user=researcher, deployment_id=workload.pk, replicas=2)
+
+
+def test_deployments_are_not_listed_as_sandboxes(run_jobs, fleet, catalog, researcher):
+    workload = run_jobs(lambda: deploy(researcher))
+    assert not sandboxes_visible_to(researcher).filter(pk=workload.pk).exists()
+    assert sandboxes_visible_to(researcher, kind="deployment").filter(pk=workload.pk).exists()

@@ -1,0 +1,155 @@
+"""A model serving deployment's workload: one Deployment per placed replica, each pinned to its
+node with its GPU claim, behind one Service. The namespace, quota, limits, network policy and
+owner binding are the sandbox builders' (the quota counts every replica).
+
+Why one single-replica Deployment per replica rather than one Deployment of N: the portal
+places each replica itself (whole GPUs on one node, or a MIG slice), so each pod is pinned to a
+different node; a controller per replica still brings its pod back after an eviction or a MIG
+reconfiguration. `Recreate` keeps a restart from briefly asking for a second GPU the quota and
+the placement do not have.
+"""
+
+from __future__ import annotations
+
+from workers.drivers.base import GpuClaim, SandboxSpec
+from workers.manifests.names import NAME_KEY, SANDBOX_ID_KEY, object_meta, sandbox_labels
+from workers.manifests.options import ManifestOptions
+from workers.manifests.policy import cpu_quantity, gib_quantity
+
+SERVICE_NAME = "model"
+REPLICA_KEY = "gpu-portal/replica"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+CACHE = "/cache"
+# Loading tens of GB of weights takes minutes: the startup probe allows up to 30 of them.
+STARTUP_PERIOD_SECONDS = 10
+STARTUP_FAILURES = 180
+
+
+def replica_name(index: int) -> str:
+    return f"serve-{index}"
+
+
+def serving_selector(spec: SandboxSpec) -> dict[str, str]:
+    """Every replica's pods (the Service's selector, status look-ups)."""
+    return {NAME_KEY: SERVICE_NAME, SANDBOX_ID_KEY: str(spec.sandbox_id)}
+
+
+def serving_access(spec: SandboxSpec) -> str:
+    """The endpoint clients call (through the portal's access path)."""
+    return f"https://{spec.access_host.rstrip('/')}"
+
+
+def serving_service_manifest(spec: SandboxSpec) -> dict:
+    assert spec.serving is not None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(spec, SERVICE_NAME),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": serving_selector(spec),
+            "ports": [{"name": "http", "port": spec.serving.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def _probe(path: str, **timing: int) -> dict:
+    return {"httpGet": {"path": path, "port": "http"}, **timing}
+
+
+def replica_deployment_manifest(
+    spec: SandboxSpec, index: int, claim: GpuClaim, options: ManifestOptions | None = None
+) -> dict:
+    """One replica: the runtime's container with its GPU claim, pinned to the placed node."""
+    assert spec.serving is not None
+    options = options or ManifestOptions()
+    serving = spec.serving
+    amounts = {
+        "cpu": cpu_quantity(spec.cpu),
+        "memory": gib_quantity(spec.memory_gb),
+        claim.resource: str(claim.count),
+    }
+    selector = {**serving_selector(spec), REPLICA_KEY: str(index)}
+    seccomp = {"type": "RuntimeDefault"}
+    pod_spec: dict = {
+        "nodeSelector": {HOSTNAME_LABEL: claim.node},
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": options.run_as_user,
+            "runAsGroup": options.run_as_group,
+            "fsGroup": options.run_as_group,
+            "seccompProfile": seccomp,
+        },
+        "containers": [
+            {
+                "name": "server",
+                "image": serving.image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": list(serving.command),
+                "env": [
+                    {"name": "HOME", "value": CACHE},
+                    {"name": "HF_HOME", "value": f"{CACHE}/huggingface"},
+                    {"name": "GPU_PORTAL_DEPLOYMENT_ID", "value": str(spec.sandbox_id)},
+                ],
+                "ports": [{"name": "http", "containerPort": serving.port, "protocol": "TCP"}],
+                "startupProbe": _probe(
+                    serving.health_path,
+                    periodSeconds=STARTUP_PERIOD_SECONDS,
+                    failureThreshold=STARTUP_FAILURES,
+                ),
+                "readinessProbe": _probe(serving.readiness_path, periodSeconds=5, failureThreshold=3),
+                "livenessProbe": _probe(serving.health_path, periodSeconds=10, failureThreshold=6),
+                "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "privileged": False,
+                    "runAsNonRoot": True,
+                    "capabilities": {"drop": ["ALL"]},
+                    "seccompProfile": seccomp,
+                },
+                "volumeMounts": [
+                    {"name": "cache", "mountPath": CACHE},
+                    {"name": "dshm", "mountPath": "/dev/shm"},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "cache", "emptyDir": {"sizeLimit": gib_quantity(spec.storage_gb)}},
+            {
+                "name": "dshm",
+                "emptyDir": {"medium": "Memory", "sizeLimit": gib_quantity(max(spec.memory_gb // 4, 1))},
+            },
+        ],
+    }
+    if options.tolerate_gpu_taint:
+        pod_spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    metadata = object_meta(spec, replica_name(index))
+    metadata["annotations"] = {
+        "gpu-portal/model": serving.model,
+        "gpu-portal/gpu-indices": ",".join(str(i) for i in claim.gpu_indices),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": {**sandbox_labels(spec), **selector}}, "spec": pod_spec},
+        },
+    }
+
+
+def serving_workload_objects(spec: SandboxSpec, options: ManifestOptions | None = None) -> list[dict]:
+    """The Service and one Deployment per replica."""
+    assert spec.serving is not None
+    return [
+        serving_service_manifest(spec),
+        *(
+            replica_deployment_manifest(spec, index, claim, options)
+            for index, claim in enumerate(spec.serving.replicas)
+        ),
+    ]
