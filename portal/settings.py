@@ -181,6 +181,10 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 PORTAL_CLUSTER_DRIVER = env_choice("PORTAL_CLUSTER_DRIVER", "simulated", ["simulated", "kubernetes"])
 PORTAL_SWEEP_SECONDS = env_float("PORTAL_SWEEP_SECONDS", 30.0, minimum=1.0)
 PORTAL_RECONCILE_SECONDS = env_float("PORTAL_RECONCILE_SECONDS", 5.0, minimum=1.0)
+# Kubernetes clusters: how often GPU nodes are discovered and drift (orphaned namespaces,
+# missing objects of running sandboxes) is repaired.
+PORTAL_DISCOVERY_SECONDS = env_float("PORTAL_DISCOVERY_SECONDS", 300.0, minimum=10.0)
+PORTAL_DRIFT_SECONDS = env_float("PORTAL_DRIFT_SECONDS", 120.0, minimum=10.0)
 PORTAL_EXPIRY_WARNING_MINUTES = env_int("PORTAL_EXPIRY_WARNING_MINUTES", 30, minimum=1)
 PORTAL_MAX_ATTEMPTS = env_int("PORTAL_MAX_ATTEMPTS", 5, minimum=1)
 # A queued request waiting longer than this reserves its GPU type: nothing smaller is placed

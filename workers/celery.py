@@ -26,6 +26,14 @@ def _schedule() -> dict:
             "task": "sandboxes.reconcile_due",
             "schedule": settings.PORTAL_RECONCILE_SECONDS,
         },
+        "discover-gpu-nodes": {
+            "task": "fleet.discover_all",
+            "schedule": settings.PORTAL_DISCOVERY_SECONDS,
+        },
+        "repair-drift": {
+            "task": "fleet.repair_drift_all",
+            "schedule": settings.PORTAL_DRIFT_SECONDS,
+        },
     }
 
 

@@ -1,0 +1,61 @@
+"""Fixtures for worker tests against the fake Kubernetes API server: a cluster row pointing at
+it, its fleet discovered from the fake's preloaded GPU nodes, and sandboxes placed on it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from portal.fleet.models import Cluster
+from portal.sandboxes.models import Sandbox
+from portal.sandboxes.services import sandbox_request
+from tests.factories import ClusterFactory
+from tests.fakekube import FakeKube, fixtures
+from workers.reconcile.discovery import discover_cluster
+from workers.reconcile.sandboxes import reconcile_sandbox
+
+fake_kube = fixtures.fake_kube
+
+WHOLE = {"team": "vision", "name": "whole", "gpu_type": "h100-80gb", "count": 1, "ttl_hours": 2}
+SLICE = {"team": "vision", "name": "small", "gpu_type": "h100-80gb", "mig_profile": "1g.10gb", "ttl_hours": 1}
+
+
+@pytest.fixture
+def kube_cluster(db, fake_kube: FakeKube) -> Cluster:
+    """A `kubernetes` cluster reached at the fake's URL, its Node and Gpu rows discovered from it:
+    gpu-h100-a (8 whole H100s), gpu-h100-b (8 MIG H100s), gpu-a100-a (4 MIG A100s)."""
+    cluster = ClusterFactory(name="gpu", driver="kubernetes", api_url=fake_kube.url)
+    assert discover_cluster(cluster.pk) is not None
+    cluster.refresh_from_db()
+    return cluster
+
+
+@pytest.fixture
+def request_on_kube(run_jobs, kube_cluster, researcher) -> Callable[..., Sandbox]:
+    """Request a sandbox as the researcher and run the jobs it enqueues; returns the fresh row."""
+
+    def request(**fields: object) -> Sandbox:
+        sandbox = run_jobs(lambda: sandbox_request(user=researcher, **fields))
+        return Sandbox.objects.get(pk=sandbox.pk)
+
+    return request
+
+
+@pytest.fixture
+def running_on_kube(request_on_kube, fake_kube: FakeKube) -> Callable[..., Sandbox]:
+    """A sandbox taken to `running` on the fake: requested, its MIG layout (if it needs a new
+    slice) reported done, its pod marked ready, reconciled."""
+
+    def start(**fields: object) -> Sandbox:
+        sandbox = request_on_kube(**fields)
+        if fake_kube.get("Namespace", sandbox.namespace) is None:  # waiting for the MIG manager
+            fake_kube.set_mig_state(sandbox.node_name, "success")
+            reconcile_sandbox(sandbox.pk)
+        fake_kube.pod_running(sandbox.namespace)
+        reconcile_sandbox(sandbox.pk)
+        sandbox.refresh_from_db()
+        assert sandbox.state == "running", sandbox.message
+        return sandbox
+
+    return start

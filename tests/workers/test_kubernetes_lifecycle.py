@@ -1,0 +1,191 @@
+"""The sandbox lifecycle end to end on the Kubernetes driver: the portal's services and reconciler,
+the real client over HTTP, and the fake API server acting as kubelet and MIG manager."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+
+import kubernetes_validate
+import pytest
+import yaml
+from django.core.management import CommandError, call_command
+
+from portal.fleet.models import Allocation, MigSlice, Node
+from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.services import sandbox_request, sandboxes_due_for_reconcile, sandboxes_sweep
+from tests.fakekube import SCHEMA_VERSION, FakeKube
+from tests.workers.conftest import SLICE, WHOLE
+from workers.reconcile.sandboxes import reconcile_sandbox
+
+pytestmark = pytest.mark.django_db
+S = SandboxState
+SANDBOX_OBJECTS = {
+    "ResourceQuota": "sandbox-quota",
+    "LimitRange": "sandbox-limits",
+    "NetworkPolicy": "sandbox-access",
+    "Service": "sandbox",
+    "StatefulSet": "sandbox",
+}
+
+
+def deletes_of(fake: FakeKube, namespace: str) -> list:
+    return [
+        r for r in fake.requests if r.verb == "delete" and r.resource == "namespaces" and r.name == namespace
+    ]
+
+
+def test_whole_gpu_sandbox_is_created_over_http_runs_and_expires_billed_to_its_expiry(
+    run_jobs, fake_kube, request_on_kube
+):
+    sandbox = request_on_kube(**WHOLE)
+    namespace = sandbox.namespace
+    assert sandbox.state == S.PROVISIONING and sandbox.node_name == "gpu-h100-a"
+    assert fake_kube.get("Namespace", namespace)["metadata"]["labels"]["gpu-portal/sandbox-id"] == str(
+        sandbox.pk
+    )
+    for kind, name in SANDBOX_OBJECTS.items():
+        assert fake_kube.get(kind, name, namespace) is not None, kind
+    hard = fake_kube.get("ResourceQuota", "sandbox-quota", namespace)["spec"]["hard"]
+    assert hard["requests.nvidia.com/gpu"] == "1"
+    assert not any(key.startswith("requests.nvidia.com/mig-") for key in hard)
+
+    fake_kube.pod_running(namespace)
+    reconcile_sandbox(sandbox.pk)
+    sandbox.refresh_from_db()
+    assert sandbox.state == S.RUNNING
+    assert sandbox.access == f"https://{namespace}.sandboxes.gpu.internal/"
+
+    late = sandbox.expires_at + timedelta(minutes=30)
+    result = run_jobs(lambda: sandboxes_sweep(now=late))
+    sandbox.refresh_from_db()
+    assert result.expired == [sandbox.pk]
+    assert sandbox.state == S.EXPIRED
+    assert fake_kube.get("Namespace", namespace) is None
+    assert fake_kube.list("StatefulSet", namespace) == []
+    assert [r.status for r in deletes_of(fake_kube, namespace)] == [200]
+    allocation = Allocation.objects.get(sandbox=sandbox)
+    assert allocation.ended_at == sandbox.expires_at
+    assert allocation.released_at is not None
+
+
+def test_mig_slice_sandbox_waits_for_the_mig_manager_then_runs_with_a_slice_quota(fake_kube, request_on_kube):
+    sandbox = request_on_kube(**SLICE)
+    mig_slice = Allocation.objects.get(sandbox=sandbox).mig_slice
+    assert sandbox.node_name == "gpu-h100-b" and mig_slice.state == MigSlice.State.CREATING
+    assert sandbox.state == S.PROVISIONING
+    assert sandbox.message.startswith("Cutting a 1g.10gb slice on gpu-h100-b")
+    labels = fake_kube.get("Node", "gpu-h100-b")["metadata"]["labels"]
+    config_name = labels["nvidia.com/mig.config"]
+    assert config_name.startswith("gpu-portal-gpu-h100-b-")
+    assert labels["nvidia.com/mig.config.state"] == "pending"
+    config_map = fake_kube.get("ConfigMap", "gpu-portal-mig-parted-config", "gpu-operator")
+    entries = yaml.safe_load(config_map["data"]["config.yaml"])["mig-configs"][config_name]
+    cut = next(entry for entry in entries if entry["devices"] == [mig_slice.gpu.index])
+    assert cut == {"devices": [mig_slice.gpu.index], "mig-enabled": True, "mig-devices": {"1g.10gb": 1}}
+    assert fake_kube.get("Namespace", sandbox.namespace) is None  # nothing is applied before the slice
+
+    reconcile_sandbox(sandbox.pk)  # the MIG manager is still at work
+    assert Sandbox.objects.get(pk=sandbox.pk).state == S.PROVISIONING
+    assert fake_kube.get("Node", "gpu-h100-b")["metadata"]["labels"]["nvidia.com/mig.config"] == config_name
+
+    fake_kube.set_mig_state("gpu-h100-b", "success")
+    reconcile_sandbox(sandbox.pk)
+    assert MigSlice.objects.get(pk=mig_slice.pk).state == MigSlice.State.READY
+    assert Node.objects.get(name="gpu-h100-b").mig_config_state == "success"
+    hard = fake_kube.get("ResourceQuota", "sandbox-quota", sandbox.namespace)["spec"]["hard"]
+    assert hard["requests.nvidia.com/mig-1g.10gb"] == "1"
+    assert hard["requests.nvidia.com/gpu"] == "0"
+    fake_kube.pod_running(sandbox.namespace)
+    reconcile_sandbox(sandbox.pk)
+    assert Sandbox.objects.get(pk=sandbox.pk).state == S.RUNNING
+
+
+def test_image_pull_failure_fails_the_sandbox_with_the_kubelets_message(fake_kube, request_on_kube):
+    sandbox = request_on_kube(**WHOLE)
+    fake_kube.pod_image_pull_failed(sandbox.namespace, image="quay.io/jupyter/pytorch-notebook:latest")
+    reconcile_sandbox(sandbox.pk)
+    sandbox.refresh_from_db()
+    assert sandbox.state == S.FAILED
+    assert sandbox.message.startswith(
+        'image pull failed: Failed to pull image "quay.io/jupyter/pytorch-notebook'
+    )
+    assert Allocation.objects.get(sandbox=sandbox).released_at is not None
+
+
+def test_forbidden_api_fails_the_sandbox_naming_what_the_service_account_may_not_do(
+    fake_kube, request_on_kube
+):
+    fake_kube.fail_next(403, method="POST", path_contains="/api/v1/namespaces")
+    sandbox = request_on_kube(**WHOLE)
+    assert sandbox.state == S.FAILED
+    assert sandbox.message.startswith("the portal's service account may not create namespaces")
+    assert "cannot create resource" in sandbox.message
+    assert Allocation.objects.get(sandbox=sandbox).released_at is not None
+
+
+def test_server_errors_are_retried_with_growing_backoff_then_the_sandbox_runs(
+    fake_kube, kube_cluster, researcher
+):
+    sandbox = sandbox_request(user=researcher, **WHOLE)  # placed; its job is left to this test
+    fake_kube.fail_next(500, times=2, method="POST", path_contains="/api/v1/namespaces")
+    start = sandbox.created_at
+
+    assert reconcile_sandbox(sandbox.pk, now=start) == 2.0
+    row = Sandbox.objects.get(pk=sandbox.pk)
+    assert row.state == S.PROVISIONING and row.attempts == 1
+    assert "failed to create namespaces" in row.last_error and "(500)" in row.last_error
+    assert sandbox.pk not in sandboxes_due_for_reconcile(now=start + timedelta(seconds=1))
+    assert sandbox.pk in sandboxes_due_for_reconcile(now=start + timedelta(seconds=2))
+
+    assert reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=2)) == 4.0
+    assert reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=6)) == 1.0  # applied, pod starting
+    fake_kube.pod_running(row.namespace)
+    reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=7))
+    row.refresh_from_db()
+    assert row.state == S.RUNNING and row.attempts == 0 and row.last_error == ""
+    posts = [r.status for r in fake_kube.requests if r.verb == "create" and r.resource == "namespaces"]
+    assert posts == [500, 500, 201, 409]  # the last pass applies again and finds it there
+
+
+# --- manage.py sandbox_manifests -------------------------------------------------------------
+
+
+def manifests_of(sandbox_id: int) -> list[dict]:
+    out = StringIO()
+    call_command("sandbox_manifests", str(sandbox_id), stdout=out)
+    return list(yaml.safe_load_all(out.getvalue()))
+
+
+def test_sandbox_manifests_prints_the_kubernetes_drivers_objects_as_valid_yaml(request_on_kube):
+    sandbox = request_on_kube(**SLICE)
+    documents = manifests_of(sandbox.pk)
+    assert [doc["kind"] for doc in documents] == ["Namespace", *SANDBOX_OBJECTS]
+    assert {doc["metadata"].get("namespace", doc["metadata"]["name"]) for doc in documents} == {
+        sandbox.namespace
+    }
+    for doc in documents:
+        assert kubernetes_validate.validate(doc, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION, doc["kind"]
+
+
+def test_sandbox_manifests_works_for_the_simulated_driver_too(run_jobs, fleet, researcher, slice_request):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    documents = manifests_of(sandbox.pk)
+    workload = next(doc for doc in documents if doc["kind"] == "StatefulSet")
+    container = workload["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
+    for doc in documents:
+        assert kubernetes_validate.validate(doc, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION, doc["kind"]
+
+
+def test_sandbox_manifests_refuses_an_unknown_id(db):
+    with pytest.raises(CommandError, match="no sandbox has id 999"):
+        call_command("sandbox_manifests", "999")
+
+
+def test_sandbox_manifests_refuses_a_sandbox_that_is_not_placed_yet(fleet, researcher):
+    Node.objects.update(schedulable=False)  # no capacity: the request waits in the queue
+    queued = sandbox_request(user=researcher, **WHOLE)
+    assert queued.state == S.QUEUED
+    with pytest.raises(CommandError, match=rf"^sandbox {queued.pk} is queued: it has no placement yet$"):
+        call_command("sandbox_manifests", str(queued.pk))

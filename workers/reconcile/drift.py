@@ -1,0 +1,194 @@
+"""Drift repair: make a cluster hold exactly the sandbox namespaces the database intends.
+
+Two kinds of drift are repaired. A namespace the portal labelled as its own whose sandbox has
+ended, is unknown, or lives on another cluster is an orphan and is deleted. A running sandbox
+whose objects are gone from the cluster (someone deleted the namespace by hand) is applied again.
+Sandboxes that are starting or ending are left to their own reconciler. Running it twice changes
+nothing the second time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Max
+from django.utils import timezone
+
+from portal.audit.models import AuditEvent
+from portal.audit.services import audit_record
+from portal.fleet.models import Cluster
+from portal.sandboxes.models import END_STATES, Sandbox, SandboxState
+from workers.drivers.base import ClusterDriver, DriverError, GpuClaim, ManagedNamespace, SandboxSpec
+from workers.reconcile.sandboxes import driver_for, sandbox_spec
+
+log = logging.getLogger(__name__)
+
+ORPHAN_ACTION = "namespace.orphan_deleted"
+REPAIRED_ACTION = "sandbox.drift_repaired"
+# Namespace kinds (label gpu-portal/kind) whose id names a Sandbox row: sandboxes, and model
+# serving deployments, which share the table and the lifecycle. Other kinds are left alone.
+ROW_KINDS = frozenset({"sandbox", "deployment"})
+
+
+@dataclass
+class DriftReport:
+    cluster: str
+    orphans_deleted: list[str] = field(default_factory=list)  # namespaces asked to go
+    repaired: list[int] = field(default_factory=list)  # sandbox ids applied again
+    skipped: list[str] = field(default_factory=list)  # labelled namespaces of kinds not handled here
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.orphans_deleted or self.repaired)
+
+
+def clusters_to_repair() -> list[int]:
+    return list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
+
+
+def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport | None:
+    """Delete orphaned sandbox namespaces and re-apply running sandboxes whose objects are gone.
+
+    Each failure is noted in the report and the rest carries on; None for an unknown cluster.
+    """
+    now = now or timezone.now()
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return None
+    report = DriftReport(cluster=cluster.name)
+    try:
+        driver = driver_for(cluster)
+        namespaces = driver.managed_namespaces()
+    except DriverError as error:
+        report.errors.append(f"listing namespaces: {error.message}")
+        log.warning("drift repair on cluster %s: %s", cluster.name, error.message)
+        return report
+    ids = {ns.sandbox_id for ns in namespaces if ns.sandbox_id is not None}
+    sandboxes = {sandbox.pk: sandbox for sandbox in Sandbox.objects.select_related("team").filter(pk__in=ids)}
+    newest = Sandbox.objects.aggregate(newest=Max("pk"))["newest"] or 0
+    for namespace in namespaces:
+        if namespace.kind not in ROW_KINDS or namespace.sandbox_id is None:
+            report.skipped.append(namespace.name)  # not made by the portal's sandbox path
+            continue
+        if namespace.sandbox_id > newest:
+            # Not a row deleted here: an id this database never issued. Another portal (or a
+            # fresh database) on this cluster; deleting would destroy someone's live work.
+            report.errors.append(
+                f"namespace {namespace.name} names sandbox {namespace.sandbox_id}, newer than any this "
+                "portal has made; is another portal managing this cluster? Left alone."
+            )
+            continue
+        sandbox = sandboxes.get(namespace.sandbox_id)
+        why = _orphaned(namespace, sandbox, cluster)
+        if why:
+            _delete_orphan(driver, cluster, namespace, sandbox, why, report, now)
+    running = (
+        Sandbox.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
+        .filter(cluster=cluster, state=SandboxState.RUNNING)
+        .order_by("pk")
+    )
+    for sandbox in running:
+        # sandbox_spec builds a sandbox's or a deployment's objects, by its kind.
+        _restore(driver, sandbox, report)
+    if report.changed or report.errors:
+        log.info(
+            "drift repair on cluster %s: deleted %s, re-applied %s, errors %s",
+            cluster.name,
+            report.orphans_deleted,
+            report.repaired,
+            report.errors,
+        )
+    return report
+
+
+def _orphaned(namespace: ManagedNamespace, sandbox: Sandbox | None, cluster: Cluster) -> str:
+    """Why the namespace should not exist, or "" when its sandbox still wants it."""
+    if sandbox is None:
+        return f"sandbox {namespace.sandbox_id} is unknown to the portal"
+    if sandbox.state in END_STATES:
+        return f"sandbox {sandbox.pk} is {sandbox.state}"
+    if sandbox.cluster_id is None:
+        return f"sandbox {sandbox.pk} is {sandbox.state} and placed on no cluster"
+    if sandbox.cluster_id != cluster.pk:
+        return f"sandbox {sandbox.pk} is placed on another cluster"
+    if sandbox.namespace and sandbox.namespace != namespace.name:
+        return f"sandbox {sandbox.pk} lives in namespace {sandbox.namespace}"
+    return ""  # live here: queued, starting, running or ending, each handled by its own reconciler
+
+
+def _delete_orphan(
+    driver: ClusterDriver,
+    cluster: Cluster,
+    namespace: ManagedNamespace,
+    sandbox: Sandbox | None,
+    why: str,
+    report: DriftReport,
+    now: datetime,
+) -> None:
+    try:
+        driver.delete_sandbox(_namespace_only(namespace, now))
+    except DriverError as error:
+        report.errors.append(f"deleting namespace {namespace.name}: {error.message}")
+        return
+    report.orphans_deleted.append(namespace.name)
+    detail = f"namespace {namespace.name}: {why}"
+    # A namespace takes a while to go; audit the first request only, not every later run's.
+    if not AuditEvent.objects.filter(
+        action=ORPHAN_ACTION, detail__startswith=f"namespace {namespace.name}:"
+    ).exists():
+        audit_record(
+            actor=None,
+            action=ORPHAN_ACTION,
+            obj=sandbox if sandbox is not None else cluster,
+            team=sandbox.team if sandbox is not None else None,
+            detail=detail,
+        )
+
+
+def _namespace_only(namespace: ManagedNamespace, now: datetime) -> SandboxSpec:
+    """A spec that names only the namespace: drivers delete a sandbox by deleting its namespace,
+    and an orphan may have no sandbox row to build a full spec from."""
+    return SandboxSpec(
+        sandbox_id=namespace.sandbox_id or 0,
+        name=namespace.name,
+        team="",
+        owner="",
+        namespace=namespace.name,
+        image="",
+        image_kind="shell",
+        cpu=0,
+        memory_gb=0,
+        storage_gb=0,
+        gpu=GpuClaim(resource="nvidia.com/gpu", count=0, node="", gpu_indices=()),
+        expires_at=now,
+        access_host="",
+    )
+
+
+def _restore(driver: ClusterDriver, sandbox: Sandbox, report: DriftReport) -> None:
+    """Apply a running sandbox again when the cluster holds no workload for it."""
+    try:
+        spec = sandbox_spec(sandbox)
+        status = driver.sandbox_status(spec)
+        if status.phase != "absent":
+            return  # present (or still being deleted by hand: applied on a later run, once gone)
+        if not Sandbox.objects.filter(pk=sandbox.pk, state=SandboxState.RUNNING).exists():
+            return  # ended meanwhile: its teardown removed the objects on purpose
+        driver.apply_sandbox(spec)
+    except DriverError as error:
+        report.errors.append(f"sandbox {sandbox.pk}: {error.message}")
+        return
+    report.repaired.append(sandbox.pk)
+    Sandbox.objects.filter(pk=sandbox.pk, state=SandboxState.RUNNING).update(
+        message="Running; recreated after its objects went missing from the cluster."
+    )
+    audit_record(
+        actor=None,
+        action=REPAIRED_ACTION,
+        obj=sandbox,
+        team=sandbox.team,
+        detail=f"{status.message}; applied namespace {spec.namespace} again",
+    )
