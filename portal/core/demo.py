@@ -11,6 +11,7 @@ from decimal import Decimal
 from django.db import transaction
 
 from portal.accounts.models import Membership, Team, User
+from portal.catalog.demo import catalog_seed
 from portal.fleet.geometry import GPU_MODELS
 from portal.fleet.models import Cluster, Gpu, GpuType, Node, PriceBookEntry
 from portal.sandboxes.models import Image
@@ -136,4 +137,5 @@ def demo_seed() -> SeedSummary:
             created += 1
         if team:
             count(Membership.objects.get_or_create(user=user, team=teams[team], defaults={"role": role}))
+    created += catalog_seed()
     return SeedSummary(created=created, usernames=tuple(u[0] for u in DEMO_USERS), password=DEMO_PASSWORD)

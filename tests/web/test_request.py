@@ -128,11 +128,20 @@ def test_the_estimate_says_a_request_will_queue_when_no_node_has_room(
 
 
 def test_the_estimate_lists_what_is_wrong_instead_of_a_price(researcher_client, fleet):
-    page = researcher_client.get("/sandboxes/estimate/", {**SLICE, "name": "BAD"}, **HTMX).content.decode()
+    page = researcher_client.get(
+        "/sandboxes/estimate/", {**SLICE, "ttl_hours": "-2"}, **HTMX
+    ).content.decode()
 
     assert "No estimate yet" in page
-    assert "lowercase letters, digits and hyphens" in page
+    assert "above zero" in page
     assert "estimate-hourly" not in page
+
+
+def test_the_estimate_does_not_wait_for_a_name(researcher_client, fleet):
+    page = researcher_client.get("/sandboxes/estimate/", {**SLICE, "name": ""}, **HTMX).content.decode()
+
+    assert "No estimate yet" not in page
+    assert "$0.98" in page
 
 
 def test_mig_profiles_follow_the_chosen_gpu_type_and_refresh_the_estimate(researcher_client, fleet):

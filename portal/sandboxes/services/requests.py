@@ -45,7 +45,7 @@ def team_budget_left(team: Team, now: datetime) -> Decimal:
 def sandbox_estimate(*, user: User, now: datetime | None = None, **fields: object) -> Estimate:
     """What a request would cost, whether it would be approved at once, and whether it fits now."""
     now = now or timezone.now()
-    resolved = resolve_request(user=user, now=now, **fields)
+    resolved = resolve_request(user=user, now=now, check_name=False, **fields)
     left = resolved.team.quota_gpus - fraction_to_decimal(team_committed(resolved.team))
     decision = verdict(
         team=resolved.team,

@@ -114,8 +114,11 @@ def resolve_request(
     purpose: str = "",
     kind: str = WorkloadKind.SANDBOX,
     replicas: int = 1,
+    check_name: bool = True,
     now: datetime,
 ) -> ResolvedRequest:
+    """Check a request and work out what it stands for. `check_name=False` (estimates) skips
+    the name, which a form may not have yet."""
     errors: dict[str, list[str]] = {}
     team_obj = Team.objects.select_related("default_image").filter(slug=team).first()
     if team_obj is None or not Membership.objects.filter(user=user, team=team_obj).exists():
@@ -123,7 +126,9 @@ def resolve_request(
         team_obj = None
 
     name = (name or "").strip()
-    if not NAME_RE.match(name):
+    if not check_name:
+        pass
+    elif not NAME_RE.match(name):
         errors["name"] = [
             "Use 1-40 lowercase letters, digits and hyphens, starting and ending with a letter or digit."
         ]
