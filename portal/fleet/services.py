@@ -52,7 +52,12 @@ def allocation_place(*, holder, now: datetime) -> Placement | NoFit:
                 if isinstance(decision, NoFit):
                     raise _NoRoom(decision)
                 allocation_record(
-                    holder=holder, gpu_type=gpu_type, request=request, decision=decision, now=now, replica=replica
+                    holder=holder,
+                    gpu_type=gpu_type,
+                    request=request,
+                    decision=decision,
+                    now=now,
+                    replica=replica,
                 )
                 decisions.append(decision)
     except _NoRoom as no_room:
@@ -216,3 +221,21 @@ def default_cluster() -> Cluster:
     if cluster is None:
         cluster = Cluster.objects.create(name="default", driver=settings.PORTAL_CLUSTER_DRIVER)
     return cluster
+
+
+DISCOVER_TASK = "fleet.discover"
+
+
+def fleet_discovery_request(*, user) -> list[Cluster]:
+    """Ask the workers to discover the GPU nodes of every Kubernetes cluster now (admins)."""
+    from portal.audit.services import audit_record
+    from portal.core.errors import NotAllowed
+    from portal.core.jobs import enqueue
+
+    if not user.is_platform_admin:
+        raise NotAllowed("Only platform admins may start node discovery.")
+    clusters = list(Cluster.objects.filter(driver="kubernetes").order_by("name"))
+    for cluster in clusters:
+        enqueue(DISCOVER_TASK, cluster.pk)
+        audit_record(actor=user, action="cluster.discovery_requested", obj=cluster)
+    return clusters

@@ -2,4 +2,7 @@ from django.urls import path
 
 from portal.fleet import views
 
-urlpatterns = [path("fleet/", views.fleet, name="fleet")]
+urlpatterns = [
+    path("fleet/", views.fleet, name="fleet"),
+    path("fleet/discover/", views.discover, name="fleet-discover"),
+]

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from portal.accounts.models import User
 from portal.fleet.geometry import MEMORY_SLOTS
-from portal.fleet.models import Allocation, Gpu, GpuType, Node
+from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, Node
 from portal.fleet.selectors import capacity_by_type, current_prices, fleet_gpus
 
 
@@ -19,6 +18,7 @@ class Holder:
     sandbox_name: str
     owner: str
     ending: bool
+    url: str = ""  # the sandbox's or deployment's page
 
 
 @dataclass(frozen=True)
@@ -67,17 +67,16 @@ def _holder(allocation: Allocation, owners: dict[int, str]) -> Holder:
     return Holder(
         sandbox_id=sandbox.pk if sandbox else None,
         sandbox_name=sandbox.name if sandbox else "",
-        owner=owners.get(allocation.user_id, ""),
+        owner=sandbox.owner.username if sandbox else owners.get(allocation.user_id, ""),
         ending=allocation.ended_at is not None,
+        url=sandbox.get_absolute_url() if sandbox else "",
     )
 
 
 def fleet_board() -> list[NodeBoard]:
     """Nodes in order, each GPU with its whole holder or its slices: a fixed number of queries."""
     gpus = list(fleet_gpus())
-    holds = [a for gpu in gpus for a in gpu.live_holds]
-    owner_ids = {a.user_id for a in holds}
-    owners = dict(User.objects.filter(pk__in=owner_ids).values_list("pk", "username")) if owner_ids else {}
+    owners: dict[int, str] = {}  # holders' owners come with the selector's select_related
     boards: dict[int, NodeBoard] = {}
     for gpu in gpus:
         board = boards.setdefault(gpu.node_id, NodeBoard(node=gpu.node))
@@ -130,3 +129,27 @@ def fleet_capacity() -> list[TypeSummary]:
             )
         )
     return summaries
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    cluster: Cluster
+    nodes: int
+    unknown_nodes: list[Node]
+
+
+def fleet_clusters() -> list[ClusterRow]:
+    """Registered clusters with their node counts, last discovery, and GPU nodes whose product
+    the portal does not know (flagged, never placed on): two queries."""
+    unknown: dict[int, list[Node]] = {}
+    counts: dict[int, int] = {}
+    for node in Node.objects.order_by("name"):
+        counts[node.cluster_id] = counts.get(node.cluster_id, 0) + 1
+        if node.unknown_product:
+            unknown.setdefault(node.cluster_id, []).append(node)
+    return [
+        ClusterRow(
+            cluster=cluster, nodes=counts.get(cluster.pk, 0), unknown_nodes=unknown.get(cluster.pk, [])
+        )
+        for cluster in Cluster.objects.order_by("name")
+    ]

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.http import require_GET
+from django.contrib import messages
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_POST
 
 from portal.core.views import login_required, page
-from portal.fleet.view_selectors import fleet_board, fleet_capacity
+from portal.core.web import run_service
+from portal.fleet.services import fleet_discovery_request
+from portal.fleet.view_selectors import fleet_board, fleet_capacity, fleet_clusters
 
 
 @login_required
@@ -16,5 +20,19 @@ def fleet(request: HttpRequest) -> HttpResponse:
     """Every node and GPU drawn as eight memory slots, refreshed by polling."""
     if not request.user.is_platform_admin:
         raise PermissionDenied("The fleet page is for platform admins.")
-    context = {"nodes": fleet_board(), "capacity": fleet_capacity()}
+    context = {"nodes": fleet_board(), "capacity": fleet_capacity(), "clusters": fleet_clusters()}
     return page(request, "fleet/fleet.html", context, fragment="fleet/partials/fleet_board.html")
+
+
+@login_required
+@require_POST
+def discover(request: HttpRequest) -> HttpResponse:
+    """Start GPU node discovery on every Kubernetes cluster now, instead of at the next period."""
+    clusters = run_service(request, lambda: fleet_discovery_request(user=request.user))
+    if clusters is not None:
+        if clusters:
+            names = ", ".join(c.name for c in clusters)
+            messages.success(request, f"Node discovery started on {names}; the page updates as nodes arrive.")
+        else:
+            messages.info(request, "No Kubernetes cluster is registered: the fleet here is simulated.")
+    return redirect("fleet")

@@ -4,15 +4,16 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0002_initial'),
+        ("fleet", "0002_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='allocation',
-            name='replica',
-            field=models.PositiveSmallIntegerField(default=0, help_text='Which replica of a deployment holds it.'),
+            model_name="allocation",
+            name="replica",
+            field=models.PositiveSmallIntegerField(
+                default=0, help_text="Which replica of a deployment holds it."
+            ),
         ),
     ]
