@@ -6,6 +6,7 @@ cluster driver.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -94,6 +95,8 @@ TEMPLATES = [
 ]
 
 _default_db = f"sqlite:///{VAR_DIR / 'portal.sqlite3'}"
+if "DATABASE_URL" not in os.environ:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite creates the file, not its directory
 DATABASES = {"default": dj_database_url.parse(env_str("DATABASE_URL", _default_db), conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web threads and the in-process worker write to one file: WAL lets readers go on while a
