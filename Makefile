@@ -26,8 +26,8 @@ install-dev: $(VENV)/.dev
 ## run: the embedded portal (SQLite, in-process Celery worker and beat, simulated cluster, demo data)
 run: install
 	$(BIN)/python manage.py migrate --no-input -v 0
-	$(BIN)/python manage.py seed_demo
-	$(BIN)/python manage.py runportal 127.0.0.1:$(PORT)
+	PORTAL_BASE_URL=$${PORTAL_BASE_URL:-http://127.0.0.1:$(PORT)} $(BIN)/python manage.py seed_demo
+	PORTAL_BASE_URL=$${PORTAL_BASE_URL:-http://127.0.0.1:$(PORT)} $(BIN)/python manage.py runportal 127.0.0.1:$(PORT)
 
 ## test: lint, unit tests (SQLite, Celery eager), integration tests (PostgreSQL + a real Celery
 ## worker on Redis) and browser tests (headless Chromium)

@@ -28,6 +28,7 @@ class Command(BaseCommand):
                 "`celery -A workers worker` and `celery -A workers beat` beside gunicorn instead."
             )
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise serves from the finders
         beat = EmbeddedService(app, thread=True, schedule_filename=settings.CELERY_BEAT_SCHEDULE_FILENAME)
         with start_worker(
             app,
