@@ -21,6 +21,8 @@ class RejectSerializer(serializers.Serializer):
 
 class ApprovalSandboxSerializer(serializers.Serializer):
     id = serializers.IntegerField()
+    kind = serializers.CharField(help_text="sandbox or deployment.")
+    replicas = serializers.IntegerField(help_text="Replicas it has now (1 for a sandbox).")
     name = serializers.CharField()
     owner = serializers.CharField()
     state = serializers.CharField()
@@ -33,6 +35,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team.slug")
     requested_by = serializers.CharField(source="requested_by.username")
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
+    summary = serializers.SerializerMethodField()
 
     class Meta:
         model = Approval
@@ -45,6 +48,8 @@ class ApprovalSerializer(serializers.ModelSerializer):
             "requested_by",
             "why_needed",
             "extend_hours",
+            "replicas",
+            "summary",
             "decided_by",
             "comment",
             "created_at",
@@ -57,9 +62,26 @@ class ApprovalSerializer(serializers.ModelSerializer):
         sandbox = approval.sandbox
         return {
             "id": sandbox.pk,
+            "kind": sandbox.kind,
+            "replicas": sandbox.replicas,
             "name": sandbox.name,
             "owner": sandbox.owner.username,
             "state": sandbox.state,
             "expires_at": serializers.DateTimeField().to_representation(sandbox.expires_at),
             "gpu": gpu_summary(sandbox),
         }
+
+    @extend_schema_field(serializers.CharField())
+    def get_summary(self, approval: Approval) -> str:
+        """What is asked, in words: "scale llama-chat to 3 replicas"."""
+        return approval_summary(approval)
+
+
+def approval_summary(approval: Approval) -> str:
+    """ "deployment llama-chat: 1x h100-80gb", "extend box by 4 h", "scale llama-chat to 3 replicas"."""
+    sandbox = approval.sandbox
+    if approval.kind == Approval.Kind.SCALE:
+        return f"scale {sandbox.name} to {approval.replicas} replicas"
+    if approval.kind == Approval.Kind.EXTEND and approval.extend_hours is not None:
+        return f"extend {sandbox.name} by {approval.extend_hours.normalize():f} h"
+    return f"{sandbox.kind} {sandbox.name}: {sandbox.gpu_label}"

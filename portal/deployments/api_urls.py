@@ -1,1 +1,15 @@
-urlpatterns: list = []
+from django.urls import path
+
+from portal.deployments import api
+
+urlpatterns = [
+    path("deployments", api.DeploymentListView.as_view(), name="api-deployments"),
+    path("deployments/<int:pk>", api.DeploymentDetailView.as_view(), name="api-deployment"),
+    path("deployments/<int:pk>/scale", api.DeploymentScaleView.as_view(), name="api-deployment-scale"),
+    path("deployments/<int:pk>/extend", api.DeploymentExtendView.as_view(), name="api-deployment-extend"),
+    path(
+        "deployments/<int:pk>/terminate",
+        api.DeploymentTerminateView.as_view(),
+        name="api-deployment-terminate",
+    ),
+]

@@ -1,7 +1,14 @@
 from django.urls import path
-from django.views.generic import TemplateView
+
+from portal.deployments import views
 
 urlpatterns = [
-    path("deployments/", TemplateView.as_view(template_name="base.html"), name="deployments"),
-    path("deployments/<int:pk>/", TemplateView.as_view(template_name="base.html"), name="deployment-detail"),
+    path("deployments/", views.deployments, name="deployments"),
+    path("deployments/new/", views.deployment_new, name="deployment-new"),
+    path("deployments/new/fits/", views.deployment_fits, name="deployment-fits"),
+    path("deployments/new/estimate/", views.deployment_estimate_panel, name="deployment-estimate"),
+    path("deployments/<int:pk>/", views.deployment_detail, name="deployment-detail"),
+    path("deployments/<int:pk>/scale/", views.deployment_scale_view, name="deployment-scale"),
+    path("deployments/<int:pk>/extend/", views.deployment_extend_view, name="deployment-extend"),
+    path("deployments/<int:pk>/terminate/", views.deployment_terminate_view, name="deployment-terminate"),
 ]

@@ -1,0 +1,216 @@
+"""Deployment API: request bodies checked for shape and type (the rules live in the services), and
+the deployment as the API shows it: a sandbox's fields plus what it serves and where."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from portal.deployments.selectors import (
+    deployment_endpoint,
+    deployment_example,
+    deployment_placements,
+    deployment_serving,
+)
+from portal.sandboxes.models import Sandbox, SandboxState
+from portal.sandboxes.selectors import sandbox_cost_so_far, sandbox_hourly_cost, sandbox_latest_approval
+from portal.sandboxes.serializers import (
+    GpuRequestSerializer,
+    GpuSerializer,
+    HoursField,
+    gpu_summary,
+    money,
+    validated,
+)
+
+
+class DeploymentRequestSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=63, allow_blank=True)
+    team = serializers.CharField(max_length=50, help_text="Team slug.")
+    model = serializers.CharField(max_length=100, help_text="Catalog model slug, e.g. llama-3.1-8b-instruct.")
+    gpu = GpuRequestSerializer(
+        required=False,
+        allow_null=True,
+        help_text="`{type, count}` or `{type, mig_profile}`; left out: the cheapest GPU or slice that fits.",
+    )
+    replicas = serializers.IntegerField(required=False, default=1, help_text="Copies of the server.")
+    ttl_hours = HoursField(
+        required=False, allow_null=True, help_text="Lifetime in hours (fractions allowed); 24 when left out."
+    )
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="Or: when it ends, at least a minute ahead."
+    )
+    dtype = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=20, help_text="Default: the model's."
+    )
+    context = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Tokens per sequence; default 8192 or the model's maximum."
+    )
+    concurrency = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Concurrent sequences the server is sized for; default 8."
+    )
+    purpose = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """The validated body as keyword arguments of `deployment_request`."""
+        data = validated(self)
+        gpu = data.get("gpu") or {}
+        return {
+            "team": data["team"],
+            "name": data["name"],
+            "model": data["model"],
+            "gpu_type": gpu.get("type") or None,
+            "count": gpu.get("count"),
+            "mig_profile": gpu.get("mig_profile") or None,
+            "replicas": data.get("replicas", 1),
+            "ttl_hours": data.get("ttl_hours"),
+            "expires_at": data.get("expires_at"),
+            "dtype": data.get("dtype") or None,
+            "context": data.get("context"),
+            "concurrency": data.get("concurrency"),
+            "purpose": data.get("purpose") or "",
+        }
+
+
+class ScaleSerializer(serializers.Serializer):
+    replicas = serializers.IntegerField(help_text="The number of replicas wanted.")
+
+
+class ReplicaPlacementSerializer(serializers.Serializer):
+    """One replica: whole GPUs as `node` and `gpus`, or a slice as `node`, `gpu`, `mig_profile`,
+    `start` (its first memory slot)."""
+
+    replica = serializers.IntegerField()
+    node = serializers.CharField()
+    gpus = serializers.ListField(child=serializers.IntegerField(), required=False)
+    gpu = serializers.IntegerField(required=False)
+    mig_profile = serializers.CharField(required=False)
+    start = serializers.IntegerField(required=False, allow_null=True)
+
+
+class DeploymentApprovalSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField(help_text="create, extend or scale.")
+    state = serializers.CharField()
+    decided_by = serializers.CharField(allow_null=True)
+    comment = serializers.CharField()
+    replicas = serializers.IntegerField(allow_null=True, help_text="A scale request's target.")
+
+
+class DeploymentSerializer(serializers.ModelSerializer):
+    """A deployment as the API shows it. Expects the joins and prefetches of
+    `deployments_with_details` and an optional `queue_positions` dict in the context."""
+
+    team = serializers.CharField(source="team.slug", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    model = serializers.CharField(source="serving.model.slug", read_only=True)
+    runtime = serializers.CharField(source="serving.runtime.slug", read_only=True)
+    api = serializers.CharField(source="serving.api", read_only=True, help_text="openai or kserve-v2.")
+    precision = serializers.CharField(source="serving.precision", read_only=True)
+    context = serializers.IntegerField(source="serving.context", read_only=True)
+    concurrency = serializers.IntegerField(source="serving.concurrency", read_only=True)
+    # Labelled by value, so the schema names this enum DeploymentStateEnum instead of colliding
+    # with the sandbox's (same states, two components).
+    state = serializers.ChoiceField(choices=[(s.value, s.value) for s in SandboxState], read_only=True)
+    gpu = serializers.SerializerMethodField()
+    ready_replicas = serializers.SerializerMethodField()
+    approval = serializers.SerializerMethodField()
+    placement = serializers.SerializerMethodField()
+    access = serializers.SerializerMethodField()
+    endpoint = serializers.SerializerMethodField()
+    example = serializers.SerializerMethodField()
+    cost_so_far = serializers.SerializerMethodField()
+    hourly_cost = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Sandbox
+        fields = [
+            "id",
+            "name",
+            "team",
+            "owner",
+            "model",
+            "runtime",
+            "api",
+            "precision",
+            "context",
+            "concurrency",
+            "gpu",
+            "replicas",
+            "ready_replicas",
+            "state",
+            "expires_at",
+            "created_at",
+            "started_at",
+            "ended_at",
+            "approval",
+            "placement",
+            "access",
+            "endpoint",
+            "example",
+            "cost_so_far",
+            "hourly_cost",
+            "message",
+            "queue_position",
+            "purpose",
+            "placement_reason",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(GpuSerializer)
+    def get_gpu(self, workload: Sandbox) -> dict[str, Any]:
+        return gpu_summary(workload)
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_ready_replicas(self, workload: Sandbox) -> int:
+        serving = deployment_serving(workload)
+        if serving is None or not workload.is_live:
+            return 0
+        return min(serving.ready_replicas, workload.replicas)  # not the ones being scaled away
+
+    @extend_schema_field(DeploymentApprovalSerializer(allow_null=True))
+    def get_approval(self, workload: Sandbox) -> dict[str, Any] | None:
+        approval = sandbox_latest_approval(workload)
+        if approval is None:
+            return None
+        return {
+            "id": approval.pk,
+            "kind": approval.kind,
+            "state": approval.state,
+            "decided_by": approval.decided_by.username if approval.decided_by else None,
+            "comment": approval.comment,
+            "replicas": approval.replicas,
+        }
+
+    @extend_schema_field(ReplicaPlacementSerializer(many=True))
+    def get_placement(self, workload: Sandbox) -> list[dict[str, Any]]:
+        return deployment_placements(workload)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_access(self, workload: Sandbox) -> str | None:
+        return workload.access or None
+
+    @extend_schema_field(serializers.CharField(allow_null=True, help_text="The URL clients call."))
+    def get_endpoint(self, workload: Sandbox) -> str | None:
+        return deployment_endpoint(workload)
+
+    @extend_schema_field(
+        serializers.CharField(allow_null=True, help_text="A curl command that works against the endpoint.")
+    )
+    def get_example(self, workload: Sandbox) -> str | None:
+        return deployment_example(workload)
+
+    @extend_schema_field(money())
+    def get_cost_so_far(self, workload: Sandbox) -> str:
+        return str(sandbox_cost_so_far(workload))
+
+    @extend_schema_field(money())
+    def get_hourly_cost(self, workload: Sandbox) -> str:
+        return str(sandbox_hourly_cost(workload))
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, workload: Sandbox) -> int | None:
+        return self.context.get("queue_positions", {}).get(workload.pk)

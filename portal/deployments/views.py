@@ -1,0 +1,224 @@
+"""Deployment pages: the list, the deploy form with its GPU choices and live estimate, and the
+detail page with its endpoint, replicas, scale, extend and terminate."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from portal.accounts.selectors import lead_team_ids, user_teams
+from portal.catalog.models import CatalogModel
+from portal.catalog.selectors import catalog_entries, default_request, model_sizing
+from portal.catalog.sizing import Sizing
+from portal.core.errors import DomainError, NotFound
+from portal.core.views import fragment, login_required, page, wants_fragment
+from portal.core.web import run_service
+from portal.deployments.forms import SIZING_FIELDS, DeployForm, ExtendForm, ScaleForm
+from portal.deployments.services import deployment_request, deployment_scale
+from portal.deployments.view_selectors import (
+    any_live,
+    chosen_fit,
+    dashboard_deployments,
+    deploy_estimate,
+    deployment_audit_trail,
+    deployment_row_for,
+    deployment_rows,
+)
+from portal.sandboxes.filters import SandboxFilter
+from portal.sandboxes.models import SandboxState, WorkloadKind
+from portal.sandboxes.services import sandbox_extend, sandbox_terminate
+from portal.sandboxes.view_selectors import progress_steps
+
+PAGE_SIZE = 25
+
+
+@login_required
+@require_GET
+def deployments(request: HttpRequest) -> HttpResponse:
+    """My deployments (or the team's, for leads and admins), refreshed while one is live."""
+    user = request.user
+    can_see_team = user.is_platform_admin or bool(lead_team_ids(user))
+    scope = "team" if can_see_team and request.GET.get("scope") == "team" else "mine"
+    deployment_filter = SandboxFilter(request.GET, queryset=dashboard_deployments(user=user, scope=scope))
+    page_obj = Paginator(deployment_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    workloads = list(page_obj.object_list)
+    context = {
+        "scope": scope,
+        "can_see_team": can_see_team,
+        "filter": deployment_filter,
+        "states": SandboxState.choices,
+        "page_obj": page_obj,
+        "rows": deployment_rows(workloads),
+        "polling": any_live(workloads),
+    }
+    return page(
+        request, "deployments/list.html", context, fragment="deployments/partials/deployment_table.html"
+    )
+
+
+def _deploy_form(
+    request: HttpRequest, data: QueryDict | None = None, *, entries: list[CatalogModel] | None = None
+) -> DeployForm:
+    initial = {"model": request.GET.get("model")} if data is None and request.GET.get("model") else None
+    return DeployForm(
+        data,
+        initial=initial,
+        teams=user_teams(request.user),
+        entries=list(catalog_entries()) if entries is None else entries,
+    )
+
+
+def _sizing(form: DeployForm) -> Sizing | None:
+    """The chosen model sized at the form's precision, context and concurrency; what is wrong with
+    them goes next to those fields."""
+    entry = form.entry
+    if entry is None:
+        return None
+    if form.is_bound:
+        form.is_valid()
+        if any(name in form.errors for name in (*SIZING_FIELDS, "model")):
+            return None
+        values = {name: form.cleaned_data.get(name) for name in SIZING_FIELDS}
+    else:
+        values = {name: form.initial.get(name) for name in SIZING_FIELDS}
+    try:
+        return model_sizing(slug=entry.slug, **values)
+    except DomainError as error:
+        form.add_service_errors(error)
+        return None
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def deployment_new(request: HttpRequest) -> HttpResponse:
+    """The deploy form (`?model=<slug>` preselects a model); a valid request goes to its page."""
+    if request.method == "POST":
+        form = _deploy_form(request, request.POST)
+        sizing = _sizing(form)
+        if form.is_valid():
+            try:
+                workload = deployment_request(user=request.user, **form.service_kwargs())
+            except DomainError as error:
+                form.add_service_errors(error)
+            else:
+                return redirect("deployment-detail", pk=workload.pk)
+    else:
+        form = _deploy_form(request)
+        sizing = _sizing(form)
+    form.set_gpu_choices(sizing)
+    return page(request, "deployments/new.html", {"form": form, "sizing": sizing})
+
+
+@login_required
+@require_GET
+def deployment_fits(request: HttpRequest) -> HttpResponse:
+    """The GPU choice for the model, precision, context and concurrency in the form; when the model
+    changed, its precision, context and concurrency fields too (out of band, at its defaults)."""
+    data = request.GET.copy()
+    entries = list(catalog_entries())
+    entry = next((e for e in entries if e.slug == data.get("model")), None)
+    model_changed = entry is not None and data.get("sized_model") != entry.slug
+    if model_changed:
+        defaults = default_request(entry)
+        data["dtype"], data["context"] = defaults.precision, str(defaults.context)
+        data["concurrency"], data["sized_model"] = str(defaults.concurrency), entry.slug
+        data["gpu"] = ""
+    form = _deploy_form(request, data, entries=entries)
+    sizing = _sizing(form)
+    form.set_gpu_choices(sizing)
+    context = {"form": form, "sizing": sizing, "model_changed": model_changed}
+    response = fragment(request, "deployments/partials/gpu_field.html", context)
+    response["HX-Trigger-After-Swap"] = "estimate-refresh"
+    return response
+
+
+@login_required
+@require_GET
+def deployment_estimate_panel(request: HttpRequest) -> HttpResponse:
+    """What the form holds now would cost per hour (all replicas) and whether a lead must approve."""
+    form = _deploy_form(request, request.GET)
+    sizing = _sizing(form)
+    estimate = None
+    if sizing is not None and form.is_valid():
+        fit = chosen_fit(sizing.fits, form.cleaned_data.get("gpu") or "")
+        if not sizing.fits:
+            form.add_error(
+                "gpu", "The model does not fit any GPU or MIG slice of the fleet at these settings."
+            )
+        elif fit is None:
+            form.add_error("gpu", "That GPU no longer holds the model at these settings; pick another.")
+        else:
+            try:
+                estimate = deploy_estimate(
+                    user=request.user,
+                    team=form.cleaned_data["team"],
+                    fit=fit,
+                    replicas=form.cleaned_data["replicas"],
+                    lifetime_hours=form.cleaned_data["ttl_hours"],
+                )
+            except DomainError as error:
+                form.add_service_errors(error)
+    errors = [] if estimate is not None else form.labelled_errors()
+    context = {"estimate": estimate, "errors": errors}
+    return fragment(request, "deployments/partials/estimate.html", context)
+
+
+@login_required
+@require_GET
+def deployment_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One deployment: progress, endpoint and example, replica health and placement, cost."""
+    try:
+        row = deployment_row_for(user=request.user, deployment_id=pk)
+    except NotFound as error:
+        raise Http404(error.message) from error
+    workload = row.deployment
+    context = {"row": row, "deployment": workload, "steps": progress_steps(workload, row.approval)}
+    if not wants_fragment(request):
+        context["scale_form"] = ScaleForm(initial={"replicas": workload.replicas})
+        context["extend_form"] = ExtendForm()
+        context["audit_trail"] = deployment_audit_trail(workload)
+    return page(request, "deployments/detail.html", context, fragment="deployments/partials/detail_live.html")
+
+
+@login_required
+@require_POST
+def deployment_scale_view(request: HttpRequest, pk: int) -> HttpResponse:
+    form = ScaleForm(request.POST)
+    replicas = form.cleaned_data["replicas"] if form.is_valid() else request.POST.get("replicas")
+    workload = run_service(
+        request, lambda: deployment_scale(user=request.user, deployment_id=pk, replicas=replicas)
+    )
+    if workload is not None and workload.replicas == replicas:
+        messages.success(request, f"Scaling to {replicas} replicas.")
+    elif workload is not None:
+        messages.info(
+            request, f"Scaling to {replicas} replicas needs a lead's approval; a lead has been asked."
+        )
+    return redirect("deployment-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def deployment_extend_view(request: HttpRequest, pk: int) -> HttpResponse:
+    form = ExtendForm(request.POST)
+    hours = form.cleaned_data["hours"] if form.is_valid() else request.POST.get("hours")
+    run_service(
+        request,
+        lambda: sandbox_extend(user=request.user, sandbox_id=pk, hours=hours, kind=WorkloadKind.DEPLOYMENT),
+        success="Extension requested: applied at once within the team's policy, otherwise a lead has been asked.",
+    )
+    return redirect("deployment-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def deployment_terminate_view(request: HttpRequest, pk: int) -> HttpResponse:
+    run_service(
+        request,
+        lambda: sandbox_terminate(user=request.user, sandbox_id=pk, kind=WorkloadKind.DEPLOYMENT),
+        success="Ending the deployment: billing stopped now.",
+    )
+    return redirect("deployment-detail", pk=pk)

@@ -1,0 +1,161 @@
+"""One end-to-end run in headless Chromium: size a big model in the catalog, deploy a small one,
+watch it start, use its endpoint's example, scale it, end it.
+
+Skipped where /usr/bin/chromium (Debian's package) or Playwright is missing.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from portal.catalog.demo import catalog_seed
+from portal.sandboxes.models import Sandbox, SandboxState
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+POD_START_SECONDS = 2.0
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
+]
+
+
+@pytest.fixture
+def browser_page(monkeypatch):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    # Playwright's sync API keeps an event loop on this thread; the ORM calls the test makes
+    # between browser steps are plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.set_default_timeout(15_000)
+        yield page
+        browser.close()
+
+
+def _reconcile_like_beat() -> None:
+    """What the periodic `reconcile_due` job does in production: look at workloads that are due."""
+    from workers.tasks.sandboxes import reconcile_due
+
+    reconcile_due.apply()
+
+
+def _wait_for_pods() -> None:
+    time.sleep(POD_START_SECONDS + 0.2)
+    _reconcile_like_beat()
+
+
+def test_a_researcher_sizes_70b_deploys_8b_scales_it_and_ends_it(
+    live_server, transactional_db, settings, browser_page, fleet, researcher, team
+):
+    from playwright.sync_api import expect
+
+    from workers.drivers.factory import get_driver
+
+    catalog_seed()
+    team.auto_approve_max_gpus = 2  # two replicas on one whole GPU each stay within policy
+    team.save()
+    settings.PORTAL_SIM_POD_START_SECONDS = POD_START_SECONDS
+    get_driver.cache_clear()
+    page = browser_page
+
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "pw-for-tests")
+    page.click("button[type=submit]")
+    expect(page.locator("h1")).to_have_text("My sandboxes")
+
+    # The catalog: Llama 3.1 70B in bf16 does not fit one 80 GB GPU; four, at $27.52 an hour.
+    page.click("nav >> text=Catalog")
+    row = page.locator("#catalog-row-llama-3\\.1-70b-instruct")
+    expect(row).to_contain_text("4 \N{MULTIPLICATION SIGN} h100-80gb")
+    expect(row).to_contain_text("$27.52")
+    row.locator("a").first.click()
+    expect(page.locator("#sizing-verdict")).to_contain_text(
+        "Needs at least 4 \N{MULTIPLICATION SIGN} 80 GB GPUs"
+    )
+    expect(page.locator("#sizing-fits")).to_contain_text("$27.52")
+    page.screenshot(path="/tmp/dep-catalog-70b.png", full_page=True)
+
+    # Deploy Llama 3.1 8B from its catalog page, on one whole H100.
+    page.goto(f"{live_server.url}/catalog/llama-3.1-8b-instruct/")
+    page.click("#deploy-model")
+    expect(page.locator("h1")).to_have_text("Deploy a model")
+    expect(page.locator("select[name=model]")).to_have_value("llama-3.1-8b-instruct")
+    hourly = page.locator("#estimate-hourly")
+    expect(hourly).to_have_text("$2.95")  # the cheapest fit: a 3g.40gb slice
+    # Another model redraws its precision and context; coming back restores Llama's.
+    page.select_option("select[name=model]", "bge-large-en-v1.5")
+    expect(page.locator("input[name=context]")).to_have_value("512")
+    expect(page.locator("select[name=dtype]")).to_have_value("fp16")
+    page.select_option("select[name=model]", "llama-3.1-8b-instruct")
+    expect(page.locator("input[name=context]")).to_have_value("8192")
+    expect(hourly).to_have_text("$2.95")
+    page.select_option("select[name=gpu]", "h100-80gb/1")
+    expect(hourly).to_have_text("$6.88")
+    page.locator("input[name=replicas]").fill("2")
+    page.locator("input[name=replicas]").press("Tab")
+    expect(hourly).to_have_text("$13.76")
+    page.locator("input[name=replicas]").fill("1")
+    page.locator("input[name=replicas]").press("Tab")
+    expect(hourly).to_have_text("$6.88")
+    expect(page.locator("#estimate")).to_contain_text("Approved at once")
+    page.locator("input[name=name]").press_sequentially("llama-chat")
+    page.screenshot(path="/tmp/dep-form.png", full_page=True)
+
+    page.click("button:has-text('Deploy')")
+    expect(page.locator("h1")).to_have_text("llama-chat")
+    workload = Sandbox.objects.get(owner=researcher, kind="deployment", name="llama-chat")
+    assert page.url == f"{live_server.url}/deployments/{workload.pk}/"
+    state = page.locator("#deployment-live .status-head .state")
+    expect(state).to_have_text("provisioning")
+    page.evaluate("window.__notReloaded = true")
+
+    _wait_for_pods()
+    expect(state).to_have_text("running", timeout=10_000)
+    assert page.evaluate("window.__notReloaded") is True
+    workload.refresh_from_db()
+    expect(page.locator("#endpoint code")).to_have_text(workload.access)
+    expect(page.locator("#example")).to_contain_text(f"curl -s {workload.access}/v1/chat/completions")
+    expect(page.locator("#example")).to_contain_text('"model": "meta-llama/Llama-3.1-8B-Instruct"')
+    expect(page.locator("#replica-health")).to_have_text("1 of 1 ready")
+    expect(page.locator("#placement")).to_contain_text("replica 0: gpu-h100-a · GPU 0")
+    page.screenshot(path="/tmp/dep-running.png", full_page=True)
+
+    # Scale to two replicas: within policy, so at once; the second one starts like the first.
+    page.fill("#scale-form input[name=replicas]", "2")
+    page.click("#scale-form button")
+    expect(page.locator(".flash-success")).to_contain_text("Scaling to 2 replicas")
+    _wait_for_pods()
+    expect(page.locator("#replica-health")).to_have_text("2 of 2 ready", timeout=10_000)
+    expect(page.locator("#placement li")).to_have_count(2)
+    expect(page.locator("#hourly-cost")).to_contain_text("$13.76")
+    page.screenshot(path="/tmp/dep-scaled.png", full_page=True)
+
+    page.click("nav >> text=Deployments")
+    row = page.locator(f"#deployment-row-{workload.pk}")
+    expect(row.locator(".replicas")).to_have_text("2/2")
+    expect(row).to_contain_text(workload.access)
+    page.screenshot(path="/tmp/dep-list.png", full_page=True)
+
+    page.goto(f"{live_server.url}/deployments/{workload.pk}/")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button:has-text('Terminate')")
+    expect(page.locator(".flash-success")).to_contain_text("billing stopped")
+    expect(state).to_have_text("terminated", timeout=10_000)
+    expect(page.locator("#deployment-actions")).to_have_count(0)
+    page.screenshot(path="/tmp/dep-ended.png", full_page=True)
+    workload.refresh_from_db()
+    assert workload.state == SandboxState.TERMINATED

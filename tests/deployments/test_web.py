@@ -1,0 +1,298 @@
+"""The deployment pages: catalog -> deploy form (GPU choices, live estimate) -> detail -> scale ->
+terminate; htmx fragments; the list with bounded queries; scale requests in the approvals inbox."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from portal.approvals.models import Approval
+from portal.deployments.models import Serving
+from portal.deployments.services import deployment_request
+from portal.sandboxes.models import Sandbox, SandboxState
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+LLAMA_8B_ON_H100 = {
+    "team": "vision",
+    "name": "llama-chat",
+    "model": "llama-3.1-8b-instruct",
+    "sized_model": "llama-3.1-8b-instruct",
+    "dtype": "bf16",
+    "context": "8192",
+    "concurrency": "8",
+    "gpu": "h100-80gb/1",
+    "replicas": "1",
+    "ttl_hours": "4",
+    "purpose": "Chat for the desk",
+}
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def alice(researcher) -> Client:
+    return signed_in(researcher)
+
+
+@pytest.fixture
+def bob(lead) -> Client:
+    return signed_in(lead)
+
+
+@pytest.fixture
+def carol(other_researcher) -> Client:
+    return signed_in(other_researcher)
+
+
+def field_html(page: str, name: str) -> str:
+    """The markup of one form field's block, errors included."""
+    match = re.search(rf'id="field-{name}">(.*?)(?=<div class="field|</fieldset>)', page, re.S)
+    assert match, f"no field {name}"
+    return match.group(1)
+
+
+def deployed(run_jobs, user, **fields) -> Sandbox:
+    kwargs = {"team": "vision", "name": "llama-chat", "model": "llama-3.1-8b-instruct", **fields}
+    workload = run_jobs(lambda: deployment_request(user=user, **kwargs))
+    workload.refresh_from_db()
+    return workload
+
+
+def test_the_catalog_model_page_links_to_the_deploy_form_with_the_model_chosen(alice, fleet, catalog):
+    page = alice.get("/catalog/llama-3.1-8b-instruct/").content.decode()
+    assert 'href="/deployments/new/?model=llama-3.1-8b-instruct"' in page
+    assert 'href="/deployments/"' in page  # the nav link
+
+
+def test_the_deploy_form_preselects_the_model_and_lists_the_fits_cheapest_first(alice, fleet, catalog):
+    page = alice.get("/deployments/new/?model=llama-3.1-8b-instruct").content.decode()
+
+    assert '<option value="llama-3.1-8b-instruct" selected>' in page
+    assert '<option value="bf16" selected>' in page
+    gpu = field_html(page, "gpu")
+    options = re.findall(r'<option value="([^"]*)"', gpu)
+    assert options[0] == ""  # the cheapest fit, by default
+    assert "Cheapest fit: 3g.40gb slice of h100-80gb · $2.95/h per replica" in gpu
+    assert options[1:] == ["h100-80gb/3g.40gb", "h100-80gb/4g.40gb", "h100-80gb/1", "h100-80gb/7g.80gb"]
+    assert "Needs 27.76 GB: fits on one GPU or MIG slice." in gpu
+    assert '<option value="vision"' in page
+
+
+def test_a_deploy_on_one_h100_goes_to_its_page_running_with_endpoint_and_example(
+    alice, researcher, fleet, catalog, run_jobs
+):
+    response = run_jobs(lambda: alice.post("/deployments/new/", LLAMA_8B_ON_H100))
+
+    workload = Sandbox.objects.get(owner=researcher, kind="deployment", name="llama-chat")
+    assert response.status_code == 302
+    assert response["Location"] == f"/deployments/{workload.pk}/"
+    assert (workload.gpu_count, workload.mig_profile, workload.state) == (1, "", SandboxState.RUNNING)
+
+    page = alice.get(response["Location"]).content.decode()
+    assert 'class="state state-running"' in page
+    assert "1 of 1 ready" in page
+    assert f"<code>{workload.access}</code>" in page
+    assert f"curl -s {workload.access}/v1/chat/completions" in page
+    assert "meta-llama/Llama-3.1-8B-Instruct" in page
+    assert "replica 0: gpu-h100-a · GPU 0" in page
+    assert "$6.88" in page
+    assert "deployment.request" in page and "deployment.running" in page  # the audit trail
+    assert "“Chat for the desk”" in page
+
+
+def test_a_gpu_the_model_does_not_fit_shows_the_error_next_to_the_gpu_field(alice, fleet, catalog):
+    data = {
+        **LLAMA_8B_ON_H100,
+        "model": "llama-3.1-70b-instruct",
+        "sized_model": "llama-3.1-70b-instruct",
+        "gpu": "h100-80gb/2",
+    }
+    page = alice.post("/deployments/new/", data).content.decode()
+
+    assert "needs at least 4 h100-80gb GPUs at these settings" in field_html(page, "gpu")
+    assert "Needs at least 4 \N{MULTIPLICATION SIGN} 80 GB GPUs" in field_html(page, "gpu")
+    assert not Sandbox.objects.exists()
+
+
+def test_bad_sizing_and_names_show_next_to_their_fields(alice, fleet, catalog):
+    data = {**LLAMA_8B_ON_H100, "name": "Not A Name!", "context": "999999", "replicas": "0"}
+    page = alice.post("/deployments/new/", data).content.decode()
+
+    assert "At most 131072 tokens" in field_html(page, "context")
+    assert "greater than or equal to 1" in field_html(page, "replicas")
+    assert not Sandbox.objects.exists()
+
+    named = alice.post("/deployments/new/", {**LLAMA_8B_ON_H100, "name": "Not A Name!"}).content.decode()
+    assert "lowercase letters, digits and hyphens" in field_html(named, "name")
+
+
+def test_changing_the_model_redraws_its_sizing_fields_out_of_band_and_refreshes_the_estimate(
+    alice, fleet, catalog
+):
+    data = {**LLAMA_8B_ON_H100, "model": "bge-large-en-v1.5", "gpu": "h100-80gb/1"}
+    response = alice.get("/deployments/new/fits/", data, **HTMX)
+    page = response.content.decode()
+
+    assert page.lstrip().startswith('<div class="field" id="field-gpu">')
+    assert response["HX-Trigger-After-Swap"] == "estimate-refresh"
+    assert 'id="sizing-fields" class="row three" hx-swap-oob="true"' in page
+    assert '<option value="fp16" selected>' in page  # BGE's default precision
+    assert 'name="context" value="512"' in page  # its maximum context
+    assert 'name="sized_model" value="bge-large-en-v1.5"' in page
+    assert "<html" not in page
+    assert "Cheapest fit: 1g.10gb slice of h100-80gb" in page
+
+
+def test_a_bigger_context_narrows_the_gpu_choice_without_redrawing_the_fields(alice, fleet, catalog):
+    data = {**LLAMA_8B_ON_H100, "context": "131072", "concurrency": "8", "gpu": "h100-80gb/3g.40gb"}
+    page = alice.get("/deployments/new/fits/", data, **HTMX).content.decode()
+
+    assert "sizing-fields" not in page
+    assert "h100-80gb/3g.40gb" not in page  # no longer holds it; back to the cheapest fit
+    assert re.search(r'<option value="" selected>Cheapest fit: 4x h100-80gb', page)
+
+
+def test_the_estimate_prices_every_replica_and_says_when_a_lead_must_approve(alice, fleet, catalog):
+    cheapest = alice.get(
+        "/deployments/new/estimate/", {**LLAMA_8B_ON_H100, "gpu": ""}, **HTMX
+    ).content.decode()
+    assert 'id="estimate-hourly">$2.95<' in cheapest
+    assert 'id="estimate-total">$11.80<' in cheapest  # 4 hours
+    assert "Approved at once" in cheapest
+
+    two = alice.get(
+        "/deployments/new/estimate/", {**LLAMA_8B_ON_H100, "replicas": "2"}, **HTMX
+    ).content.decode()
+    assert 'id="estimate-hourly">$13.76<' in two
+    assert "2 replicas of 1x h100-80gb (80 GB) at $6.88/h each" in two
+    assert "Needs a lead&#x27;s approval: more than 1 whole GPU(s)." in two
+
+    wrong = alice.get(
+        "/deployments/new/estimate/", {**LLAMA_8B_ON_H100, "ttl_hours": "-1"}, **HTMX
+    ).content.decode()
+    assert "No estimate yet" in wrong and "above zero" in wrong
+
+
+def test_the_detail_fragment_is_only_the_live_card(alice, researcher, fleet, catalog, run_jobs):
+    workload = deployed(run_jobs, researcher, gpu_type="h100-80gb", count=1)
+    page = alice.get(f"/deployments/{workload.pk}/", **HTMX).content.decode()
+
+    assert page.lstrip().startswith('<section id="deployment-live"')
+    assert 'hx-trigger="every 3s"' in page
+    assert "Audit trail" not in page and "<html" not in page
+    assert 'id="nav-approvals-badge"' in page  # the nav badges, out of band
+
+
+def test_scale_up_waits_for_a_lead_who_sees_it_in_the_inbox_then_down_and_terminate(
+    alice, bob, researcher, fleet, catalog, run_jobs
+):
+    workload = deployed(run_jobs, researcher)  # the cheapest fit: one 3g.40gb slice
+
+    response = run_jobs(
+        lambda: alice.post(f"/deployments/{workload.pk}/scale/", {"replicas": "2"}, follow=True)
+    )
+    page = response.content.decode()
+    assert "needs a lead&#x27;s approval" in page
+    assert "Scaling to 2 waits for a lead." in page
+    approval = Approval.objects.get(sandbox=workload, kind=Approval.Kind.SCALE)
+
+    inbox = bob.get("/approvals/").content.decode()
+    assert "scale to 2 replicas" in inbox
+    assert f'href="/deployments/{workload.pk}/"' in inbox
+    assert "now 1, asks 2 replicas" in inbox
+    run_jobs(lambda: bob.post(f"/approvals/{approval.pk}/decide/", {"decision": "approve"}))
+
+    page = alice.get(f"/deployments/{workload.pk}/").content.decode()
+    assert "2 of 2 ready" in page
+    assert "replica 0: gpu-h100-b" in page and "replica 1: gpu-h100-b" in page
+
+    response = run_jobs(
+        lambda: alice.post(f"/deployments/{workload.pk}/scale/", {"replicas": "1"}, follow=True)
+    )
+    page = response.content.decode()
+    assert "Scaling to 1 replicas." in page
+    assert "1 of 1 ready" in page and "replica 1:" not in page
+
+    response = run_jobs(lambda: alice.post(f"/deployments/{workload.pk}/terminate/", follow=True))
+    assert "billing stopped" in response.content.decode()
+    page = alice.get(f"/deployments/{workload.pk}/").content.decode()  # once the cluster let go
+    assert 'class="state state-terminated"' in page
+    assert "gone with the deployment" in page
+    assert "Try it" not in page and 'id="deployment-actions"' not in page
+
+
+def test_scaling_an_ended_deployment_says_why(alice, researcher, fleet, catalog, run_jobs):
+    workload = deployed(run_jobs, researcher)
+    run_jobs(lambda: alice.post(f"/deployments/{workload.pk}/terminate/"))
+    page = alice.post(f"/deployments/{workload.pk}/scale/", {"replicas": "2"}, follow=True).content.decode()
+    assert "only a live, placed one can be scaled" in page
+    page = alice.post(f"/deployments/{workload.pk}/extend/", {"hours": "2"}, follow=True).content.decode()
+    assert "only a live" in page
+
+
+def test_extend_moves_the_expiry(alice, researcher, fleet, catalog, run_jobs):
+    workload = deployed(run_jobs, researcher, ttl_hours=4)
+    page = alice.post(f"/deployments/{workload.pk}/extend/", {"hours": "2"}, follow=True).content.decode()
+    assert "Extension requested" in page
+    before = workload.expires_at
+    workload.refresh_from_db()
+    assert (workload.expires_at - before).total_seconds() == pytest.approx(7200, abs=1)
+
+
+def test_others_get_404(carol, researcher, fleet, catalog, run_jobs):
+    workload = deployed(run_jobs, researcher)
+    assert carol.get(f"/deployments/{workload.pk}/").status_code == 404
+    assert "llama-chat" not in carol.get("/deployments/").content.decode()
+
+
+def test_the_list_shows_model_replicas_endpoint_and_cost_and_polls_while_live(
+    alice, researcher, fleet, catalog, run_jobs
+):
+    workload = deployed(run_jobs, researcher, gpu_type="h100-80gb", count=1)
+
+    page = alice.get("/deployments/").content.decode()
+    row = re.search(rf'<tr id="deployment-row-{workload.pk}".*?</tr>', page, re.S).group(0)
+    assert "Llama 3.1 8B Instruct" in row
+    assert "1x h100-80gb" in row
+    assert ">1/1<" in row
+    assert f"<code>{workload.access}</code>" in row
+    assert "$0.00" in row and "$6.88" in row
+    assert 'data-polling="on"' in page
+
+    fragment = alice.get("/deployments/?state=running", **HTMX).content.decode()
+    assert fragment.lstrip().startswith('<section id="deployment-table"')
+    assert "llama-chat" in fragment
+    assert "llama-chat" not in alice.get("/deployments/?state=terminated", **HTMX).content.decode()
+
+
+def test_a_lead_sees_the_teams_deployments_under_the_team_tab(bob, researcher, fleet, catalog, run_jobs):
+    deployed(run_jobs, researcher)
+    assert "llama-chat" not in bob.get("/deployments/").content.decode()
+    team = bob.get("/deployments/?scope=team").content.decode()
+    assert "llama-chat" in team and "<th>Owner</th>" in team
+
+
+def test_the_list_takes_the_same_queries_for_many_deployments(
+    alice, researcher, fleet, catalog, run_jobs, django_assert_max_num_queries
+):
+    for n in range(2):
+        deployed(run_jobs, researcher, name=f"few-{n}")
+    with django_assert_max_num_queries(12) as few:
+        alice.get("/deployments/", **HTMX)
+    for n in range(6):
+        deployed(run_jobs, researcher, name=f"many-{n}")
+    assert Serving.objects.count() == 8
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        page = alice.get("/deployments/", **HTMX).content.decode()
+    assert page.count('id="deployment-row-') == 8
