@@ -90,7 +90,9 @@ def approval_decide(
 
 def _extend(approval: Approval, sandbox: Sandbox, user: User) -> None:
     if not sandbox.is_live:
-        raise Conflict(f"Sandbox {sandbox.name} is {sandbox.state}; it can no longer be extended.")
+        raise Conflict(
+            f"{sandbox.kind.capitalize()} {sandbox.name} is {sandbox.state}; it can no longer be extended."
+        )
     new_expiry = sandbox.expires_at + timedelta(seconds=float(approval.extend_hours * 3600))
     if hours_between(sandbox.created_at, new_expiry) > sandbox.team.max_lifetime_hours:
         raise ValidationFailed("The extension would pass the team's maximum lifetime.")

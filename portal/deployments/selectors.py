@@ -68,7 +68,8 @@ def deployment_placements(workload: Sandbox) -> list[dict]:
         allocations = list(workload.allocations.select_related("gpu__node", "mig_slice"))
     by_replica: dict[int, list[Allocation]] = defaultdict(list)
     for allocation in allocations:
-        if allocation.released_at is None:
+        # Replicas scaled away keep their GPUs only until the cluster has removed them.
+        if allocation.released_at is None and allocation.replica < workload.replicas:
             by_replica[allocation.replica].append(allocation)
     placements = []
     for replica in sorted(by_replica):

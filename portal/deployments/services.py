@@ -254,13 +254,12 @@ def deployment_apply_scale(workload: Sandbox, *, replicas: int, actor: User | No
 
 
 def _scale_down(workload: Sandbox, *, replicas: int, actor: User | None, now: datetime) -> None:
-    extra = Allocation.objects.filter(sandbox=workload, replica__gte=replicas, released_at__isnull=True)
-    gpu_ids = list(extra.values_list("gpu_id", flat=True))
-    extra.update(ended_at=now, released_at=now)
-    for node_id in mig_layouts_free(gpu_ids=gpu_ids):
-        enqueue(MIG_LAYOUT_TASK, node_id)
+    # Billing of the replicas scaled away stops now; their GPUs are freed once the reconciler
+    # has removed their objects from the cluster (deployment_release_scaled_away).
+    Allocation.objects.filter(
+        sandbox=workload, replica__gte=replicas, released_at__isnull=True, ended_at__isnull=True
+    ).update(ended_at=now)
     _rescaled(workload, replicas=replicas, actor=actor, now=now)
-    enqueue("sandboxes.drain_queue")
 
 
 def _rescaled(workload: Sandbox, *, replicas: int, actor: User | None, now: datetime) -> None:
@@ -297,3 +296,19 @@ def deployment_observed(
         changes["next_attempt_at"] = now + timedelta(seconds=recheck_seconds)
     if changes:
         Sandbox.objects.filter(pk=deployment_id, state=S.RUNNING).update(**changes)
+
+
+def deployment_release_scaled_away(*, deployment_id: int, now: datetime) -> int:
+    """The cluster no longer runs the replicas scaled away: free their GPUs for others."""
+    workload = Sandbox.objects.get(pk=deployment_id)
+    extra = Allocation.objects.filter(
+        sandbox=workload, replica__gte=workload.replicas, released_at__isnull=True
+    )
+    gpu_ids = list(extra.values_list("gpu_id", flat=True))
+    if not gpu_ids:
+        return 0
+    released = extra.update(released_at=now)
+    for node_id in mig_layouts_free(gpu_ids=gpu_ids):
+        enqueue(MIG_LAYOUT_TASK, node_id)
+    enqueue("sandboxes.drain_queue")
+    return released

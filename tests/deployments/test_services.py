@@ -127,3 +127,22 @@ def test_deployments_are_not_listed_as_sandboxes(run_jobs, fleet, catalog, resea
     workload = run_jobs(lambda: deploy(researcher))
     assert not sandboxes_visible_to(researcher).filter(pk=workload.pk).exists()
     assert sandboxes_visible_to(researcher, kind="deployment").filter(pk=workload.pk).exists()
+
+
+def test_scaling_down_stops_billing_at_once_but_frees_the_gpu_only_after_teardown(
+    run_jobs, fleet, catalog, researcher, lead
+):
+    workload = run_jobs(lambda: deploy(researcher, gpu_type="h100-80gb", count=1, replicas=2))
+    approval = Approval.objects.get(sandbox=workload)
+    run_jobs(lambda: approval_decide(user=lead, approval_id=approval.pk, approve=True))
+
+    deployment_scale(user=researcher, deployment_id=workload.pk, replicas=1)  # its reconcile has not run
+    scaled_away = Allocation.objects.get(sandbox=workload, replica=1)
+    assert scaled_away.ended_at is not None
+    assert scaled_away.released_at is None  # the pod may still be on the GPU
+
+    from workers.reconcile.sandboxes import reconcile_sandbox
+
+    reconcile_sandbox(workload.pk)
+    scaled_away.refresh_from_db()
+    assert scaled_away.released_at is not None

@@ -9,7 +9,7 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
-from portal.deployments.services import deployment_observed
+from portal.deployments.services import deployment_observed, deployment_release_scaled_away
 from portal.fleet.models import Cluster, MigSlice
 from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
 from portal.sandboxes.services import (
@@ -191,7 +191,9 @@ def _provision(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: 
                 recheck_seconds=RECHECK_SECONDS,
             )
             return RECHECK_SECONDS
-    driver.apply_sandbox(spec)
+    driver.apply_sandbox(spec)  # for a deployment this also removes replicas scaled away
+    if spec.serving is not None:
+        deployment_release_scaled_away(deployment_id=sandbox.pk, now=now)
     status = driver.sandbox_status(spec)
     if spec.serving is not None:
         deployment_observed(deployment_id=sandbox.pk, ready_replicas=status.ready_replicas, now=now)

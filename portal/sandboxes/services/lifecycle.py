@@ -175,7 +175,7 @@ def sandbox_end(sandbox: Sandbox, *, ending_as: str, actor: User | None, at: dat
         )
         return
     if sandbox.state not in (S.PROVISIONING, S.RUNNING):
-        raise Conflict(f"Sandbox {sandbox.name} is already {sandbox.state}.")
+        raise Conflict(f"{sandbox.kind.capitalize()} {sandbox.name} is already {sandbox.state}.")
     move(
         sandbox,
         to=S.TERMINATING,

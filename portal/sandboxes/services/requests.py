@@ -198,7 +198,7 @@ def sandbox_extend(
     now = now or timezone.now()
     sandbox = sandbox_get_for(user=user, sandbox_id=sandbox_id, lock=True, kind=kind)
     if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
-        raise NotAllowed("Only the owner or a lead of the team may extend this sandbox.")
+        raise NotAllowed(f"Only the owner or a lead of the team may extend this {sandbox.kind}.")
     try:
         extra = Decimal(str(hours))
     except ArithmeticError:
@@ -208,13 +208,15 @@ def sandbox_extend(
             "Extend by a number of hours above zero.", fields={"hours": ["Must be above zero."]}
         )
     if sandbox.state not in EXTENDABLE:
-        raise Conflict(f"Sandbox {sandbox.name} is {sandbox.state}; only a live sandbox can be extended.")
+        raise Conflict(
+            f"{sandbox.kind.capitalize()} {sandbox.name} is {sandbox.state}; only a live {sandbox.kind} can be extended."
+        )
     team = sandbox.team
     new_expiry = sandbox.expires_at + timedelta(seconds=float(extra * 3600))
     lifetime = hours_between(sandbox.created_at, new_expiry)
     if lifetime > team.max_lifetime_hours:
         raise ValidationFailed(
-            f"That would make the sandbox live {lifetime.quantize(Decimal('0.1'))} hours; "
+            f"That would make the {sandbox.kind} live {lifetime.quantize(Decimal('0.1'))} hours; "
             f"team {team.slug} allows at most {team.max_lifetime_hours.normalize():f}.",
             fields={"hours": ["Beyond the team's maximum lifetime."]},
         )
@@ -225,8 +227,8 @@ def sandbox_extend(
     if Approval.objects.filter(
         sandbox=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
     ).exists():
-        raise Conflict("An extension of this sandbox already waits for a lead.")
-    why = f"Needs a lead's approval: the sandbox would live longer than {team.auto_approve_max_hours.normalize():f} hours."
+        raise Conflict(f"An extension of this {sandbox.kind} already waits for a lead.")
+    why = f"Needs a lead's approval: the {sandbox.kind} would live longer than {team.auto_approve_max_hours.normalize():f} hours."
     approval = Approval.objects.create(
         sandbox=sandbox,
         team=team,
@@ -274,6 +276,6 @@ def sandbox_terminate(
     now = now or timezone.now()
     sandbox = sandbox_get_for(user=user, sandbox_id=sandbox_id, lock=True, kind=kind)
     if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
-        raise NotAllowed("Only the owner, a lead of the team or an admin may end this sandbox.")
+        raise NotAllowed(f"Only the owner, a lead of the team or an admin may end this {sandbox.kind}.")
     sandbox_end(sandbox, ending_as=SandboxState.TERMINATED, actor=user, at=now, detail="ended on request")
     return sandbox

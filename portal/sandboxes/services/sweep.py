@@ -73,9 +73,9 @@ def sandboxes_warn_expiring(*, now: datetime) -> list[int]:
         minutes = max(1, int((sandbox.expires_at - now).total_seconds() // 60))
         notify(
             user=sandbox.owner,
-            message=f"Sandbox {sandbox.name} expires in {minutes} min. Extend it to keep it.",
+            message=f"{sandbox.kind.capitalize()} {sandbox.name} expires in {minutes} min. Extend it to keep it.",
             link=sandbox.get_absolute_url(),
-            email_subject=f"Sandbox {sandbox.name} expires in {minutes} min",
+            email_subject=f"{sandbox.kind.capitalize()} {sandbox.name} expires in {minutes} min",
         )
         warned.append(sandbox.pk)
     return warned

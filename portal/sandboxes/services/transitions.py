@@ -29,7 +29,9 @@ def move(
     updated = Sandbox.objects.filter(pk=sandbox.pk, state__in=from_states).update(state=to, **fields)
     if not updated:
         current = Sandbox.objects.filter(pk=sandbox.pk).values_list("state", flat=True).first()
-        raise Conflict(f"Sandbox {sandbox.name} is {current}; it cannot go to {to} from there.")
+        raise Conflict(
+            f"{sandbox.kind.capitalize()} {sandbox.name} is {current}; it cannot go to {to} from there."
+        )
     sandbox.state = to
     for name, value in fields.items():
         setattr(sandbox, name, value)
