@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import generics, serializers
+from rest_framework import generics, permissions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -26,6 +26,7 @@ class CatalogModelListView(generics.ListAPIView):
     `fits=true` keeps those that could be served on the fleet's free capacity now."""
 
     queryset = CatalogModel.objects.none()
+    permission_classes = [permissions.AllowAny]  # api.md: anyone
     serializer_class = CatalogModelSerializer
     filter_backends = [DjangoFilterBackend]
     filterset_class = CatalogFilter
@@ -47,6 +48,7 @@ class CatalogModelDetailView(generics.GenericAPIView):
     """One catalog model (404 when there is none by that slug)."""
 
     queryset = CatalogModel.objects.none()
+    permission_classes = [permissions.AllowAny]  # api.md: anyone
     serializer_class = CatalogModelSerializer
     lookup_field = "slug"
 
@@ -61,6 +63,7 @@ class CatalogModelSizingView(generics.GenericAPIView):
     slice of the fleet that holds it, cheapest first, with the price per hour."""
 
     queryset = CatalogModel.objects.none()
+    permission_classes = [permissions.AllowAny]  # api.md: anyone
     serializer_class = SizingSerializer
     lookup_field = "slug"
 

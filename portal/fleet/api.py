@@ -28,6 +28,8 @@ class GpuTypeListView(generics.ListAPIView):
 
     serializer_class = GpuTypeSerializer
     filter_backends: list = []
+    # api.md: "anyone" — what the fleet offers and costs is no secret inside the firm.
+    permission_classes = [permissions.AllowAny]
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(gpu_type_catalog())

@@ -82,5 +82,8 @@ def test_gpu_type_capacity_drops_when_gpus_are_taken(run_jobs, fleet, alice, sli
     assert capacity["free_slices"]["1g.10gb"] == 8
 
 
-def test_gpu_types_need_a_signed_in_user(fleet):
-    assert APIClient().get("/api/v1/gpu-types").status_code == 401
+def test_gpu_types_are_open_to_anyone_but_me_needs_a_signed_in_user(fleet):
+    response = APIClient().get("/api/v1/gpu-types")
+    assert response.status_code == 200
+    assert {row["slug"] for row in response.json()["results"]} == {"h100-80gb"}
+    assert APIClient().get("/api/v1/me").status_code == 401

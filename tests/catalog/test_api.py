@@ -75,10 +75,10 @@ def test_an_unknown_model_is_a_404_for_the_model_and_its_sizing(api, catalog):
         assert response.json()["error"]["code"] == "not_found"
 
 
-def test_the_catalog_needs_a_signed_in_caller(catalog):
+def test_the_catalog_is_open_to_anyone(catalog):
     response = APIClient().get(URL)
-    assert response.status_code == 401
-    assert response.json()["error"]["code"] == "unauthenticated"
+    assert response.status_code == 200
+    assert response.json()["count"] >= 10
 
 
 def test_the_list_is_paginated_by_name_with_runtime_and_default_sizing(api, catalog, fleet):
