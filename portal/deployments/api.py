@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
@@ -13,10 +12,8 @@ from portal.core.api import idempotent_create
 from portal.deployments.selectors import deployment_get_for, deployments_visible_to, deployments_with_details
 from portal.deployments.serializers import DeploymentRequestSerializer, DeploymentSerializer, ScaleSerializer
 from portal.deployments.services import deployment_request, deployment_scale
-from portal.sandboxes.api import IDEMPOTENCY_KEY
-from portal.sandboxes.filters import SandboxFilter
+from portal.sandboxes.api import IDEMPOTENCY_KEY, WorkloadListView, workload_response
 from portal.sandboxes.models import Sandbox, WorkloadKind
-from portal.sandboxes.selectors import queue_positions
 from portal.sandboxes.serializers import ExtendSerializer, validated
 from portal.sandboxes.services import sandbox_extend, sandbox_terminate
 
@@ -25,25 +22,16 @@ ENDED = OpenApiResponse(description="The deployment has ended (or, for scale, is
 
 def _detail(request: Request, deployment_id: int, *, status_code: int = status.HTTP_200_OK) -> Response:
     workload = deployment_get_for(user=request.user, deployment_id=deployment_id)
-    context = {"request": request, "queue_positions": queue_positions([workload])}
-    return Response(DeploymentSerializer(workload, context=context).data, status=status_code)
+    return workload_response(request, workload, DeploymentSerializer, status_code=status_code)
 
 
-class DeploymentListView(generics.ListAPIView):
+class DeploymentListView(WorkloadListView):
     """Deployments you may see (researcher: own; lead: the team's; admin: all), newest first."""
 
-    queryset = Sandbox.objects.none()
     serializer_class = DeploymentSerializer
-    filter_backends = [DjangoFilterBackend]
-    filterset_class = SandboxFilter
 
     def get_queryset(self) -> QuerySet[Sandbox]:
         return deployments_with_details(deployments_visible_to(self.request.user))
-
-    def list(self, request: Request, *args: object, **kwargs: object) -> Response:
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        context = {"request": request, "queue_positions": queue_positions(page)}
-        return self.get_paginated_response(DeploymentSerializer(page, many=True, context=context).data)
 
     @extend_schema(
         request=DeploymentRequestSerializer,

@@ -11,10 +11,9 @@ from portal.accounts.models import Team
 from portal.catalog.models import CatalogModel
 from portal.catalog.selectors import MAX_CONCURRENCY, default_request
 from portal.catalog.sizing import Sizing
-from portal.core.errors import DomainError
 from portal.deployments.services import DEFAULT_TTL_HOURS
 from portal.deployments.view_selectors import fit_label, fit_value, parse_fit_value
-from portal.sandboxes.forms import add_service_errors
+from portal.sandboxes.forms import ServiceForm
 from portal.sandboxes.services.resolve import MAX_REPLICAS
 
 # Keys of DomainError.fields (the API's names) -> form fields.
@@ -41,8 +40,10 @@ def _number(attrs: dict[str, Any] | None = None) -> forms.NumberInput:
     return forms.NumberInput(attrs={"inputmode": "numeric", **(attrs or {})})
 
 
-class DeployForm(forms.Form):
+class DeployForm(ServiceForm):
     """A deployment as a person asks for it: which model, sized how, on which GPU, how many copies."""
+
+    service_fields = SERVICE_FIELDS
 
     team = forms.ChoiceField()
     name = forms.CharField(
@@ -145,27 +146,8 @@ class DeployForm(forms.Form):
             "purpose": data.get("purpose") or "",
         }
 
-    def add_service_errors(self, error: DomainError) -> None:
-        add_service_errors(self, error, SERVICE_FIELDS)
-
-    def labelled_errors(self) -> list[tuple[str, str]]:
-        """(field label, message) of every error, form-wide ones with an empty label."""
-        return [
-            (str(self[name].label) if name in self.fields else "", str(message))
-            for name, messages in self.errors.items()
-            for message in messages
-        ]
-
 
 class ScaleForm(forms.Form):
     replicas = forms.IntegerField(
         label="Replicas", min_value=1, max_value=MAX_REPLICAS, widget=_number({"min": 1, "max": MAX_REPLICAS})
-    )
-
-
-class ExtendForm(forms.Form):
-    hours = forms.DecimalField(
-        label="Extend by (hours)",
-        initial=4,
-        widget=forms.NumberInput(attrs={"min": "0", "step": "any", "inputmode": "decimal"}),
     )

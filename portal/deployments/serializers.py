@@ -15,13 +15,15 @@ from portal.deployments.selectors import (
     deployment_serving,
 )
 from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.selectors import sandbox_cost_so_far, sandbox_hourly_cost, sandbox_latest_approval
+from portal.sandboxes.selectors import sandbox_latest_approval
 from portal.sandboxes.serializers import (
+    WORKLOAD_COST_FIELDS,
+    WORKLOAD_STATUS_FIELDS,
+    ApprovalBriefSerializer,
     GpuRequestSerializer,
-    GpuSerializer,
     HoursField,
-    gpu_summary,
-    money,
+    WorkloadSerializer,
+    approval_brief,
     validated,
 )
 
@@ -90,21 +92,15 @@ class ReplicaPlacementSerializer(serializers.Serializer):
     start = serializers.IntegerField(required=False, allow_null=True)
 
 
-class DeploymentApprovalSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+class DeploymentApprovalSerializer(ApprovalBriefSerializer):
     kind = serializers.CharField(help_text="create, extend or scale.")
-    state = serializers.CharField()
-    decided_by = serializers.CharField(allow_null=True)
-    comment = serializers.CharField()
     replicas = serializers.IntegerField(allow_null=True, help_text="A scale request's target.")
 
 
-class DeploymentSerializer(serializers.ModelSerializer):
+class DeploymentSerializer(WorkloadSerializer):
     """A deployment as the API shows it. Expects the joins and prefetches of
     `deployments_with_details` and an optional `queue_positions` dict in the context."""
 
-    team = serializers.CharField(source="team.slug", read_only=True)
-    owner = serializers.CharField(source="owner.username", read_only=True)
     model = serializers.CharField(source="serving.model.slug", read_only=True)
     runtime = serializers.CharField(source="serving.runtime.slug", read_only=True)
     api = serializers.CharField(source="serving.api", read_only=True, help_text="openai or kserve-v2.")
@@ -114,16 +110,9 @@ class DeploymentSerializer(serializers.ModelSerializer):
     # Labelled by value, so the schema names this enum DeploymentStateEnum instead of colliding
     # with the sandbox's (same states, two components).
     state = serializers.ChoiceField(choices=[(s.value, s.value) for s in SandboxState], read_only=True)
-    gpu = serializers.SerializerMethodField()
     ready_replicas = serializers.SerializerMethodField()
-    approval = serializers.SerializerMethodField()
-    placement = serializers.SerializerMethodField()
-    access = serializers.SerializerMethodField()
     endpoint = serializers.SerializerMethodField()
     example = serializers.SerializerMethodField()
-    cost_so_far = serializers.SerializerMethodField()
-    hourly_cost = serializers.SerializerMethodField()
-    queue_position = serializers.SerializerMethodField()
 
     class Meta:
         model = Sandbox
@@ -141,28 +130,12 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "gpu",
             "replicas",
             "ready_replicas",
-            "state",
-            "expires_at",
-            "created_at",
-            "started_at",
-            "ended_at",
-            "approval",
-            "placement",
-            "access",
+            *WORKLOAD_STATUS_FIELDS,
             "endpoint",
             "example",
-            "cost_so_far",
-            "hourly_cost",
-            "message",
-            "queue_position",
-            "purpose",
-            "placement_reason",
+            *WORKLOAD_COST_FIELDS,
         ]
         read_only_fields = fields
-
-    @extend_schema_field(GpuSerializer)
-    def get_gpu(self, workload: Sandbox) -> dict[str, Any]:
-        return gpu_summary(workload)
 
     @extend_schema_field(serializers.IntegerField())
     def get_ready_replicas(self, workload: Sandbox) -> int:
@@ -174,24 +147,11 @@ class DeploymentSerializer(serializers.ModelSerializer):
     @extend_schema_field(DeploymentApprovalSerializer(allow_null=True))
     def get_approval(self, workload: Sandbox) -> dict[str, Any] | None:
         approval = sandbox_latest_approval(workload)
-        if approval is None:
-            return None
-        return {
-            "id": approval.pk,
-            "kind": approval.kind,
-            "state": approval.state,
-            "decided_by": approval.decided_by.username if approval.decided_by else None,
-            "comment": approval.comment,
-            "replicas": approval.replicas,
-        }
+        return None if approval is None else {**approval_brief(approval), "replicas": approval.replicas}
 
     @extend_schema_field(ReplicaPlacementSerializer(many=True))
     def get_placement(self, workload: Sandbox) -> list[dict[str, Any]]:
         return deployment_placements(workload)
-
-    @extend_schema_field(serializers.CharField(allow_null=True))
-    def get_access(self, workload: Sandbox) -> str | None:
-        return workload.access or None
 
     @extend_schema_field(serializers.CharField(allow_null=True, help_text="The URL clients call."))
     def get_endpoint(self, workload: Sandbox) -> str | None:
@@ -202,15 +162,3 @@ class DeploymentSerializer(serializers.ModelSerializer):
     )
     def get_example(self, workload: Sandbox) -> str | None:
         return deployment_example(workload)
-
-    @extend_schema_field(money())
-    def get_cost_so_far(self, workload: Sandbox) -> str:
-        return str(sandbox_cost_so_far(workload))
-
-    @extend_schema_field(money())
-    def get_hourly_cost(self, workload: Sandbox) -> str:
-        return str(sandbox_hourly_cost(workload))
-
-    @extend_schema_field(serializers.IntegerField(allow_null=True))
-    def get_queue_position(self, workload: Sandbox) -> int | None:
-        return self.context.get("queue_positions", {}).get(workload.pk)

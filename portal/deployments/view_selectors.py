@@ -1,5 +1,5 @@
 """Reads the deployment pages need on top of the selectors: table rows with costs and replica
-health, the detail row, its audit trail, the GPU choices of the deploy form and its estimate."""
+health, the detail row, the GPU choices of the deploy form and its estimate."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from portal.accounts.models import Team, User
 from portal.approvals.models import Approval
-from portal.audit.models import AuditEvent
 from portal.catalog.sizing import Fit
-from portal.core.errors import NotFound, ValidationFailed
+from portal.core.errors import ValidationFailed
 from portal.deployments.models import Serving
 from portal.deployments.selectors import (
     deployment_endpoint,
     deployment_example,
+    deployment_get_for,
     deployment_placements,
     deployment_serving,
     deployments_visible_to,
@@ -26,14 +26,9 @@ from portal.deployments.selectors import (
     placement_label,
 )
 from portal.fleet.models import GpuType
-from portal.sandboxes.models import LIVE_STATES, Sandbox, WorkloadKind
+from portal.sandboxes.models import Sandbox
 from portal.sandboxes.policy import fraction_to_decimal, request_share, team_committed, verdict
-from portal.sandboxes.selectors import (
-    queue_positions,
-    sandbox_cost_so_far,
-    sandbox_hourly_cost,
-    sandbox_latest_approval,
-)
+from portal.sandboxes.view_selectors import common_row_fields, in_scope
 from portal.spend.selectors import team_month_spend, to_cents
 
 
@@ -81,56 +76,28 @@ class DeploymentRow:
 
 
 def dashboard_deployments(*, user: User, scope: str) -> QuerySet[Sandbox]:
-    """'mine': the user's own; 'team': everything they may see (their teams' as lead, all as admin)."""
-    visible = deployments_visible_to(user)
-    if scope != "team":
-        visible = visible.filter(owner=user)
-    return deployments_with_details(visible)
+    """The list's deployments in `scope` (see `in_scope`), with what their rows show joined."""
+    return deployments_with_details(in_scope(deployments_visible_to(user), user=user, scope=scope))
 
 
 def deployment_rows(workloads: list[Sandbox], *, now: datetime | None = None) -> list[DeploymentRow]:
     """Rows for deployments fetched with `deployments_with_details`: one more query for queue places."""
-    now = now or timezone.now()
-    positions = queue_positions(workloads)
     return [
         DeploymentRow(
             deployment=workload,
             serving=deployment_serving(workload),
-            cost_so_far=sandbox_cost_so_far(workload, now=now),
-            hourly_cost=sandbox_hourly_cost(workload),
             placements=deployment_placements(workload),
-            queue_position=positions.get(workload.pk),
-            approval=sandbox_latest_approval(workload),
             endpoint=deployment_endpoint(workload),
             example=deployment_example(workload),
+            **costs,
         )
-        for workload in workloads
+        for workload, costs in zip(workloads, common_row_fields(workloads, now=now), strict=True)
     ]
-
-
-def any_live(workloads: list[Sandbox]) -> bool:
-    return any(workload.state in LIVE_STATES for workload in workloads)
 
 
 def deployment_row_for(*, user: User, deployment_id: int) -> DeploymentRow:
     """The detail page's deployment; NotFound when the user may not see it."""
-    workload = deployments_with_details(deployments_visible_to(user)).filter(pk=deployment_id).first()
-    if workload is None:
-        raise NotFound(f"No deployment {deployment_id} that you can see.")
-    return deployment_rows([workload])[0]
-
-
-def deployment_audit_trail(workload: Sandbox) -> list[AuditEvent]:
-    """Events about the deployment and its approvals, oldest first (the caller may see it)."""
-    approval_ids = [str(a.pk) for a in getattr(workload, "all_approvals", [])]
-    return list(
-        AuditEvent.objects.select_related("actor")
-        .filter(
-            Q(object_type=WorkloadKind.DEPLOYMENT, object_id=str(workload.pk))
-            | Q(object_type="approval", object_id__in=approval_ids)
-        )
-        .order_by("created_at", "id")
-    )
+    return deployment_rows([deployment_get_for(user=user, deployment_id=deployment_id)])[0]
 
 
 # --- The deploy form: GPU choices and the estimate ------------------------------------------------

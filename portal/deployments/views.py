@@ -4,56 +4,37 @@ detail page with its endpoint, replicas, scale, extend and terminate."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.accounts.selectors import lead_team_ids, user_teams
+from portal.accounts.selectors import user_teams
 from portal.catalog.models import CatalogModel
 from portal.catalog.selectors import catalog_entries, default_request, model_sizing
 from portal.catalog.sizing import Sizing
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
-from portal.deployments.forms import SIZING_FIELDS, DeployForm, ExtendForm, ScaleForm
+from portal.deployments.forms import SIZING_FIELDS, DeployForm, ScaleForm
 from portal.deployments.services import deployment_request, deployment_scale
 from portal.deployments.view_selectors import (
-    any_live,
     chosen_fit,
     dashboard_deployments,
     deploy_estimate,
-    deployment_audit_trail,
     deployment_row_for,
     deployment_rows,
 )
-from portal.sandboxes.filters import SandboxFilter
-from portal.sandboxes.models import SandboxState, WorkloadKind
-from portal.sandboxes.services import sandbox_extend, sandbox_terminate
-from portal.sandboxes.view_selectors import progress_steps
-
-PAGE_SIZE = 25
+from portal.sandboxes.forms import ExtendForm
+from portal.sandboxes.models import WorkloadKind
+from portal.sandboxes.view_selectors import progress_steps, workload_audit_trail
+from portal.sandboxes.views import workload_extend, workload_list_context, workload_terminate
 
 
 @login_required
 @require_GET
 def deployments(request: HttpRequest) -> HttpResponse:
     """My deployments (or the team's, for leads and admins), refreshed while one is live."""
-    user = request.user
-    can_see_team = user.is_platform_admin or bool(lead_team_ids(user))
-    scope = "team" if can_see_team and request.GET.get("scope") == "team" else "mine"
-    deployment_filter = SandboxFilter(request.GET, queryset=dashboard_deployments(user=user, scope=scope))
-    page_obj = Paginator(deployment_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    workloads = list(page_obj.object_list)
-    context = {
-        "scope": scope,
-        "can_see_team": can_see_team,
-        "filter": deployment_filter,
-        "states": SandboxState.choices,
-        "page_obj": page_obj,
-        "rows": deployment_rows(workloads),
-        "polling": any_live(workloads),
-    }
+    context = workload_list_context(request, listed=dashboard_deployments, rows=deployment_rows)
     return page(
         request, "deployments/list.html", context, fragment="deployments/partials/deployment_table.html"
     )
@@ -179,7 +160,7 @@ def deployment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if not wants_fragment(request):
         context["scale_form"] = ScaleForm(initial={"replicas": workload.replicas})
         context["extend_form"] = ExtendForm()
-        context["audit_trail"] = deployment_audit_trail(workload)
+        context["audit_trail"] = workload_audit_trail(workload)
     return page(request, "deployments/detail.html", context, fragment="deployments/partials/detail_live.html")
 
 
@@ -203,22 +184,12 @@ def deployment_scale_view(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def deployment_extend_view(request: HttpRequest, pk: int) -> HttpResponse:
-    form = ExtendForm(request.POST)
-    hours = form.cleaned_data["hours"] if form.is_valid() else request.POST.get("hours")
-    run_service(
-        request,
-        lambda: sandbox_extend(user=request.user, sandbox_id=pk, hours=hours, kind=WorkloadKind.DEPLOYMENT),
-        success="Extension requested: applied at once within the team's policy, otherwise a lead has been asked.",
-    )
+    workload_extend(request, pk, kind=WorkloadKind.DEPLOYMENT)
     return redirect("deployment-detail", pk=pk)
 
 
 @login_required
 @require_POST
 def deployment_terminate_view(request: HttpRequest, pk: int) -> HttpResponse:
-    run_service(
-        request,
-        lambda: sandbox_terminate(user=request.user, sandbox_id=pk, kind=WorkloadKind.DEPLOYMENT),
-        success="Ending the deployment: billing stopped now.",
-    )
+    workload_terminate(request, pk, kind=WorkloadKind.DEPLOYMENT)
     return redirect("deployment-detail", pk=pk)

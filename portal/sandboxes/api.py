@@ -1,4 +1,5 @@
-"""Sandbox API views: parse, call one service or selector, return."""
+"""Sandbox API views: parse, call one service or selector, return. The list view and the detail
+response serve the deployment API too."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from portal.sandboxes.serializers import (
     ExtendSerializer,
     SandboxRequestSerializer,
     SandboxSerializer,
+    WorkloadSerializer,
     validated,
 )
 from portal.sandboxes.services import sandbox_estimate, sandbox_extend, sandbox_request, sandbox_terminate
@@ -32,27 +34,45 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 )
 
 
+def workload_response(
+    request: Request,
+    workload: Sandbox,
+    serializer_class: type[WorkloadSerializer],
+    *,
+    status_code: int = status.HTTP_200_OK,
+) -> Response:
+    """One sandbox or deployment as the API shows it, with its place in the queue."""
+    context = {"request": request, "queue_positions": queue_positions([workload])}
+    return Response(serializer_class(workload, context=context).data, status=status_code)
+
+
 def _detail(request: Request, sandbox_id: int, *, status_code: int = status.HTTP_200_OK) -> Response:
     sandbox = sandbox_detail_for(user=request.user, sandbox_id=sandbox_id)
-    context = {"request": request, "queue_positions": queue_positions([sandbox])}
-    return Response(SandboxSerializer(sandbox, context=context).data, status=status_code)
+    return workload_response(request, sandbox, SandboxSerializer, status_code=status_code)
 
 
-class SandboxListView(generics.ListAPIView):
-    """Sandboxes you may see (researcher: own; lead: the team's; admin: all), newest first."""
+class WorkloadListView(generics.ListAPIView):
+    """A filtered page of sandboxes or deployments; their queue places cost one query per page.
+    A subclass names its `serializer_class` and `get_queryset`."""
 
     queryset = Sandbox.objects.none()
-    serializer_class = SandboxSerializer
     filter_backends = [DjangoFilterBackend]
     filterset_class = SandboxFilter
-
-    def get_queryset(self) -> QuerySet[Sandbox]:
-        return sandboxes_with_details(sandboxes_visible_to(self.request.user))
 
     def list(self, request: Request, *args: object, **kwargs: object) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         context = {"request": request, "queue_positions": queue_positions(page)}
-        return self.get_paginated_response(SandboxSerializer(page, many=True, context=context).data)
+        serializer = self.get_serializer_class()(page, many=True, context=context)
+        return self.get_paginated_response(serializer.data)
+
+
+class SandboxListView(WorkloadListView):
+    """Sandboxes you may see (researcher: own; lead: the team's; admin: all), newest first."""
+
+    serializer_class = SandboxSerializer
+
+    def get_queryset(self) -> QuerySet[Sandbox]:
+        return sandboxes_with_details(sandboxes_visible_to(self.request.user))
 
     @extend_schema(
         request=SandboxRequestSerializer,

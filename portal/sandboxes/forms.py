@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 from django.utils import timezone
@@ -51,12 +51,32 @@ def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, 
         form.add_error(None, error.message)
 
 
+class ServiceForm(forms.Form):
+    """A form whose data goes to a service: the service's field errors go next to the fields
+    (`service_fields` maps the API's names to the form's), and the estimate panel lists them all."""
+
+    service_fields: ClassVar[dict[str, str]] = {}
+
+    def add_service_errors(self, error: DomainError) -> None:
+        add_service_errors(self, error, self.service_fields)
+
+    def labelled_errors(self) -> list[tuple[str, str]]:
+        """(field label, message) of every error, form-wide ones with an empty label."""
+        return [
+            (str(self[name].label) if name in self.fields else "", str(message))
+            for name, messages in self.errors.items()
+            for message in messages
+        ]
+
+
 def _number(attrs: dict[str, str] | None = None) -> forms.NumberInput:
     return forms.NumberInput(attrs={"inputmode": "decimal", **(attrs or {})})
 
 
-class SandboxRequestForm(forms.Form):
+class SandboxRequestForm(ServiceForm):
     """A sandbox request as a person fills it in: whole GPUs or one MIG slice, hours or an end time."""
+
+    service_fields = SERVICE_FIELDS
 
     team = forms.ChoiceField()
     name = forms.CharField(
@@ -174,17 +194,6 @@ class SandboxRequestForm(forms.Form):
         else:
             kwargs["ttl_hours"] = data.get("ttl_hours")
         return kwargs
-
-    def add_service_errors(self, error: DomainError) -> None:
-        add_service_errors(self, error, SERVICE_FIELDS)
-
-    def labelled_errors(self) -> list[tuple[str, str]]:
-        """(field label, message) of every error, form-wide ones with an empty label."""
-        return [
-            (str(self[name].label) if name in self.fields else "", str(message))
-            for name, messages in self.errors.items()
-            for message in messages
-        ]
 
 
 class ExtendForm(forms.Form):

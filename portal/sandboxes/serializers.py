@@ -1,5 +1,5 @@
 """Sandbox API: request bodies checked for shape and type (the rules live in the services), and the
-sandbox as the API shows it."""
+sandbox as the API shows it, on the base every workload (deployments too) shares."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal.approvals.models import Approval
 from portal.sandboxes.models import Sandbox
 from portal.sandboxes.selectors import (
     sandbox_cost_so_far,
@@ -156,13 +157,44 @@ def gpu_summary(sandbox: Sandbox) -> dict[str, Any]:
     }
 
 
-class SandboxSerializer(serializers.ModelSerializer):
-    """A sandbox as the API shows it. Expects the prefetches of `sandboxes_with_details` and an
-    optional `queue_positions` dict in the context."""
+def approval_brief(approval: Approval) -> dict[str, Any]:
+    return {
+        "id": approval.pk,
+        "kind": approval.kind,
+        "state": approval.state,
+        "decided_by": approval.decided_by.username if approval.decided_by else None,
+        "comment": approval.comment,
+    }
+
+
+# Fields every workload shows, in this order, between its kind's own: where it stands (state, times,
+# approval, placement, access), then what it costs with its notes (message, purpose, why placed).
+WORKLOAD_STATUS_FIELDS = [
+    "state",
+    "expires_at",
+    "created_at",
+    "started_at",
+    "ended_at",
+    "approval",
+    "placement",
+    "access",
+]
+WORKLOAD_COST_FIELDS = [
+    "cost_so_far",
+    "hourly_cost",
+    "message",
+    "queue_position",
+    "purpose",
+    "placement_reason",
+]
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    """What a sandbox and a deployment show alike: who, which GPU, the latest approval, access,
+    cost and queue place. A subclass declares its Meta and `get_placement`."""
 
     team = serializers.CharField(source="team.slug", read_only=True)
     owner = serializers.CharField(source="owner.username", read_only=True)
-    image = serializers.CharField(source="image.slug", read_only=True)
     gpu = serializers.SerializerMethodField()
     approval = serializers.SerializerMethodField()
     placement = serializers.SerializerMethodField()
@@ -170,6 +202,38 @@ class SandboxSerializer(serializers.ModelSerializer):
     cost_so_far = serializers.SerializerMethodField()
     hourly_cost = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField()
+
+    @extend_schema_field(GpuSerializer)
+    def get_gpu(self, workload: Sandbox) -> dict[str, Any]:
+        return gpu_summary(workload)
+
+    @extend_schema_field(ApprovalBriefSerializer(allow_null=True))
+    def get_approval(self, workload: Sandbox) -> dict[str, Any] | None:
+        approval = sandbox_latest_approval(workload)
+        return None if approval is None else approval_brief(approval)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_access(self, workload: Sandbox) -> str | None:
+        return workload.access or None
+
+    @extend_schema_field(money())
+    def get_cost_so_far(self, workload: Sandbox) -> str:
+        return str(sandbox_cost_so_far(workload))
+
+    @extend_schema_field(money())
+    def get_hourly_cost(self, workload: Sandbox) -> str:
+        return str(sandbox_hourly_cost(workload))
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, workload: Sandbox) -> int | None:
+        return self.context.get("queue_positions", {}).get(workload.pk)
+
+
+class SandboxSerializer(WorkloadSerializer):
+    """A sandbox as the API shows it. Expects the prefetches of `sandboxes_with_details` and an
+    optional `queue_positions` dict in the context."""
+
+    image = serializers.CharField(source="image.slug", read_only=True)
 
     class Meta:
         model = Sandbox
@@ -180,62 +244,17 @@ class SandboxSerializer(serializers.ModelSerializer):
             "owner",
             "image",
             "gpu",
-            "state",
-            "expires_at",
-            "created_at",
-            "started_at",
-            "ended_at",
-            "approval",
-            "placement",
-            "access",
-            "cost_so_far",
-            "hourly_cost",
-            "message",
-            "queue_position",
-            "purpose",
-            "placement_reason",
+            *WORKLOAD_STATUS_FIELDS,
+            *WORKLOAD_COST_FIELDS,
             "cpu",
             "memory_gb",
             "storage_gb",
         ]
         read_only_fields = fields
 
-    @extend_schema_field(GpuSerializer)
-    def get_gpu(self, sandbox: Sandbox) -> dict[str, Any]:
-        return gpu_summary(sandbox)
-
-    @extend_schema_field(ApprovalBriefSerializer(allow_null=True))
-    def get_approval(self, sandbox: Sandbox) -> dict[str, Any] | None:
-        approval = sandbox_latest_approval(sandbox)
-        if approval is None:
-            return None
-        return {
-            "id": approval.pk,
-            "kind": approval.kind,
-            "state": approval.state,
-            "decided_by": approval.decided_by.username if approval.decided_by else None,
-            "comment": approval.comment,
-        }
-
     @extend_schema_field(PlacementSerializer(allow_null=True))
     def get_placement(self, sandbox: Sandbox) -> dict[str, Any] | None:
         return sandbox_placement(sandbox)
-
-    @extend_schema_field(serializers.CharField(allow_null=True))
-    def get_access(self, sandbox: Sandbox) -> str | None:
-        return sandbox.access or None
-
-    @extend_schema_field(money())
-    def get_cost_so_far(self, sandbox: Sandbox) -> str:
-        return str(sandbox_cost_so_far(sandbox))
-
-    @extend_schema_field(money())
-    def get_hourly_cost(self, sandbox: Sandbox) -> str:
-        return str(sandbox_hourly_cost(sandbox))
-
-    @extend_schema_field(serializers.IntegerField(allow_null=True))
-    def get_queue_position(self, sandbox: Sandbox) -> int | None:
-        return self.context.get("queue_positions", {}).get(sandbox.pk)
 
 
 class EstimateSerializer(serializers.Serializer):

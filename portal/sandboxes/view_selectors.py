@@ -1,11 +1,13 @@
 """Reads the sandbox pages need on top of `portal.sandboxes.selectors`: table rows with their
-costs, the detail object with everything prefetched, its audit trail and its progress line."""
+costs, the detail object with everything prefetched, its audit trail and its progress line. The
+deployment pages share the scope, the row costs, the audit trail and the progress line."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -13,9 +15,9 @@ from django.utils import timezone
 from portal.accounts.models import User
 from portal.approvals.models import Approval
 from portal.audit.models import AuditEvent
-from portal.core.errors import NotFound
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import current_prices
+from portal.sandboxes.api_selectors import sandbox_detail_for
 from portal.sandboxes.models import LIVE_STATES, Image, Sandbox, SandboxState
 from portal.sandboxes.selectors import (
     queue_positions,
@@ -56,50 +58,56 @@ class SandboxRow:
         return f"{placement['node']} · GPU {placement['gpu']} · {placement['mig_profile']}{slot}"
 
 
-def dashboard_sandboxes(*, user: User, scope: str) -> QuerySet[Sandbox]:
+def in_scope(visible: QuerySet[Sandbox], *, user: User, scope: str) -> QuerySet[Sandbox]:
     """'mine': the user's own; 'team': everything they may see (their teams' as lead, all as admin)."""
-    visible = sandboxes_visible_to(user)
-    if scope != "team":
-        visible = visible.filter(owner=user)
-    return sandboxes_with_details(visible)
+    return visible if scope == "team" else visible.filter(owner=user)
+
+
+def dashboard_sandboxes(*, user: User, scope: str) -> QuerySet[Sandbox]:
+    """The dashboard's sandboxes in `scope`, with what their rows show prefetched."""
+    return sandboxes_with_details(in_scope(sandboxes_visible_to(user), user=user, scope=scope))
+
+
+def common_row_fields(workloads: list[Sandbox], *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """The row fields every workload has, in the order given, as keyword arguments: cost so far,
+    price per hour, queue place (one query for them all) and latest approval."""
+    now = now or timezone.now()
+    positions = queue_positions(workloads)
+    return [
+        {
+            "cost_so_far": sandbox_cost_so_far(workload, now=now),
+            "hourly_cost": sandbox_hourly_cost(workload),
+            "queue_position": positions.get(workload.pk),
+            "approval": sandbox_latest_approval(workload),
+        }
+        for workload in workloads
+    ]
 
 
 def sandbox_rows(sandboxes: list[Sandbox], *, now: datetime | None = None) -> list[SandboxRow]:
     """Rows for sandboxes fetched with `sandboxes_with_details`: one more query for queue places."""
-    now = now or timezone.now()
-    positions = queue_positions(sandboxes)
     return [
-        SandboxRow(
-            sandbox=sandbox,
-            cost_so_far=sandbox_cost_so_far(sandbox, now=now),
-            hourly_cost=sandbox_hourly_cost(sandbox),
-            placement=sandbox_placement(sandbox),
-            queue_position=positions.get(sandbox.pk),
-            approval=sandbox_latest_approval(sandbox),
-        )
-        for sandbox in sandboxes
+        SandboxRow(sandbox=sandbox, placement=sandbox_placement(sandbox), **costs)
+        for sandbox, costs in zip(sandboxes, common_row_fields(sandboxes, now=now), strict=True)
     ]
 
 
-def any_live(sandboxes: list[Sandbox]) -> bool:
-    return any(sandbox.state in LIVE_STATES for sandbox in sandboxes)
+def any_live(workloads: list[Sandbox]) -> bool:
+    return any(workload.state in LIVE_STATES for workload in workloads)
 
 
 def sandbox_row_for(*, user: User, sandbox_id: int) -> SandboxRow:
     """The detail page's sandbox; NotFound when the user may not see it."""
-    sandbox = sandboxes_with_details(sandboxes_visible_to(user)).filter(pk=sandbox_id).first()
-    if sandbox is None:
-        raise NotFound(f"No sandbox {sandbox_id} that you can see.")
-    return sandbox_rows([sandbox])[0]
+    return sandbox_rows([sandbox_detail_for(user=user, sandbox_id=sandbox_id)])[0]
 
 
-def sandbox_audit_trail(sandbox: Sandbox) -> list[AuditEvent]:
-    """Events about the sandbox and its approvals, oldest first (the caller may see the sandbox)."""
-    approval_ids = [str(a.pk) for a in getattr(sandbox, "all_approvals", [])]
+def workload_audit_trail(workload: Sandbox) -> list[AuditEvent]:
+    """Events about a sandbox or deployment and its approvals, oldest first (the caller may see it)."""
+    approval_ids = [str(a.pk) for a in getattr(workload, "all_approvals", [])]
     return list(
         AuditEvent.objects.select_related("actor")
         .filter(
-            Q(object_type="sandbox", object_id=str(sandbox.pk))
+            Q(object_type=workload.kind, object_id=str(workload.pk))
             | Q(object_type="approval", object_id__in=approval_ids)
         )
         .order_by("created_at", "id")

@@ -1,8 +1,13 @@
-"""Sandbox pages: the dashboard, the request form with its live estimate, and the detail page."""
+"""Sandbox pages: the dashboard, the request form with its live estimate, and the detail page; and
+the list, extend and terminate steps the deployment pages share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -14,42 +19,76 @@ from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
 from portal.sandboxes.filters import SandboxFilter
 from portal.sandboxes.forms import QUOTA_RULE, ExtendForm, SandboxRequestForm
-from portal.sandboxes.models import SandboxState
+from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
 from portal.sandboxes.services import sandbox_estimate, sandbox_extend, sandbox_request, sandbox_terminate
 from portal.sandboxes.view_selectors import (
     any_live,
     dashboard_sandboxes,
     progress_steps,
     request_choices,
-    sandbox_audit_trail,
     sandbox_row_for,
     sandbox_rows,
+    workload_audit_trail,
 )
 
 PAGE_SIZE = 25
+EXTEND_REQUESTED = (
+    "Extension requested: applied at once within the team's policy, otherwise a lead has been asked."
+)
+
+
+def workload_list_context(
+    request: HttpRequest,
+    *,
+    listed: Callable[..., QuerySet[Sandbox]],
+    rows: Callable[[list[Sandbox]], list[Any]],
+) -> dict[str, Any]:
+    """A list of sandboxes or deployments: the scope (mine, or the team's for leads and admins),
+    the filter, one page of rows from `listed(user=, scope=)`, and whether to poll for changes."""
+    user = request.user
+    can_see_team = user.is_platform_admin or bool(lead_team_ids(user))
+    scope = "team" if can_see_team and request.GET.get("scope") == "team" else "mine"
+    workload_filter = SandboxFilter(request.GET, queryset=listed(user=user, scope=scope))
+    page_obj = Paginator(workload_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    workloads = list(page_obj.object_list)
+    return {
+        "scope": scope,
+        "can_see_team": can_see_team,
+        "filter": workload_filter,
+        "states": SandboxState.choices,
+        "page_obj": page_obj,
+        "rows": rows(workloads),
+        "polling": any_live(workloads),
+    }
+
+
+def workload_extend(request: HttpRequest, pk: int, *, kind: str) -> None:
+    """Extend a sandbox or deployment by the posted hours; the outcome goes to the messages."""
+    form = ExtendForm(request.POST)
+    hours = form.cleaned_data["hours"] if form.is_valid() else request.POST.get("hours")
+    run_service(
+        request,
+        lambda: sandbox_extend(user=request.user, sandbox_id=pk, hours=hours, kind=kind),
+        success=EXTEND_REQUESTED,
+    )
+
+
+def workload_terminate(request: HttpRequest, pk: int, *, kind: str) -> None:
+    """End a sandbox or deployment now; the outcome goes to the messages."""
+    run_service(
+        request,
+        lambda: sandbox_terminate(user=request.user, sandbox_id=pk, kind=kind),
+        success=f"Ending the {kind}: billing stopped now.",
+    )
 
 
 @login_required
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
     """My sandboxes (or the team's, for leads and admins), and my notifications."""
-    user = request.user
-    can_see_team = user.is_platform_admin or bool(lead_team_ids(user))
-    scope = "team" if can_see_team and request.GET.get("scope") == "team" else "mine"
-    sandbox_filter = SandboxFilter(request.GET, queryset=dashboard_sandboxes(user=user, scope=scope))
-    page_obj = Paginator(sandbox_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    sandboxes = list(page_obj.object_list)
-    context = {
-        "scope": scope,
-        "can_see_team": can_see_team,
-        "filter": sandbox_filter,
-        "states": SandboxState.choices,
-        "page_obj": page_obj,
-        "rows": sandbox_rows(sandboxes),
-        "polling": any_live(sandboxes),
-    }
+    context = workload_list_context(request, listed=dashboard_sandboxes, rows=sandbox_rows)
     if not wants_fragment(request):
-        context["notifications"] = recent_notifications(user)
+        context["notifications"] = recent_notifications(request.user)
     return page(
         request, "sandboxes/dashboard.html", context, fragment="sandboxes/partials/sandbox_table.html"
     )
@@ -117,29 +156,19 @@ def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if not wants_fragment(request):
         context["extend_form"] = ExtendForm()
-        context["audit_trail"] = sandbox_audit_trail(row.sandbox)
+        context["audit_trail"] = workload_audit_trail(row.sandbox)
     return page(request, "sandboxes/detail.html", context, fragment="sandboxes/partials/detail_live.html")
 
 
 @login_required
 @require_POST
 def sandbox_extend_view(request: HttpRequest, pk: int) -> HttpResponse:
-    form = ExtendForm(request.POST)
-    hours = form.cleaned_data["hours"] if form.is_valid() else request.POST.get("hours")
-    run_service(
-        request,
-        lambda: sandbox_extend(user=request.user, sandbox_id=pk, hours=hours),
-        success="Extension requested: applied at once within the team's policy, otherwise a lead has been asked.",
-    )
+    workload_extend(request, pk, kind=WorkloadKind.SANDBOX)
     return redirect("sandbox-detail", pk=pk)
 
 
 @login_required
 @require_POST
 def sandbox_terminate_view(request: HttpRequest, pk: int) -> HttpResponse:
-    run_service(
-        request,
-        lambda: sandbox_terminate(user=request.user, sandbox_id=pk),
-        success="Ending the sandbox: billing stopped now.",
-    )
+    workload_terminate(request, pk, kind=WorkloadKind.SANDBOX)
     return redirect("sandbox-detail", pk=pk)

@@ -6,49 +6,14 @@ Skipped where /usr/bin/chromium (Debian's package) or Playwright is missing.
 from __future__ import annotations
 
 import os
-import time
-from pathlib import Path
-
-import pytest
 
 from portal.sandboxes.models import Sandbox, SandboxState
+from tests import browser_support
+from tests.browser_support import BROWSER, sign_in_as_alice, slow_pods, wait_for_pods
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-POD_START_SECONDS = 2.0
+browser_page = browser_support.browser_page  # the fixture, where pytest looks for it
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
-
-
-@pytest.fixture
-def browser_page(monkeypatch):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    # Playwright's sync API keeps an event loop on this thread; the ORM calls the test makes
-    # between browser steps are plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1366, "height": 900})
-        page.set_default_timeout(15_000)
-        yield page
-        browser.close()
-
-
-def _reconcile_like_beat() -> None:
-    """What the periodic `reconcile_due` job does in production: look at sandboxes that are due."""
-    from workers.tasks.sandboxes import reconcile_due
-
-    reconcile_due.apply()
+pytestmark = BROWSER
 
 
 def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
@@ -56,17 +21,11 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
 ):
     from playwright.sync_api import expect
 
-    from workers.drivers.factory import get_driver
-
     # Pods take a moment to start, so the page has something to watch; jobs run eagerly on commit.
-    settings.PORTAL_SIM_POD_START_SECONDS = POD_START_SECONDS
-    get_driver.cache_clear()
+    slow_pods(settings)
     page = browser_page
 
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "pw-for-tests")
-    page.click("button[type=submit]")
+    sign_in_as_alice(page, live_server)
     expect(page.locator("h1")).to_have_text("My sandboxes")
     page.screenshot(path="/tmp/ui-dashboard-empty.png", full_page=True)
 
@@ -95,8 +54,7 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
     expect(state).to_have_text("provisioning")
     page.evaluate("window.__notReloaded = true")
 
-    time.sleep(POD_START_SECONDS + 0.2)
-    _reconcile_like_beat()
+    wait_for_pods()
 
     expect(state).to_have_text("running", timeout=10_000)
     assert page.evaluate("window.__notReloaded") is True
