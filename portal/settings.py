@@ -189,7 +189,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # --- Portal behaviour -----------------------------------------------------------------------
 PORTAL_CLUSTER_DRIVER = env_choice("PORTAL_CLUSTER_DRIVER", "simulated", ["simulated", "kubernetes"])
 PORTAL_SWEEP_SECONDS = env_float("PORTAL_SWEEP_SECONDS", 30.0, minimum=1.0)
-PORTAL_RECONCILE_SECONDS = env_float("PORTAL_RECONCILE_SECONDS", 5.0, minimum=1.0)
+PORTAL_RECONCILE_SECONDS = env_float("PORTAL_RECONCILE_SECONDS", 3.0, minimum=1.0)
 # Kubernetes clusters: how often GPU nodes are discovered and drift (orphaned namespaces,
 # missing objects of running sandboxes) is repaired.
 PORTAL_DISCOVERY_SECONDS = env_float("PORTAL_DISCOVERY_SECONDS", 300.0, minimum=10.0)

@@ -15,7 +15,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if not header:
             return None
         parts = header.split()
-        if parts[0].lower() != self.keyword.lower():
+        if not parts or parts[0].lower() != self.keyword.lower():
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Send the header as 'Authorization: Bearer <token>'.")

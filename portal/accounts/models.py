@@ -37,12 +37,6 @@ class Team(models.Model):
         default=1, help_text="Whole GPUs approved without a lead (a single MIG slice always is)."
     )
     auto_approve_max_hours = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("24"))
-    max_extend_hours = models.DecimalField(
-        max_digits=8,
-        decimal_places=2,
-        default=Decimal("24"),
-        help_text="An extension up to this many hours, within the lifetime maximum, needs no lead.",
-    )
     default_image = models.ForeignKey(
         "sandboxes.Image", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -36,7 +36,6 @@ class PolicySerializer(serializers.Serializer):
     max_lifetime_hours = serializers.DecimalField(max_digits=8, decimal_places=2)
     auto_approve_max_gpus = serializers.IntegerField()
     auto_approve_max_hours = serializers.DecimalField(max_digits=8, decimal_places=2)
-    max_extend_hours = serializers.DecimalField(max_digits=8, decimal_places=2)
 
 
 class TeamStandingSerializer(serializers.Serializer):

@@ -24,7 +24,14 @@ def approval_decide(
     *, user: User, approval_id: int, approve: bool, comment: str = "", now: datetime | None = None
 ) -> Approval:
     now = now or timezone.now()
-    approval = approval_get_for(user=user, approval_id=approval_id, lock=True)
+    # Lock order, as everywhere: the workload row, then its approvals (then GPU types).
+    approval = approval_get_for(user=user, approval_id=approval_id)
+    sandbox = (
+        Sandbox.objects.select_for_update(of=("self",))
+        .select_related("team", "owner", "gpu_type")
+        .get(pk=approval.sandbox_id)
+    )
+    approval = Approval.objects.select_for_update().get(pk=approval.pk)
     if approval.requested_by_id == user.pk:
         raise NotAllowed("You cannot decide your own request; another lead or an admin must.")
     if not (user.is_platform_admin or is_lead(user=user, team=approval.team)):
@@ -36,11 +43,6 @@ def approval_decide(
         )
     if approval.state != Approval.State.PENDING:
         raise Conflict(f"This request was already {approval.state}.")
-    sandbox = (
-        Sandbox.objects.select_for_update()
-        .select_related("team", "owner", "gpu_type")
-        .get(pk=approval.sandbox_id)
-    )
     claimed = Approval.objects.filter(pk=approval.pk, state=Approval.State.PENDING).update(
         state=Approval.State.APPROVED if approve else Approval.State.REJECTED,
         decided_by=user,

@@ -68,8 +68,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 def idempotent_create(request: Request, scope: str, create: Callable[[], Response]) -> Response:
     """Run `create` once per (user, Idempotency-Key); replay the first response afterwards.
 
-    The same key with a different body is a 409, so a client bug cannot silently get the result
-    of another request.
+    The key is written in the same transaction as the create, before it runs: a retry that
+    arrives while the first request is still running waits on the key's row and then replays
+    it, and a create that fails leaves no key, so the retry runs afresh. The same key with a
+    different body is a 409, so a client bug cannot silently get the result of another request.
     """
     from portal.core.models import IdempotencyKey
 
@@ -80,24 +82,23 @@ def idempotent_create(request: Request, scope: str, create: Callable[[], Respons
         raise exceptions.ValidationError({"Idempotency-Key": ["At most 200 characters."]})
     body_hash = hashlib.sha256(json.dumps(request.data, sort_keys=True, default=str).encode()).hexdigest()
     lookup = {"user": request.user, "scope": scope, "key": key}
-    existing = IdempotencyKey.objects.filter(**lookup).first()
-    if existing is None:
-        response = create()
-        if response.status_code < 500:
-            try:
-                with transaction.atomic():
-                    IdempotencyKey.objects.create(
-                        **lookup,
-                        body_hash=body_hash,
-                        status_code=response.status_code,
-                        response_body=json.loads(json.dumps(response.data, default=str)),
-                    )
-            except IntegrityError:
-                existing = IdempotencyKey.objects.get(**lookup)
-            else:
-                return response
-        else:
+    try:
+        with transaction.atomic():
+            record = IdempotencyKey.objects.create(
+                **lookup, body_hash=body_hash, status_code=0, response_body={}
+            )
+            response = create()
+            if response.status_code >= 500:
+                raise _NotStored(response)
+            record.status_code = response.status_code
+            record.response_body = json.loads(json.dumps(response.data, default=str))
+            record.save(update_fields=["status_code", "response_body"])
             return response
+    except _NotStored as not_stored:
+        return not_stored.response
+    except IntegrityError:
+        pass  # the key exists: replay what the first request answered
+    existing = IdempotencyKey.objects.get(**lookup)
     if existing.body_hash != body_hash:
         return Response(
             error_body(
@@ -109,3 +110,10 @@ def idempotent_create(request: Request, scope: str, create: Callable[[], Respons
     replay = Response(existing.response_body, status=existing.status_code)
     replay["Idempotent-Replayed"] = "true"
     return replay
+
+
+class _NotStored(Exception):
+    """A server error is not an answer to replay: roll the key back with it."""
+
+    def __init__(self, response: Response):
+        self.response = response

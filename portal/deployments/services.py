@@ -181,15 +181,7 @@ def deployment_scale(
     if replicas < workload.replicas:
         _scale_down(workload, replicas=replicas, actor=user, now=now)
         return workload
-    team = Team.objects.select_for_update().get(pk=workload.team_id)
-    extra = sandbox_share(workload) / workload.replicas * (replicas - workload.replicas)
-    left = team.quota_gpus - fraction_to_decimal(team_committed(team))
-    if fraction_to_decimal(extra) > left:
-        raise QuotaExceeded(
-            f"Team {team.slug} has {left.normalize():f} GPU equivalents left; "
-            f"{replicas - workload.replicas} more replicas need {fraction_to_decimal(extra).normalize():f}.",
-            fields={"quota_left": str(left), "requested": str(fraction_to_decimal(extra))},
-        )
+    team = _check_scale_quota(workload, replicas=replicas)
     shape = workload.gpu_type.model.profile(workload.mig_profile) if workload.mig_profile else None
     share = request_share(count=workload.gpu_count, shape=shape, replicas=replicas)
     live = [a for a in workload.allocations.all() if a.ended_at is None]
@@ -234,11 +226,27 @@ def deployment_scale(
     return workload
 
 
+def _check_scale_quota(workload: Sandbox, *, replicas: int) -> Team:
+    """Lock the team and refuse more replicas than its quota has room for."""
+    team = Team.objects.select_for_update(no_key=True).get(pk=workload.team_id)
+    extra = sandbox_share(workload) / workload.replicas * (replicas - workload.replicas)
+    left = team.quota_gpus - fraction_to_decimal(team_committed(team))
+    if fraction_to_decimal(extra) > left:
+        raise QuotaExceeded(
+            f"Team {team.slug} has {left.normalize():f} GPU equivalents left; "
+            f"{replicas - workload.replicas} more replicas need {fraction_to_decimal(extra).normalize():f}.",
+            fields={"quota_left": str(left), "requested": str(fraction_to_decimal(extra))},
+        )
+    return team
+
+
 def deployment_apply_scale(workload: Sandbox, *, replicas: int, actor: User | None, now: datetime) -> None:
-    """Place the added replicas now (all or none) and hand the deployment to the reconciler."""
+    """Place the added replicas now (all or none) and hand the deployment to the reconciler.
+    Quota is checked again here: a lead may approve long after the request was made."""
     if replicas <= workload.replicas:
         _scale_down(workload, replicas=replicas, actor=actor, now=now)
         return
+    _check_scale_quota(workload, replicas=replicas)
     gpu_type = GpuType.objects.select_for_update().get(pk=workload.gpu_type_id)
     request = placement_request(gpu_type=gpu_type, count=workload.gpu_count, mig_profile=workload.mig_profile)
     for replica in range(workload.replicas, replicas):
@@ -274,7 +282,7 @@ def _rescaled(workload: Sandbox, *, replicas: int, actor: User | None, now: date
         replicas=replicas,
         message=f"Scaling from {previous} to {replicas} replicas.",
         attempts=0,
-        next_attempt_at=now,
+        next_attempt_at=None,  # due at once
     )
     enqueue(RECONCILE_TASK, workload.pk)
 
@@ -301,12 +309,13 @@ def deployment_observed(
 def deployment_release_scaled_away(*, deployment_id: int, now: datetime) -> int:
     """The cluster no longer runs the replicas scaled away: free their GPUs for others."""
     workload = Sandbox.objects.get(pk=deployment_id)
-    extra = Allocation.objects.filter(
-        sandbox=workload, replica__gte=workload.replicas, released_at__isnull=True
-    )
-    gpu_ids = list(extra.values_list("gpu_id", flat=True))
-    if not gpu_ids:
+    # On a live deployment an ended but unreleased hold is a replica scaled away (even if the
+    # deployment was scaled up again meanwhile and its replica number reused).
+    extra = Allocation.objects.filter(sandbox=workload, ended_at__isnull=False, released_at__isnull=True)
+    if not extra.exists():
         return 0
+    GpuType.objects.select_for_update().filter(pk=workload.gpu_type_id).first()
+    gpu_ids = list(extra.values_list("gpu_id", flat=True))
     released = extra.update(released_at=now)
     for node_id in mig_layouts_free(gpu_ids=gpu_ids):
         enqueue(MIG_LAYOUT_TASK, node_id)

@@ -170,28 +170,46 @@ def allocations_release(*, holder, at: datetime) -> list[int]:
     """Free the holder's GPUs and slices for others (billing stops too, if it had not).
 
     A MIG GPU left with no slice in use gets its layout freed: its free slices are deleted, and
-    the ids of the nodes whose layout changed are returned so the caller can apply them.
+    the ids of the nodes whose layout changed are returned so the caller can apply them. The
+    GPU type is locked as placement locks it, so a slice being freed is never one a concurrent
+    placement has just taken.
     """
+    GpuType.objects.select_for_update().filter(pk=holder.gpu_type_id).first()
     allocations_end(holder=holder, at=at)
-    released = list(
-        Allocation.objects.filter(sandbox=holder, released_at__isnull=True).values_list("gpu_id", flat=True)
-    )
-    Allocation.objects.filter(sandbox=holder, released_at__isnull=True).update(released_at=at)
+    live = Allocation.objects.filter(sandbox=holder, released_at__isnull=True)
+    released = list(live.values_list("gpu_id", flat=True))
+    live.update(released_at=at)
     return mig_layouts_free(gpu_ids=released)
 
 
 def mig_layouts_free(*, gpu_ids: list[int]) -> list[int]:
-    """Delete the slices of MIG GPUs that no longer hold any; returns the nodes that changed."""
+    """Delete the slices of MIG GPUs that no longer hold any; returns the nodes that changed.
+    Callers hold the GPU type lock."""
     in_use = set(
         Allocation.objects.filter(gpu_id__in=gpu_ids, released_at__isnull=True).values_list(
             "gpu_id", flat=True
         )
     )
     empty = [gpu_id for gpu_id in set(gpu_ids) if gpu_id not in in_use]
-    slices = MigSlice.objects.filter(gpu_id__in=empty, gpu__mig_enabled=True)
-    nodes = sorted(set(slices.values_list("gpu__node_id", flat=True)))
-    slices.delete()
-    return nodes
+    doomed = list(
+        MigSlice.objects.filter(gpu_id__in=empty, gpu__mig_enabled=True).values_list("pk", "gpu__node_id")
+    )
+    MigSlice.objects.filter(pk__in=[pk for pk, _ in doomed]).delete()
+    return sorted({node_id for _, node_id in doomed})
+
+
+def mig_slices_abandon(*, node_id: int) -> list[int]:
+    """After a failed layout change: drop the slices still being cut that nobody holds any more,
+    so their GPUs stop counting as reconfiguring. Returns the node when its layout changed."""
+    creating = MigSlice.objects.filter(gpu__node_id=node_id, state=MigSlice.State.CREATING)
+    held = set(
+        Allocation.objects.filter(mig_slice__in=creating, released_at__isnull=True).values_list(
+            "mig_slice_id", flat=True
+        )
+    )
+    doomed = [pk for pk in creating.values_list("pk", flat=True) if pk not in held]
+    MigSlice.objects.filter(pk__in=doomed).delete()
+    return [node_id] if doomed else []
 
 
 def mig_layout_settled(*, node_id: int, succeeded: bool) -> int:

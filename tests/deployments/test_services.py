@@ -146,3 +146,35 @@ def test_scaling_down_stops_billing_at_once_but_frees_the_gpu_only_after_teardow
     reconcile_sandbox(workload.pk)
     scaled_away.refresh_from_db()
     assert scaled_away.released_at is not None
+
+
+def test_scaling_down_then_up_before_the_reconciler_runs_frees_the_old_replica(
+    run_jobs, fleet, catalog, team, researcher, lead
+):
+    workload = run_jobs(lambda: deploy(researcher, gpu_type="h100-80gb", count=1, replicas=2))
+    run_jobs(
+        lambda: approval_decide(
+            user=lead, approval_id=Approval.objects.get(sandbox=workload).pk, approve=True
+        )
+    )
+    deployment_scale(user=lead, deployment_id=workload.pk, replicas=1)  # no reconcile yet
+    deployment_scale(user=lead, deployment_id=workload.pk, replicas=2)
+
+    from workers.reconcile.sandboxes import reconcile_sandbox
+
+    reconcile_sandbox(workload.pk)
+    live = Allocation.objects.filter(sandbox=workload, released_at__isnull=True)
+    assert live.count() == 2
+    assert sorted(live.values_list("replica", flat=True)) == [0, 1]
+
+
+def test_approving_a_scale_request_checks_the_quota_again(run_jobs, fleet, catalog, team, researcher, lead):
+    workload = run_jobs(lambda: deploy(researcher))  # a 3g slice: 3/7
+    deployment_scale(user=researcher, deployment_id=workload.pk, replicas=3)  # needs a lead
+    team.quota_gpus = Decimal("0.5")  # room for one slice now, not three
+    team.save()
+    approval = Approval.objects.get(sandbox=workload, kind=Approval.Kind.SCALE)
+    with pytest.raises(QuotaExceeded):
+        approval_decide(user=lead, approval_id=approval.pk, approve=True)
+    assert Approval.objects.get(pk=approval.pk).state == Approval.State.PENDING
+    assert Sandbox.objects.get(pk=workload.pk).replicas == 1

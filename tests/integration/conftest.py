@@ -64,6 +64,7 @@ def celery_worker_process(transactional_db) -> Iterator[subprocess.Popen]:
         "PORTAL_SIM_POD_START_SECONDS": "1",
         "PORTAL_SIM_MIG_RECONFIG_SECONDS": "0",
         "PORTAL_SWEEP_SECONDS": "1",
+        "CELERY_LOG_LEVEL": "INFO",  # the fixture waits for the worker's "ready" line
         "PORTAL_RECONCILE_SECONDS": "1",
         "PORTAL_VAR_DIR": str(ROOT / "var" / "integration"),
     }

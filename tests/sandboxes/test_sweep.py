@@ -11,7 +11,7 @@ from django.utils import timezone
 from portal.approvals.models import Approval
 from portal.fleet.models import Allocation
 from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.services import sandbox_request, sandboxes_sweep
+from portal.sandboxes.services import sandbox_request, sandbox_terminate, sandboxes_sweep
 from workers.drivers.base import DriverError
 from workers.reconcile import sandboxes as reconcile_module
 from workers.reconcile.sandboxes import reconcile_sandbox
@@ -90,8 +90,36 @@ def test_driver_errors_back_off_and_fail_after_the_last_attempt(
     reconcile_sandbox(sandbox.pk, now=now)
 
     row = Sandbox.objects.get(pk=sandbox.pk)
+    assert row.state == S.TERMINATING and row.ending_as == S.FAILED  # its objects go first
+    assert row.message == "API server timed out"
+    assert Allocation.objects.get(sandbox=row).ended_at is not None
+
+    monkeypatch.undo()  # the cluster answers again: the teardown goes through
+    reconcile_sandbox(sandbox.pk)
+    row = Sandbox.objects.get(pk=sandbox.pk)
     assert row.state == S.FAILED
     assert row.message == "API server timed out"
+    assert Allocation.objects.get(sandbox=row).released_at is not None
+
+
+def test_a_teardown_the_cluster_refuses_for_good_frees_the_gpus_and_says_what_is_left(
+    settings, monkeypatch, run_jobs, fleet, researcher, slice_request
+):
+    settings.PORTAL_MAX_ATTEMPTS = 2
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+
+    class Forbidden:
+        def delete_sandbox(self, spec):
+            raise DriverError("the portal's service account may not delete namespaces", retryable=False)
+
+    monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: Forbidden())
+    sandbox_terminate(user=researcher, sandbox_id=sandbox.pk)  # its teardown job is not run
+    reconcile_sandbox(sandbox.pk)
+    assert Sandbox.objects.get(pk=sandbox.pk).state == S.TERMINATING
+    reconcile_sandbox(sandbox.pk)
+    row = Sandbox.objects.get(pk=sandbox.pk)
+    assert row.state == S.TERMINATED
+    assert "could not be removed" in row.message and row.namespace in row.message
     assert Allocation.objects.get(sandbox=row).released_at is not None
 
 
@@ -105,7 +133,7 @@ def test_forbidden_driver_error_fails_at_once(monkeypatch, fleet, researcher, sl
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: Forbidden())
     assert reconcile_sandbox(sandbox.pk) is None
     row = Sandbox.objects.get(pk=sandbox.pk)
-    assert row.state == S.FAILED
+    assert row.state == S.TERMINATING and row.ending_as == S.FAILED
     assert "may not create namespaces" in row.message
 
 

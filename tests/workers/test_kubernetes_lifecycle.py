@@ -106,10 +106,19 @@ def test_image_pull_failure_fails_the_sandbox_with_the_kubelets_message(fake_kub
     fake_kube.pod_image_pull_failed(sandbox.namespace, image="quay.io/jupyter/pytorch-notebook:latest")
     reconcile_sandbox(sandbox.pk)
     sandbox.refresh_from_db()
-    assert sandbox.state == S.FAILED
+    # Billing stops at once, but the pod still holds the GPU until its namespace is gone.
+    assert sandbox.state == S.TERMINATING and sandbox.ending_as == S.FAILED
     assert sandbox.message.startswith(
         'image pull failed: Failed to pull image "quay.io/jupyter/pytorch-notebook'
     )
+    allocation = Allocation.objects.get(sandbox=sandbox)
+    assert allocation.ended_at is not None and allocation.released_at is None
+
+    reconcile_sandbox(sandbox.pk)
+    sandbox.refresh_from_db()
+    assert sandbox.state == S.FAILED
+    assert sandbox.message.startswith("image pull failed")
+    assert fake_kube.get("Namespace", sandbox.namespace) is None
     assert Allocation.objects.get(sandbox=sandbox).released_at is not None
 
 

@@ -4,9 +4,10 @@ the difference, and record the outcome on the row. Running it twice changes noth
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
@@ -27,6 +28,7 @@ from workers.manifests.names import mig_resource_name
 
 log = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0
+LEASE_SECONDS = 60.0
 SERVING_WATCH_SECONDS = 30.0
 
 
@@ -52,7 +54,7 @@ def namespace_for(sandbox: Sandbox) -> str:
 def _claims(sandbox: Sandbox) -> list[GpuClaim]:
     """One GPU claim per replica, from the live allocations (a sandbox has one replica)."""
     allocations = (
-        sandbox.allocations.filter(released_at__isnull=True)
+        sandbox.allocations.filter(released_at__isnull=True, ended_at__isnull=True)
         .select_related("gpu__node", "mig_slice")
         .order_by("replica", "gpu__index")
     )
@@ -131,13 +133,20 @@ def reconcile_sandbox(sandbox_id: int, *, now: datetime | None = None) -> float 
     """One step towards what the row intends. Returns seconds until it should be looked at
     again, or None when nothing is left to do."""
     now = now or timezone.now()
-    sandbox = (
-        Sandbox.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
-        .filter(pk=sandbox_id)
-        .first()
-    )
-    if sandbox is None:
-        return None
+    if not _claim(sandbox_id, now):
+        return None  # another worker is on it (or there is no such row)
+    try:
+        sandbox = (
+            Sandbox.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
+            .filter(pk=sandbox_id)
+            .first()
+        )
+        return _step(sandbox, now) if sandbox is not None else None
+    finally:
+        Sandbox.objects.filter(pk=sandbox_id).update(lease_until=None)
+
+
+def _step(sandbox: Sandbox, now: datetime) -> float | None:
     watching = sandbox.state == SandboxState.RUNNING and sandbox.kind == WorkloadKind.DEPLOYMENT
     if sandbox.state not in (SandboxState.PROVISIONING, SandboxState.TERMINATING) and not watching:
         return None
@@ -165,6 +174,16 @@ def reconcile_sandbox(sandbox_id: int, *, now: datetime | None = None) -> float 
         ):
             return max(0.0, (refreshed[0] - now).total_seconds())
         return None
+
+
+def _claim(sandbox_id: int, now: datetime) -> bool:
+    """Lease the row for one step, so two workers (a job enqueued on a change and the periodic
+    reconcile) never act on one sandbox at once. A worker that dies mid-step leaves the lease
+    to run out."""
+    free = Q(lease_until__isnull=True) | Q(lease_until__lte=now)
+    return bool(
+        Sandbox.objects.filter(free, pk=sandbox_id).update(lease_until=now + timedelta(seconds=LEASE_SECONDS))
+    )
 
 
 def _provision(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: datetime) -> float | None:
@@ -241,5 +260,7 @@ def _teardown(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: d
     if driver.delete_sandbox(spec):
         sandbox_mark_ended(sandbox_id=sandbox.pk, now=now)
         return None
-    Sandbox.objects.filter(pk=sandbox.pk).update(message="Removing it from the cluster.")
+    Sandbox.objects.filter(pk=sandbox.pk, state=SandboxState.TERMINATING).update(
+        message="Removing it from the cluster.", next_attempt_at=now + timedelta(seconds=RECHECK_SECONDS)
+    )
     return RECHECK_SECONDS

@@ -11,9 +11,9 @@ from workers.reconcile.sandboxes import reconcile_sandbox
 
 @shared_task(name="sandboxes.reconcile", ignore_result=True)
 def reconcile(sandbox_id: int) -> None:
-    recheck_in = reconcile_sandbox(sandbox_id)
-    if recheck_in is not None and not reconcile.app.conf.task_always_eager:
-        reconcile.apply_async(args=(sandbox_id,), countdown=recheck_in)
+    """One step for one sandbox. Its next step comes from the periodic reconcile_due (every
+    PORTAL_RECONCILE_SECONDS), the one scheduler, so jobs for a sandbox never multiply."""
+    reconcile_sandbox(sandbox_id)
 
 
 @shared_task(name="sandboxes.drain_queue", ignore_result=True)

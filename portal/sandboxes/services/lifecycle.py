@@ -25,6 +25,7 @@ from portal.fleet.services import (
     allocations_end,
     allocations_place_queued,
     allocations_release,
+    mig_slices_abandon,
 )
 from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
 from portal.sandboxes.services.transitions import move
@@ -67,7 +68,7 @@ def _placed(sandbox: Sandbox, *, reason: str, actor: User | None, now: datetime)
         placement_reason=sandbox.placement_reason,
         message=f"Placed on {sandbox.node_name}; starting.",
         attempts=0,
-        next_attempt_at=now,
+        next_attempt_at=None,  # due at once
         last_error="",
     )
     enqueue(RECONCILE_TASK, sandbox.pk)
@@ -76,27 +77,34 @@ def _placed(sandbox: Sandbox, *, reason: str, actor: User | None, now: datetime)
 def sandbox_queue_drain(*, now: datetime | None = None) -> list[int]:
     """Place queued sandboxes that now fit: priority, then arrival; smaller ones backfill around
     a large one that does not fit, except behind one that has waited past
-    PORTAL_STARVATION_MINUTES, which reserves its GPU type until it is placed."""
+    PORTAL_STARVATION_MINUTES, which reserves its GPU type until it is placed.
+
+    The queued rows are locked first (rows another drain or an ending holds are skipped, not
+    waited for), then the GPU types: the same order as every other placement, so concurrent
+    drains neither deadlock nor place a row twice.
+    """
     now = now or timezone.now()
-    queued = list(
-        Sandbox.objects.filter(state=S.QUEUED)
-        .select_related("team", "gpu_type")
-        .order_by("-priority", "queued_at", "pk")
-    )
-    if not queued:
-        return []
+    placed: list[int] = []
     with transaction.atomic():
+        queued = list(
+            Sandbox.objects.select_for_update(of=("self",), skip_locked=True)
+            .filter(state=S.QUEUED)
+            .select_related("team", "gpu_type")
+            .order_by("-priority", "queued_at", "pk")
+        )
+        if not queued:
+            return []
         decisions = allocations_place_queued(
             holders=queued, now=now, starvation_seconds=settings.PORTAL_STARVATION_MINUTES * 60
         )
         for sandbox in queued:
             if sandbox.pk in decisions:
                 _placed(sandbox, reason=decisions[sandbox.pk].reason, actor=None, now=now)
-    placed = [s.pk for s in queued if s.pk in decisions]
-    # Deployments with several replicas are placed all at once or not at all, after the rest.
-    for workload in queued:
-        if workload.replicas > 1 and sandbox_try_place(workload, now=now):
-            placed.append(workload.pk)
+                placed.append(sandbox.pk)
+        # Deployments with several replicas are placed all at once or not at all, after the rest.
+        for workload in queued:
+            if workload.replicas > 1 and sandbox_try_place(workload, now=now):
+                placed.append(workload.pk)
     return placed
 
 
@@ -120,9 +128,16 @@ def sandbox_requeue(*, sandbox_id: int, message: str, now: datetime) -> None:
         )
     except Conflict:
         return
-    for allocation in Allocation.objects.filter(sandbox=sandbox, released_at__isnull=True):
+    nodes = set()
+    for allocation in Allocation.objects.filter(sandbox=sandbox, released_at__isnull=True).select_related(
+        "gpu"
+    ):
         Allocation.objects.filter(pk=allocation.pk).update(ended_at=allocation.started_at)
-    _apply_layouts(allocations_release(holder=sandbox, at=now))
+        nodes.add(allocation.gpu.node_id)
+    changed = set(allocations_release(holder=sandbox, at=now))
+    for node_id in nodes:
+        changed.update(mig_slices_abandon(node_id=node_id))
+    _apply_layouts(sorted(changed))
     enqueue(DRAIN_TASK)
 
 
@@ -132,6 +147,12 @@ def _apply_layouts(node_ids: list[int]) -> None:
 
 
 def sandbox_approve(sandbox: Sandbox, *, actor: User, now: datetime) -> None:
+    if sandbox.expires_at <= now:
+        # Approved too late: its time is over before it could start.
+        sandbox_end(
+            sandbox, ending_as=S.EXPIRED, actor=actor, at=now, detail="expired before it was approved"
+        )
+        return
     move(
         sandbox,
         to=S.QUEUED,
@@ -187,7 +208,7 @@ def sandbox_end(sandbox: Sandbox, *, ending_as: str, actor: User | None, at: dat
         ended_at=at,
         message=detail.capitalize() + "; removing it from the cluster.",
         attempts=0,
-        next_attempt_at=at,
+        next_attempt_at=None,  # due at once
     )
     Approval.objects.filter(sandbox=sandbox, state=Approval.State.PENDING).update(
         state=Approval.State.CANCELLED, decided_at=at
@@ -233,37 +254,51 @@ def sandbox_mark_waiting(
 
 @transaction.atomic
 def sandbox_mark_failed(*, sandbox_id: int, message: str, now: datetime) -> None:
-    """The cluster could not run it: end it as failed and give its GPUs back."""
+    """The cluster could not run it: stop billing, tell the owner, and take its objects out of
+    the cluster; it becomes `failed` (and its GPUs free) once they are gone, like any ending."""
     sandbox = Sandbox.objects.select_related("team", "owner").get(pk=sandbox_id)
     try:
         move(
             sandbox,
-            to=S.FAILED,
+            to=S.TERMINATING,
             from_states=[S.PROVISIONING, S.RUNNING],
             actor=None,
-            action="sandbox.failed",
+            action="sandbox.failing",
             detail=message,
+            ending_as=S.FAILED,
             ended_at=now,
             message=message[:500],
-            next_attempt_at=None,
+            attempts=0,
+            next_attempt_at=None,  # due at once
         )
     except Conflict:
         return
-    _apply_layouts(allocations_release(holder=sandbox, at=now))
+    Approval.objects.filter(sandbox=sandbox, state=Approval.State.PENDING).update(
+        state=Approval.State.CANCELLED, decided_at=now
+    )
+    allocations_end(holder=sandbox, at=now)
     notify(
         user=sandbox.owner,
         message=f"{sandbox.kind.capitalize()} {sandbox.name} failed: {message}",
         link=_link(sandbox),
         email_subject=f"{sandbox.kind.capitalize()} {sandbox.name} failed",
     )
-    enqueue(DRAIN_TASK)
+    enqueue(RECONCILE_TASK, sandbox.pk)
 
 
 @transaction.atomic
-def sandbox_mark_ended(*, sandbox_id: int, now: datetime) -> None:
-    """The cluster objects are gone: reach the end state and free the GPUs."""
+def sandbox_mark_ended(*, sandbox_id: int, now: datetime, note: str = "") -> None:
+    """The cluster objects are gone (or, with a `note`, could not be removed and were given
+    up on): reach the end state and free the GPUs."""
     sandbox = Sandbox.objects.select_related("team").get(pk=sandbox_id)
     ending_as = sandbox.ending_as or S.TERMINATED
+    fields: dict = {"next_attempt_at": None}
+    if ending_as == S.EXPIRED:
+        fields["message"] = "Expired."
+    elif ending_as == S.TERMINATED:
+        fields["message"] = "Terminated."
+    if note:
+        fields["message"] = f"{fields.get('message', sandbox.message)} {note}".strip()[:500]
     try:
         move(
             sandbox,
@@ -271,8 +306,7 @@ def sandbox_mark_ended(*, sandbox_id: int, now: datetime) -> None:
             from_states=[S.TERMINATING],
             actor=None,
             action=f"sandbox.{ending_as}",
-            message="Expired." if ending_as == S.EXPIRED else "Terminated.",
-            next_attempt_at=None,
+            **fields,
         )
     except Conflict:
         return
@@ -284,11 +318,21 @@ def sandbox_attempt_failed(*, sandbox_id: int, error: str, retryable: bool, now:
     """A driver call failed: back off and try again, or give up after PORTAL_MAX_ATTEMPTS."""
     sandbox = Sandbox.objects.get(pk=sandbox_id)
     attempts = sandbox.attempts + 1
-    if sandbox.state == S.PROVISIONING and (not retryable or attempts >= settings.PORTAL_MAX_ATTEMPTS):
+    giving_up = not retryable or attempts >= settings.PORTAL_MAX_ATTEMPTS
+    if sandbox.state == S.PROVISIONING and giving_up:
         sandbox_mark_failed(sandbox_id=sandbox_id, message=error, now=now)
         return
+    if sandbox.state == S.TERMINATING and not retryable and attempts >= settings.PORTAL_MAX_ATTEMPTS:
+        # The cluster refuses the teardown for good: free the GPUs in the portal and say what is
+        # left behind, rather than hold them forever. Drift repair deletes the namespace later.
+        sandbox_mark_ended(
+            sandbox_id=sandbox_id,
+            now=now,
+            note=f"Its namespace {sandbox.namespace} could not be removed ({error}); an admin must delete it.",
+        )
+        return
     delay = min(300, 2**attempts)
-    Sandbox.objects.filter(pk=sandbox_id).update(
+    Sandbox.objects.filter(pk=sandbox_id, state__in=[S.PROVISIONING, S.RUNNING, S.TERMINATING]).update(
         attempts=attempts,
         last_error=error[:2000],
         next_attempt_at=now + timedelta(seconds=delay),

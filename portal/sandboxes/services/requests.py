@@ -17,9 +17,9 @@ from portal.accounts.services import notify
 from portal.approvals.models import Approval
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, QuotaExceeded, ValidationFailed
-from portal.fleet.selectors import capacity_free_now
+from portal.fleet.selectors import capacity_free_now, price_per_hour
 from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
-from portal.sandboxes.policy import fraction_to_decimal, hours_between, team_committed, verdict
+from portal.sandboxes.policy import fraction_to_decimal, hours_between, sandbox_share, team_committed, verdict
 from portal.sandboxes.selectors import sandbox_get_for
 from portal.sandboxes.services.lifecycle import sandbox_end, sandbox_try_place
 from portal.sandboxes.services.resolve import ResolvedRequest, resolve_request
@@ -102,7 +102,7 @@ def workload_create(
 def _create(
     *, user: User, resolved: ResolvedRequest, now: datetime, before_placing: Callable[[Sandbox], None] | None
 ) -> Sandbox:
-    team = Team.objects.select_for_update().get(pk=resolved.team.pk)
+    team = Team.objects.select_for_update(no_key=True).get(pk=resolved.team.pk)
     used = fraction_to_decimal(team_committed(team))
     wanted = fraction_to_decimal(resolved.share)
     left = team.quota_gpus - used
@@ -221,14 +221,24 @@ def sandbox_extend(
             fields={"hours": ["Beyond the team's maximum lifetime."]},
         )
     deciding_lead = user.pk != sandbox.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))
-    if deciding_lead or lifetime <= team.auto_approve_max_hours:
+    reasons = []
+    if lifetime > team.auto_approve_max_hours:
+        reasons.append(
+            f"the {sandbox.kind} would live longer than {team.auto_approve_max_hours.normalize():f} hours"
+        )
+    hourly = price_per_hour(gpu_type=sandbox.gpu_type, at=now) * fraction_to_decimal(
+        sandbox_share(sandbox), "0.000001"
+    )
+    if hourly * extra > team_budget_left(team, now):
+        reasons.append("the added hours cost more than is left of the team's monthly budget")
+    if deciding_lead or not reasons:
         sandbox_apply_extension(sandbox, new_expiry=new_expiry, actor=user, hours=extra)
         return sandbox
     if Approval.objects.filter(
         sandbox=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
     ).exists():
         raise Conflict(f"An extension of this {sandbox.kind} already waits for a lead.")
-    why = f"Needs a lead's approval: the {sandbox.kind} would live longer than {team.auto_approve_max_hours.normalize():f} hours."
+    why = "Needs a lead's approval: " + " and ".join(reasons) + "."
     approval = Approval.objects.create(
         sandbox=sandbox,
         team=team,

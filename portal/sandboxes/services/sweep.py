@@ -38,7 +38,9 @@ def sandboxes_expire_overdue(*, now: datetime) -> list[int]:
     for sandbox_id in list(overdue):
         try:
             with transaction.atomic():
-                sandbox = Sandbox.objects.select_for_update().select_related("team").get(pk=sandbox_id)
+                sandbox = (
+                    Sandbox.objects.select_for_update(of=("self",)).select_related("team").get(pk=sandbox_id)
+                )
                 if sandbox.expires_at > now:
                     continue  # extended meanwhile
                 sandbox_end(
