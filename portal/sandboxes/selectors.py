@@ -117,3 +117,10 @@ def queue_positions(sandboxes: list[Sandbox]) -> dict[int, int]:
         counters[gpu_type_id] = counters.get(gpu_type_id, 0) + 1
         positions[sandbox_id] = counters[gpu_type_id]
     return positions
+
+
+def pending_extension(sandbox: Sandbox) -> Approval | None:
+    """The extension of this workload that waits for a lead, if any."""
+    return Approval.objects.filter(
+        sandbox=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
+    ).first()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
@@ -20,6 +21,7 @@ from portal.core.web import run_service
 from portal.sandboxes.filters import SandboxFilter
 from portal.sandboxes.forms import QUOTA_RULE, ExtendForm, SandboxRequestForm
 from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
+from portal.sandboxes.selectors import pending_extension
 from portal.sandboxes.services import sandbox_estimate, sandbox_extend, sandbox_request, sandbox_terminate
 from portal.sandboxes.view_selectors import (
     any_live,
@@ -32,9 +34,6 @@ from portal.sandboxes.view_selectors import (
 )
 
 PAGE_SIZE = 25
-EXTEND_REQUESTED = (
-    "Extension requested: applied at once within the team's policy, otherwise a lead has been asked."
-)
 
 
 def workload_list_context(
@@ -66,11 +65,16 @@ def workload_extend(request: HttpRequest, pk: int, *, kind: str) -> None:
     """Extend a sandbox or deployment by the posted hours; the outcome goes to the messages."""
     form = ExtendForm(request.POST)
     hours = form.cleaned_data["hours"] if form.is_valid() else request.POST.get("hours")
-    run_service(
-        request,
-        lambda: sandbox_extend(user=request.user, sandbox_id=pk, hours=hours, kind=kind),
-        success=EXTEND_REQUESTED,
+    workload = run_service(
+        request, lambda: sandbox_extend(user=request.user, sandbox_id=pk, hours=hours, kind=kind)
     )
+    if workload is None:
+        return
+    pending = pending_extension(workload)
+    if pending is not None:
+        messages.info(request, f"Sent to a lead: {pending.why_needed}")
+    else:
+        messages.success(request, f"Extended: it now expires {workload.expires_at:%Y-%m-%d %H:%M} UTC.")
 
 
 def workload_terminate(request: HttpRequest, pk: int, *, kind: str) -> None:

@@ -244,7 +244,7 @@ def test_scaling_an_ended_deployment_says_why(alice, researcher, fleet, catalog,
 def test_extend_moves_the_expiry(alice, researcher, fleet, catalog, run_jobs):
     workload = deployed(run_jobs, researcher, ttl_hours=4)
     page = alice.post(f"/deployments/{workload.pk}/extend/", {"hours": "2"}, follow=True).content.decode()
-    assert "Extension requested" in page
+    assert "Extended: it now expires" in page
     before = workload.expires_at
     workload.refresh_from_db()
     assert (workload.expires_at - before).total_seconds() == pytest.approx(7200, abs=1)

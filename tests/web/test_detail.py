@@ -83,18 +83,19 @@ def test_extending_within_policy_moves_the_expiry(researcher_client, researcher,
 
     sandbox.refresh_from_db()
     assert sandbox.expires_at - before == timedelta(hours=4)
-    assert "Extension requested" in response.content.decode()
+    assert "Extended: it now expires" in response.content.decode()
 
 
 def test_extending_past_the_auto_approval_line_asks_a_lead(researcher_client, researcher, team, whole_gpus):
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
     before = sandbox.expires_at
 
-    researcher_client.post(f"/sandboxes/{sandbox.pk}/extend/", {"hours": "30"})
+    response = researcher_client.post(f"/sandboxes/{sandbox.pk}/extend/", {"hours": "30"}, follow=True)
 
     sandbox.refresh_from_db()
     assert sandbox.expires_at == before
     assert Approval.objects.get(sandbox=sandbox).kind == Approval.Kind.EXTEND
+    assert "Sent to a lead: Needs a lead&#x27;s approval" in response.content.decode()
 
 
 def test_a_bad_extension_shows_the_reason_and_changes_nothing(
