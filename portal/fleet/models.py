@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from decimal import Decimal
 from fractions import Fraction
 
 from django.db import models
@@ -85,7 +84,6 @@ class Node(models.Model):
     unknown_product = models.BooleanField(default=False, help_text="Product not mapped to a GPU type.")
     schedulable = models.BooleanField(default=True)
     mig_config_state = models.CharField(max_length=20, blank=True)
-    mig_reconfiguring_until = models.DateTimeField(null=True, blank=True)
     labels = models.JSONField(default=dict, blank=True)
 
     class Meta:
@@ -184,10 +182,6 @@ class Allocation(models.Model):
     @property
     def share(self) -> Fraction:
         return Fraction(self.share_numerator, self.share_denominator)
-
-    @property
-    def share_decimal(self) -> Decimal:
-        return Decimal(self.share_numerator) / Decimal(self.share_denominator)
 
 
 class SimulatedObject(models.Model):

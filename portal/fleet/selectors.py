@@ -81,9 +81,7 @@ def gpu_snapshot(*, gpu_type: GpuType | None = None, now: datetime | None = None
     views = []
     for gpu in gpus:
         node = gpu.node
-        reconfiguring = gpu.pk in changing or (
-            node.mig_reconfiguring_until is not None and node.mig_reconfiguring_until > now
-        )
+        reconfiguring = gpu.pk in changing  # a slice is being cut: its layout is changing
         views.append(
             GpuView(
                 gpu_id=gpu.pk,

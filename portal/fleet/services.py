@@ -234,13 +234,6 @@ def mig_layout_of(*, node_id: int) -> dict[int, list[tuple[str, int]]]:
     return {index: sorted(slices, key=lambda s: s[1]) for index, slices in layout.items()}
 
 
-def default_cluster() -> Cluster:
-    cluster = Cluster.objects.order_by("pk").first()
-    if cluster is None:
-        cluster = Cluster.objects.create(name="default", driver=settings.PORTAL_CLUSTER_DRIVER)
-    return cluster
-
-
 DISCOVER_TASK = "fleet.discover"
 
 
