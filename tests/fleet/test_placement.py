@@ -217,6 +217,71 @@ def test_whole_request_needs_all_its_gpus_on_one_node() -> None:
     assert isinstance(place(fleet, WholeRequest(H100, 3)), NoFit)
 
 
+def place_in_turn(
+    gpus: list[GpuView], requests: list[WholeRequest | SliceRequest]
+) -> list[Placement | NoFit]:
+    """Place requests one after another on one FleetState (MIG GPUs may go whole), applying each."""
+    state = FleetState(gpus)
+    decisions = []
+    for request in requests:
+        decision = state.place(request, whole_on_empty_mig=True)
+        if isinstance(decision, Placement):
+            state.apply(decision, request.profile if isinstance(request, SliceRequest) else None)
+        decisions.append(decision)
+    return decisions
+
+
+def test_whole_request_fills_a_mig_node_held_whole_and_keeps_the_empty_node_for_8_gpus() -> None:
+    # MIG node m: 6 of 8 GPUs held whole, 2 empty; no GPU of the type carries a slice. The old rule
+    # (plain GPUs before empty MIG ones) put the 1-GPU request on the empty plain node w, which
+    # left no node with 8 free GPUs for the next request.
+    mig_node = [mig_gpu(n, node="m", whole_held=n < 6) for n in range(8)]
+    one, eight = place_in_turn(
+        [*mig_node, *plain_node("w", 8, 0, 10)], [WholeRequest(H100, 1), WholeRequest(H100, 8)]
+    )
+    assert isinstance(one, Placement) and one.node == "m" and one.gpu_ids == (6,)
+    assert one.reason == (
+        "best fit: 1 of 2 free h100-80gb on m, leaves 1 free there; breaks the fewest free blocks of"
+        " 4 or 8 GPUs; takes 1 empty MIG GPU (slices hold no more of them than whole requests)"
+    )
+    assert isinstance(eight, Placement) and eight.node == "w" and eight.gpu_ids == tuple(range(10, 18))
+
+
+def test_whole_request_keeps_the_last_empty_mig_gpu_for_slices_where_slices_hold_the_mig_gpus() -> None:
+    # Slices hold 7 of m's 8 MIG GPUs, so its empty one is kept for slices even though it would
+    # fit a 1-GPU request exactly; the old rule (exact fit first) took it and the 7g was refused.
+    mig_node = [mig_gpu(n, *([held("7g.80gb", 0)] if n < 7 else []), node="m") for n in range(8)]
+    one, slice_7g = place_in_turn(
+        [*mig_node, *plain_node("w", 8, 5, 10)], [WholeRequest(H100, 1), slice_request("7g.80gb")]
+    )
+    assert isinstance(one, Placement) and one.node == "w" and one.gpu_ids == (15,)
+    assert one.reason == (
+        "best fit: 1 of 3 free h100-80gb on w, leaves 2 free there; keeps empty MIG GPUs for slices"
+    )
+    assert isinstance(slice_7g, Placement) and slice_7g.gpu_ids == (7,) and slice_7g.start == 0
+
+
+def test_whole_request_keeps_a_free_block_of_4_rather_than_fit_tightest() -> None:
+    # a has 4 free, b 5. The tightest fit for 1 GPU is a (3 left), which leaves room for one 4-GPU
+    # request only; taking it from b keeps a 4-GPU block free on both nodes.
+    fleet = plain_node("a", 8, 4, 0) + plain_node("b", 8, 3, 8)
+    one, four, another_four = place_in_turn(fleet, [WholeRequest(H100, n) for n in (1, 4, 4)])
+    assert isinstance(one, Placement) and one.node == "b"
+    assert one.reason == (
+        "best fit: 1 of 5 free h100-80gb on b, leaves 4 free there; breaks the fewest free blocks of 4 or 8 GPUs"
+    )
+    assert isinstance(four, Placement) and four.node == "a"
+    assert (
+        four.reason
+        == "best fit: 4 of 4 free h100-80gb on a, leaves 0 free there; first of equal fits in node order"
+    )
+    assert isinstance(another_four, Placement) and another_four.node == "b"
+    assert (
+        another_four.reason
+        == "best fit: 4 of 4 free h100-80gb on b, leaves 0 free there; the only node with room"
+    )
+
+
 # -- the incremental state -----------------------------------------------------------------------
 
 

@@ -6,7 +6,11 @@ The rules, in the order they apply:
 - Otherwise a new slice is cut where it costs the least future room: every (GPU, start) that the
   geometry allows is scored by how many more instances of each profile (weighted by compute
   slices) the GPU could still take, and a partly-cut GPU always goes before an empty one.
-- Whole GPUs go to the node that keeps the fewest free GPUs stranded (best fit by free count).
+- Whole GPUs go to the node where they break the fewest free blocks of 4 and of 8 GPUs (room
+  for the large requests), then leave the fewest free GPUs (best fit), then plain GPUs before
+  empty MIG ones. Empty MIG GPUs, where they may go whole, count like plain ones unless slices
+  hold more of the type's MIG GPUs than whole requests do; then they are kept for slices and
+  used only where no node fits on plain GPUs.
 - A GPU holding slices is never handed out whole; a GPU held whole takes no slices; nothing new
   goes on a reconfiguring GPU; the cluster's MIG change policy ("per_gpu", "idle_node",
   "never") decides whether a new slice may be cut at all.

@@ -46,8 +46,8 @@ class _Gpu:
     """One GPU in the working state: its slices as an 8-bit slot mask, and where it is filed."""
 
     __slots__ = (
-        "cut_key", "gpu_id", "gpu_type", "group", "index", "mask", "media", "mig", "node", "policy",
-        "rank", "reconfiguring", "slices", "whole_held",
+        "cut_key", "gpu_id", "gpu_type", "group", "index", "mask", "media", "mig", "mig_use", "node",
+        "policy", "rank", "reconfiguring", "slices", "whole_held",
     )  # fmt: skip
 
     def __init__(self, view: GpuView, rank: int, group: _Group) -> None:
@@ -60,6 +60,7 @@ class _Gpu:
         self.mask = 0
         self.media = False
         self.cut_key: int | None = None
+        self.mig_use: str | None = None  # a MIG GPU's use as counted by type: "slices", "whole" or None
         for s in view.slices:
             self.slices[s.start] = _Slice(s.slice_id, s.profile, s.size, s.held, s.media)
             self.mask |= range_mask(s.start, s.size)
@@ -82,6 +83,8 @@ class FleetState:
         self._free: dict[tuple[str, str], dict[tuple[int, int], None]] = defaultdict(dict)
         self._mig_gpus: dict[str, int] = defaultdict(int)
         self._shapes: dict[tuple[str, str], ProfileShape | None] = {}
+        # Per type and use ("slices", "whole"): how many MIG GPUs carry slices or are held whole.
+        self._mig_use: dict[tuple[str, str], int] = defaultdict(int)
         groups: dict[tuple[str, str], _Group] = {}
         ordered = sorted(gpus, key=lambda v: (v.node, v.index, v.gpu_id))
         for rank, view in enumerate(ordered):
@@ -117,7 +120,14 @@ class FleetState:
         gpu_type, count = request.gpu_type, request.count
         if count < 1:
             return NoFit("a whole-GPU request needs at least one GPU")
-        best: tuple[tuple[bool, int, int, int], _Group, int] | None = None
+        # Empty MIG GPUs (where they may go whole) are whole-GPU capacity like plain ones, unless
+        # slices hold more of this type's MIG GPUs than whole requests do: then they are kept for
+        # slices and taken only where no node fits on plain GPUs.
+        spare_mig = whole_on_empty_mig and (
+            self._mig_use[(gpu_type, "slices")] > self._mig_use[(gpu_type, "whole")]
+        )
+        best: tuple[tuple[bool, int, int, int, int], _Group, int] | None = None
+        runner_up: tuple[bool, int, int, int, int] | None = None
         most = 0
         for group in self._groups.get(gpu_type, ()):
             plain = len(group.free_plain)
@@ -125,19 +135,25 @@ class FleetState:
             most = max(most, free)
             if free < count:
                 continue
-            # An exact fit first; else spare empty MIG GPUs (worth more to slices), then leave
-            # the fewest free GPUs on the node, so whole nodes stay whole for big requests.
             mig_used = max(0, count - plain)
-            left = plain - count if mig_used == 0 else free - count
-            key = (left != 0, mig_used, left, group.rank)
+            # The GPUs that count as free on this node, and how many of them the request leaves.
+            room = plain if spare_mig and mig_used == 0 else free
+            left = room - count
+            # Break the fewest free blocks of 4 and of 8 GPUs, then leave the fewest free GPUs
+            # (best fit), then plain GPUs before empty MIG ones, then node order.
+            key = (spare_mig and mig_used > 0, _blocks(room) - _blocks(left), left, mig_used, group.rank)
             if best is None or key < best[0]:
-                best = (key, group, free)
+                runner_up = best[0] if best else None
+                best = (key, group, room)
+            elif runner_up is None or key < runner_up:
+                runner_up = key
         if best is None:
             plural = "" if count == 1 else "s"
             return NoFit(
                 f"no {gpu_type} node with {count} free GPU{plural} (at most {most} free on one node)"
             )
-        (_, mig_used, left, _), group, free = best
+        key, group, room = best
+        _, _, left, mig_used, _ = key
         rank = self._rank
         chosen = sorted(group.free_plain, key=rank)[: count - mig_used]
         chosen += sorted(group.free_mig, key=rank)[:mig_used]
@@ -145,7 +161,7 @@ class FleetState:
         return Placement(
             node=group.node,
             gpu_ids=tuple(chosen),
-            reason=f"best fit: {count} of {free} free {gpu_type} on {group.node}, leaves {left} free there",
+            reason=_whole_reason(request, group.node, room, key, runner_up, spare_mig),
         )
 
     def _rank(self, gpu_id: int) -> int:
@@ -347,6 +363,14 @@ class FleetState:
             if key is not None:
                 buckets.setdefault(key, {})[gpu.gpu_id] = None
             gpu.cut_key = key
+        if gpu.mig:
+            use = "slices" if gpu.slices else "whole" if gpu.whole_held else None
+            if use != gpu.mig_use:
+                if gpu.mig_use is not None:
+                    self._mig_use[(gpu.gpu_type, gpu.mig_use)] -= 1
+                if use is not None:
+                    self._mig_use[(gpu.gpu_type, use)] += 1
+                gpu.mig_use = use
         group = gpu.group
         if gpu.reconfiguring or gpu.whole_held or gpu.slices:
             group.free_plain.pop(gpu.gpu_id, None)
@@ -355,6 +379,41 @@ class FleetState:
             group.free_mig[gpu.gpu_id] = None
         else:
             group.free_plain[gpu.gpu_id] = None
+
+
+def _blocks(free: int) -> int:
+    """Whole-GPU room on a node with `free` GPUs free: how many 4-GPU plus 8-GPU requests it takes."""
+    return free // 4 + free // 8
+
+
+def _whole_reason(
+    request: WholeRequest,
+    node: str,
+    room: int,
+    key: tuple[bool, int, int, int, int],
+    runner_up: tuple[bool, int, int, int, int] | None,
+    spare_mig: bool,
+) -> str:
+    """The reason for a whole-GPU placement, naming the rule that set it apart from the next best."""
+    _, lost, left, mig_used, _ = key
+    gpu_type, count = request.gpu_type, request.count
+    reason = f"best fit: {count} of {room} free {gpu_type} on {node}, leaves {left} free there"
+    if runner_up is None:
+        reason += "; the only node with room"
+    elif key[0] != runner_up[0]:
+        reason += "; keeps empty MIG GPUs for slices"
+    elif lost != runner_up[1]:
+        reason += "; breaks the fewest free blocks of 4 or 8 GPUs"
+    elif left != runner_up[2]:
+        reason += "; the tightest fit"
+    elif mig_used != runner_up[3]:
+        reason += "; plain GPUs before empty MIG ones"
+    else:
+        reason += "; first of equal fits in node order"
+    if mig_used:
+        why = "no node fits on plain GPUs" if spare_mig else "slices hold no more of them than whole requests"
+        reason += f"; takes {mig_used} empty MIG GPU{'' if mig_used == 1 else 's'} ({why})"
+    return reason
 
 
 _INDEXES: dict[tuple[int, tuple[int, ...], bool], dict[int, tuple[int, Choice]]] = {}
