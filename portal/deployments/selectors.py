@@ -92,16 +92,6 @@ def deployment_placements(workload: Sandbox) -> list[dict]:
     return placements
 
 
-def placement_label(placement: dict) -> str:
-    """'gpu-h100-a · GPUs 0, 1' or 'gpu-h100-b · GPU 3 · 3g.40gb at slot 4'."""
-    if "gpus" in placement:
-        noun = "GPU" if len(placement["gpus"]) == 1 else "GPUs"
-        return f"{placement['node']} · {noun} {', '.join(str(i) for i in placement['gpus'])}"
-    start = placement.get("start")
-    slot = f" at slot {start}" if start is not None else ""
-    return f"{placement['node']} · GPU {placement['gpu']} · {placement['mig_profile']}{slot}"
-
-
 def deployment_serving(workload: Sandbox) -> Serving | None:
     try:
         return workload.serving

@@ -23,11 +23,11 @@ from portal.deployments.selectors import (
     deployment_serving,
     deployments_visible_to,
     deployments_with_details,
-    placement_label,
 )
 from portal.fleet.models import GpuType
 from portal.sandboxes.models import Sandbox
 from portal.sandboxes.policy import fraction_to_decimal, request_share, team_committed, verdict
+from portal.sandboxes.selectors import placement_label
 from portal.sandboxes.view_selectors import common_row_fields, in_scope
 from portal.spend.selectors import team_month_spend, to_cents
 

@@ -96,6 +96,16 @@ def sandbox_placement(sandbox: Sandbox) -> dict | None:
     return {"node": sandbox.node_name, "gpus": sorted(a.gpu.index for a in allocations)}
 
 
+def placement_label(placement: dict) -> str:
+    """One placement in words: 'gpu-h100-a · GPUs 0, 1' or 'gpu-h100-b · GPU 3 · 1g.10gb at slot 2'."""
+    if "gpus" in placement:
+        noun = "GPU" if len(placement["gpus"]) == 1 else "GPUs"
+        return f"{placement['node']} · {noun} {', '.join(str(i) for i in placement['gpus'])}"
+    start = placement.get("start")
+    slot = f" at slot {start}" if start is not None else ""
+    return f"{placement['node']} · GPU {placement['gpu']} · {placement['mig_profile']}{slot}"
+
+
 def sandbox_latest_approval(sandbox: Sandbox) -> Approval | None:
     approvals = getattr(sandbox, "all_approvals", None)
     if approvals is None:

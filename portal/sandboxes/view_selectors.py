@@ -20,6 +20,7 @@ from portal.fleet.selectors import current_prices
 from portal.sandboxes.api_selectors import sandbox_detail_for
 from portal.sandboxes.models import LIVE_STATES, Image, Sandbox, SandboxState
 from portal.sandboxes.selectors import (
+    placement_label,
     queue_positions,
     sandbox_cost_so_far,
     sandbox_hourly_cost,
@@ -45,17 +46,7 @@ class SandboxRow:
 
     @property
     def placement_label(self) -> str:
-        """'gpu-h100-b · GPU 3 · 1g.10gb at slot 2' or 'gpu-h100-a · GPUs 0, 1'."""
-        placement = self.placement
-        if placement is None:
-            return ""
-        if "gpus" in placement:
-            indices = ", ".join(str(i) for i in placement["gpus"])
-            noun = "GPU" if len(placement["gpus"]) == 1 else "GPUs"
-            return f"{placement['node']} · {noun} {indices}"
-        start = placement.get("start")
-        slot = f" at slot {start}" if start is not None else ""
-        return f"{placement['node']} · GPU {placement['gpu']} · {placement['mig_profile']}{slot}"
+        return placement_label(self.placement) if self.placement is not None else ""
 
 
 def in_scope(visible: QuerySet[Sandbox], *, user: User, scope: str) -> QuerySet[Sandbox]:
