@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "portal.core",
     "portal.accounts",
     "portal.fleet",
+    "portal.workloads",
     "portal.sandboxes",
     "portal.approvals",
     "portal.spend",

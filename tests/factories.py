@@ -9,7 +9,7 @@ import factory
 
 from portal.accounts.models import Membership, Team, User
 from portal.fleet.models import Cluster, Gpu, GpuType, Node, PriceBookEntry
-from portal.sandboxes.models import Image
+from portal.workloads.models import Image
 
 
 class UserFactory(factory.django.DjangoModelFactory):

@@ -9,8 +9,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from portal.accounts.models import ApiToken, Membership, Team, User
-from portal.sandboxes.policy import fraction_to_decimal, team_committed
 from portal.spend.selectors import team_month_spend
+from portal.workloads.policy import fraction_to_decimal, team_committed
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ class Team(models.Model):
     )
     auto_approve_max_hours = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("24"))
     default_image = models.ForeignKey(
-        "sandboxes.Image", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "workloads.Image", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
     class Meta:

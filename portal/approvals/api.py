@@ -9,10 +9,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.approvals.filters import ApprovalFilter
-from portal.approvals.models import Approval
 from portal.approvals.selectors import approval_get_for, approvals_visible_to
 from portal.approvals.serializers import ApprovalSerializer, ApproveSerializer, RejectSerializer
 from portal.approvals.services import approval_decide
+from portal.workloads.models import Approval
 
 
 def _approval(request: Request, approval_id: int) -> Response:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import django_filters
 
-from portal.approvals.models import Approval
+from portal.workloads.models import Approval
 
 
 class ApprovalFilter(django_filters.FilterSet):

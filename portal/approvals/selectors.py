@@ -4,14 +4,14 @@ from django.db.models import Q, QuerySet
 
 from portal.accounts.models import User
 from portal.accounts.selectors import lead_team_ids
-from portal.approvals.models import Approval
 from portal.core.errors import NotFound
+from portal.workloads.models import Approval
 
 
 def approvals_visible_to(user: User) -> QuerySet[Approval]:
     """Leads see their teams' approvals, admins all; a requester sees their own."""
     approvals = Approval.objects.select_related(
-        "sandbox__gpu_type", "sandbox__owner", "team", "requested_by", "decided_by"
+        "workload__gpu_type", "workload__owner", "team", "requested_by", "decided_by"
     )
     if user.is_platform_admin:
         return approvals

@@ -7,8 +7,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.approvals.models import Approval
-from portal.sandboxes.serializers import GpuSerializer, gpu_summary
+from portal.workloads.models import Approval
+from portal.workloads.serializers import GpuSerializer, gpu_summary
 
 
 class ApproveSerializer(serializers.Serializer):
@@ -59,7 +59,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(ApprovalSandboxSerializer)
     def get_sandbox(self, approval: Approval) -> dict[str, Any]:
-        sandbox = approval.sandbox
+        sandbox = approval.workload
         return {
             "id": sandbox.pk,
             "kind": sandbox.kind,
@@ -79,7 +79,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
 
 def approval_summary(approval: Approval) -> str:
     """ "deployment llama-chat: 1x h100-80gb", "extend box by 4 h", "scale llama-chat to 3 replicas"."""
-    sandbox = approval.sandbox
+    sandbox = approval.workload
     if approval.kind == Approval.Kind.SCALE:
         return f"scale {sandbox.name} to {approval.replicas} replicas"
     if approval.kind == Approval.Kind.EXTEND and approval.extend_hours is not None:

@@ -10,13 +10,12 @@ from django.utils import timezone
 from portal.accounts.models import User
 from portal.accounts.selectors import is_lead
 from portal.accounts.services import notify
-from portal.approvals.models import Approval
 from portal.approvals.selectors import approval_get_for
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.policy import hours_between
-from portal.sandboxes.services import sandbox_apply_extension, sandbox_approve, sandbox_reject
+from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.policy import hours_between
+from portal.workloads.services import workload_apply_extension, workload_approve, workload_reject
 
 
 @transaction.atomic
@@ -27,9 +26,9 @@ def approval_decide(
     # Lock order, as everywhere: the workload row, then its approvals (then GPU types).
     approval = approval_get_for(user=user, approval_id=approval_id)
     sandbox = (
-        Sandbox.objects.select_for_update(of=("self",))
+        Workload.objects.select_for_update(of=("self",))
         .select_related("team", "owner", "gpu_type")
-        .get(pk=approval.sandbox_id)
+        .get(pk=approval.workload_id)
     )
     approval = Approval.objects.select_for_update().get(pk=approval.pk)
     if approval.requested_by_id == user.pk:
@@ -63,15 +62,15 @@ def approval_decide(
     )
     if approval.kind == Approval.Kind.CREATE:
         if approve:
-            sandbox_approve(sandbox, actor=user, now=now)
+            workload_approve(sandbox, actor=user, now=now)
         else:
-            sandbox_reject(sandbox, actor=user, reason=comment, now=now)
+            workload_reject(sandbox, actor=user, reason=comment, now=now)
     elif approve and approval.kind == Approval.Kind.EXTEND:
         _extend(approval, sandbox, user)
     elif approve and approval.kind == Approval.Kind.SCALE:
         from portal.deployments.services import deployment_apply_scale
 
-        if sandbox.state not in (SandboxState.PROVISIONING, SandboxState.RUNNING):
+        if sandbox.state not in (WorkloadState.PROVISIONING, WorkloadState.RUNNING):
             raise Conflict(f"Deployment {sandbox.name} is {sandbox.state}; it can no longer be scaled.")
         deployment_apply_scale(sandbox, replicas=approval.replicas, actor=user, now=now)
     verb = "approved" if approve else "rejected"
@@ -90,7 +89,7 @@ def approval_decide(
     return approval
 
 
-def _extend(approval: Approval, sandbox: Sandbox, user: User) -> None:
+def _extend(approval: Approval, sandbox: Workload, user: User) -> None:
     if not sandbox.is_live:
         raise Conflict(
             f"{sandbox.kind.capitalize()} {sandbox.name} is {sandbox.state}; it can no longer be extended."
@@ -98,4 +97,4 @@ def _extend(approval: Approval, sandbox: Sandbox, user: User) -> None:
     new_expiry = sandbox.expires_at + timedelta(seconds=float(approval.extend_hours * 3600))
     if hours_between(sandbox.created_at, new_expiry) > sandbox.team.max_lifetime_hours:
         raise ValidationFailed("The extension would pass the team's maximum lifetime.")
-    sandbox_apply_extension(sandbox, new_expiry=new_expiry, actor=user, hours=approval.extend_hours)
+    workload_apply_extension(sandbox, new_expiry=new_expiry, actor=user, hours=approval.extend_hours)

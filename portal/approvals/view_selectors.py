@@ -7,10 +7,10 @@ from decimal import Decimal
 
 from portal.accounts.models import User
 from portal.accounts.selectors import lead_team_ids
-from portal.approvals.models import Approval
 from portal.fleet.selectors import current_prices
-from portal.sandboxes.policy import fraction_to_decimal, sandbox_share
 from portal.spend.selectors import to_cents
+from portal.workloads.models import Approval
+from portal.workloads.policy import fraction_to_decimal, workload_share
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,12 @@ def approval_rows(approvals: list[Approval], *, user: User) -> list[ApprovalRow]
     led = set(lead_team_ids(user))
     rows = []
     for approval in approvals:
-        sandbox = approval.sandbox
+        sandbox = approval.workload
         if approval.kind == Approval.Kind.EXTEND and approval.extend_hours is not None:
             hours = approval.extend_hours
         else:
             hours = sandbox.lifetime_hours
-        share = fraction_to_decimal(sandbox_share(sandbox), "0.000001")
+        share = fraction_to_decimal(workload_share(sandbox), "0.000001")
         cost = to_cents(prices.get(sandbox.gpu_type_id, Decimal(0)) * share * hours)
         can_decide = (
             approval.state == Approval.State.PENDING

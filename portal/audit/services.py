@@ -19,10 +19,12 @@ def audit_record(
     to_state: str = "",
     detail: str = "",
 ) -> AuditEvent:
+    """Record who did what to `obj`. Its type is `object_type`, else the object's own `audit_type`
+    (a workload is filed under its kind, "sandbox" or "deployment"), else its model name."""
     return AuditEvent.objects.create(
         actor=actor if actor is not None and actor.pk else None,
         action=action,
-        object_type=object_type or obj._meta.model_name,
+        object_type=object_type or getattr(obj, "audit_type", None) or obj._meta.model_name,
         object_id=str(obj.pk),
         object_repr=str(obj)[:200],
         team=team,

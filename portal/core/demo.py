@@ -14,7 +14,7 @@ from portal.accounts.models import Membership, Team, User
 from portal.catalog.demo import catalog_seed
 from portal.fleet.geometry import GPU_MODELS
 from portal.fleet.models import Cluster, Gpu, GpuType, Node, PriceBookEntry
-from portal.sandboxes.models import Image
+from portal.workloads.models import Image
 
 DEMO_PASSWORD = "portal-demo"  # noqa: S105 - printed for the demo on purpose
 PRICE_BOOK_START = datetime(2026, 1, 1, tzinfo=UTC)

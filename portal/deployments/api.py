@@ -13,9 +13,10 @@ from portal.deployments.selectors import deployment_get_for, deployments_visible
 from portal.deployments.serializers import DeploymentRequestSerializer, DeploymentSerializer, ScaleSerializer
 from portal.deployments.services import deployment_request, deployment_scale
 from portal.sandboxes.api import IDEMPOTENCY_KEY, WorkloadListView, workload_response
-from portal.sandboxes.models import Sandbox, WorkloadKind
-from portal.sandboxes.serializers import ExtendSerializer, validated
-from portal.sandboxes.services import sandbox_extend, sandbox_terminate
+from portal.sandboxes.serializers import validated
+from portal.workloads.models import Workload, WorkloadKind
+from portal.workloads.serializers import ExtendSerializer
+from portal.workloads.services import workload_extend, workload_terminate
 
 ENDED = OpenApiResponse(description="The deployment has ended (or, for scale, is not placed yet).")
 
@@ -30,7 +31,7 @@ class DeploymentListView(WorkloadListView):
 
     serializer_class = DeploymentSerializer
 
-    def get_queryset(self) -> QuerySet[Sandbox]:
+    def get_queryset(self) -> QuerySet[Workload]:
         return deployments_with_details(deployments_visible_to(self.request.user))
 
     @extend_schema(
@@ -80,7 +81,7 @@ class DeploymentExtendView(generics.GenericAPIView):
     @extend_schema(request=ExtendSerializer, responses={200: DeploymentSerializer, 409: ENDED})
     def post(self, request: Request, pk: int) -> Response:
         hours = validated(ExtendSerializer(data=request.data))["hours"]
-        sandbox_extend(user=request.user, sandbox_id=pk, hours=hours, kind=WorkloadKind.DEPLOYMENT)
+        workload_extend(user=request.user, workload_id=pk, hours=hours, kind=WorkloadKind.DEPLOYMENT)
         return _detail(request, pk)
 
 
@@ -91,5 +92,5 @@ class DeploymentTerminateView(generics.GenericAPIView):
 
     @extend_schema(request=None, responses={200: DeploymentSerializer, 409: ENDED})
     def post(self, request: Request, pk: int) -> Response:
-        sandbox_terminate(user=request.user, sandbox_id=pk, kind=WorkloadKind.DEPLOYMENT)
+        workload_terminate(user=request.user, workload_id=pk, kind=WorkloadKind.DEPLOYMENT)
         return _detail(request, pk)

@@ -13,8 +13,8 @@ from portal.catalog.selectors import MAX_CONCURRENCY, default_request
 from portal.catalog.sizing import Sizing
 from portal.deployments.services import DEFAULT_TTL_HOURS
 from portal.deployments.view_selectors import fit_label, fit_value, parse_fit_value
-from portal.sandboxes.forms import ServiceForm
-from portal.sandboxes.services.resolve import MAX_REPLICAS
+from portal.workloads.forms import ServiceForm, number_input
+from portal.workloads.services import MAX_REPLICAS
 
 # Keys of DomainError.fields (the API's names) -> form fields.
 SERVICE_FIELDS = {
@@ -36,10 +36,6 @@ SERVICE_FIELDS = {
 SIZING_FIELDS = ("dtype", "context", "concurrency")
 
 
-def _number(attrs: dict[str, Any] | None = None) -> forms.NumberInput:
-    return forms.NumberInput(attrs={"inputmode": "numeric", **(attrs or {})})
-
-
 class DeployForm(ServiceForm):
     """A deployment as a person asks for it: which model, sized how, on which GPU, how many copies."""
 
@@ -57,15 +53,20 @@ class DeployForm(ServiceForm):
     # changes, the page redraws them with the new model's defaults.
     sized_model = forms.CharField(required=False, widget=forms.HiddenInput)
     dtype = forms.ChoiceField(label="Precision")
-    context = forms.IntegerField(label="Context (tokens)", required=False, widget=_number({"min": 1}))
+    context = forms.IntegerField(
+        label="Context (tokens)", required=False, widget=number_input({"min": 1}, mode="numeric")
+    )
     concurrency = forms.IntegerField(
         label="Concurrent sequences",
         required=False,
-        widget=_number({"min": 1, "max": MAX_CONCURRENCY}),
+        widget=number_input({"min": 1, "max": MAX_CONCURRENCY}, mode="numeric"),
     )
     gpu = forms.CharField(label="GPU per replica", required=False)
     replicas = forms.IntegerField(
-        initial=1, min_value=1, max_value=MAX_REPLICAS, widget=_number({"min": 1, "max": MAX_REPLICAS})
+        initial=1,
+        min_value=1,
+        max_value=MAX_REPLICAS,
+        widget=number_input({"min": 1, "max": MAX_REPLICAS}, mode="numeric"),
     )
     ttl_hours = forms.DecimalField(
         label="Lifetime (hours)",
@@ -149,5 +150,8 @@ class DeployForm(ServiceForm):
 
 class ScaleForm(forms.Form):
     replicas = forms.IntegerField(
-        label="Replicas", min_value=1, max_value=MAX_REPLICAS, widget=_number({"min": 1, "max": MAX_REPLICAS})
+        label="Replicas",
+        min_value=1,
+        max_value=MAX_REPLICAS,
+        widget=number_input({"min": 1, "max": MAX_REPLICAS}, mode="numeric"),
     )

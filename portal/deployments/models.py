@@ -12,7 +12,7 @@ class Serving(models.Model):
     """
 
     workload = models.OneToOneField(
-        "sandboxes.Sandbox", primary_key=True, on_delete=models.CASCADE, related_name="serving"
+        "workloads.Workload", primary_key=True, on_delete=models.CASCADE, related_name="serving"
     )
     model = models.ForeignKey("catalog.CatalogModel", on_delete=models.PROTECT, related_name="deployments")
     runtime = models.ForeignKey("catalog.Runtime", on_delete=models.PROTECT, related_name="deployments")

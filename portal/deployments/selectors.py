@@ -10,28 +10,27 @@ from collections import defaultdict
 from django.db.models import Prefetch, QuerySet
 
 from portal.accounts.models import User
-from portal.approvals.models import Approval
 from portal.catalog.models import CatalogModel, Runtime
 from portal.core.errors import NotFound
 from portal.deployments.models import Serving
 from portal.fleet.models import Allocation
-from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
-from portal.sandboxes.selectors import sandboxes_visible_to
+from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
+from portal.workloads.selectors import workloads_visible_to
 
 # States in which the endpoint answers: running, or provisioning while it scales.
-ENDPOINT_STATES = (SandboxState.PROVISIONING, SandboxState.RUNNING)
+ENDPOINT_STATES = (WorkloadState.PROVISIONING, WorkloadState.RUNNING)
 EXAMPLE_PROMPT = "Say hello in one sentence."
 EXAMPLE_TEXT = "GPU portals make model serving self-service."
 # An image classifier's input in KServe v2: one 224x224 RGB image, here all zeros.
 IMAGE_SHAPE = (1, 3, 224, 224)
 
 
-def deployments_visible_to(user: User) -> QuerySet[Sandbox]:
+def deployments_visible_to(user: User) -> QuerySet[Workload]:
     """Deployments the user may see (researcher: own; lead: the team's; admin: all)."""
-    return sandboxes_visible_to(user, kind=WorkloadKind.DEPLOYMENT)
+    return workloads_visible_to(user, kind=WorkloadKind.DEPLOYMENT)
 
 
-def deployments_with_details(queryset: QuerySet[Sandbox]) -> QuerySet[Sandbox]:
+def deployments_with_details(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
     """The serving row joined, and allocations (with their nodes) and approvals prefetched: three
     queries for any number of deployments. Same attribute names as `sandboxes_with_details`, so
     the shared cost and approval selectors use the prefetches."""
@@ -51,7 +50,7 @@ def deployments_with_details(queryset: QuerySet[Sandbox]) -> QuerySet[Sandbox]:
     )
 
 
-def deployment_get_for(*, user: User, deployment_id: int) -> Sandbox:
+def deployment_get_for(*, user: User, deployment_id: int) -> Workload:
     """One deployment the user may see, with its details; else NotFound."""
     workload = deployments_with_details(deployments_visible_to(user)).filter(pk=deployment_id).first()
     if workload is None:
@@ -59,7 +58,7 @@ def deployment_get_for(*, user: User, deployment_id: int) -> Sandbox:
     return workload
 
 
-def deployment_placements(workload: Sandbox) -> list[dict]:
+def deployment_placements(workload: Workload) -> list[dict]:
     """Where each replica runs now, in replica order: `{"replica", "node", "gpus"}` for whole GPUs,
     `{"replica", "node", "gpu", "mig_profile", "start"}` for a slice. Empty until placed and
     once the GPUs are given back."""
@@ -92,14 +91,14 @@ def deployment_placements(workload: Sandbox) -> list[dict]:
     return placements
 
 
-def deployment_serving(workload: Sandbox) -> Serving | None:
+def deployment_serving(workload: Workload) -> Serving | None:
     try:
         return workload.serving
     except Serving.DoesNotExist:
         return None
 
 
-def deployment_endpoint(workload: Sandbox) -> str | None:
+def deployment_endpoint(workload: Workload) -> str | None:
     """The URL clients call: known once it has run, and only while it serves."""
     if workload.state in ENDPOINT_STATES and workload.access:
         return workload.access.rstrip("/")
@@ -154,7 +153,7 @@ def _kserve_example(endpoint: str, serving: Serving) -> str:
     )
 
 
-def deployment_example(workload: Sandbox) -> str | None:
+def deployment_example(workload: Workload) -> str | None:
     """A request that works against the running endpoint (None until there is one): for an
     OpenAI-compatible server a chat completion, or an embedding for embedding models; for KServe v2
     an inference request."""

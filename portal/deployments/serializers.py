@@ -14,18 +14,17 @@ from portal.deployments.selectors import (
     deployment_placements,
     deployment_serving,
 )
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.selectors import sandbox_latest_approval
 from portal.sandboxes.serializers import (
     WORKLOAD_COST_FIELDS,
     WORKLOAD_STATUS_FIELDS,
-    ApprovalBriefSerializer,
     GpuRequestSerializer,
     HoursField,
     WorkloadSerializer,
-    approval_brief,
     validated,
 )
+from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.selectors import workload_latest_approval
+from portal.workloads.serializers import ApprovalBriefSerializer, approval_brief
 
 
 class DeploymentRequestSerializer(serializers.Serializer):
@@ -109,13 +108,13 @@ class DeploymentSerializer(WorkloadSerializer):
     concurrency = serializers.IntegerField(source="serving.concurrency", read_only=True)
     # Labelled by value, so the schema names this enum DeploymentStateEnum instead of colliding
     # with the sandbox's (same states, two components).
-    state = serializers.ChoiceField(choices=[(s.value, s.value) for s in SandboxState], read_only=True)
+    state = serializers.ChoiceField(choices=[(s.value, s.value) for s in WorkloadState], read_only=True)
     ready_replicas = serializers.SerializerMethodField()
     endpoint = serializers.SerializerMethodField()
     example = serializers.SerializerMethodField()
 
     class Meta:
-        model = Sandbox
+        model = Workload
         fields = [
             "id",
             "name",
@@ -138,27 +137,27 @@ class DeploymentSerializer(WorkloadSerializer):
         read_only_fields = fields
 
     @extend_schema_field(serializers.IntegerField())
-    def get_ready_replicas(self, workload: Sandbox) -> int:
+    def get_ready_replicas(self, workload: Workload) -> int:
         serving = deployment_serving(workload)
         if serving is None or not workload.is_live:
             return 0
         return min(serving.ready_replicas, workload.replicas)  # not the ones being scaled away
 
     @extend_schema_field(DeploymentApprovalSerializer(allow_null=True))
-    def get_approval(self, workload: Sandbox) -> dict[str, Any] | None:
-        approval = sandbox_latest_approval(workload)
+    def get_approval(self, workload: Workload) -> dict[str, Any] | None:
+        approval = workload_latest_approval(workload)
         return None if approval is None else {**approval_brief(approval), "replicas": approval.replicas}
 
     @extend_schema_field(ReplicaPlacementSerializer(many=True))
-    def get_placement(self, workload: Sandbox) -> list[dict[str, Any]]:
+    def get_placement(self, workload: Workload) -> list[dict[str, Any]]:
         return deployment_placements(workload)
 
     @extend_schema_field(serializers.CharField(allow_null=True, help_text="The URL clients call."))
-    def get_endpoint(self, workload: Sandbox) -> str | None:
+    def get_endpoint(self, workload: Workload) -> str | None:
         return deployment_endpoint(workload)
 
     @extend_schema_field(
         serializers.CharField(allow_null=True, help_text="A curl command that works against the endpoint.")
     )
-    def get_example(self, workload: Sandbox) -> str | None:
+    def get_example(self, workload: Workload) -> str | None:
         return deployment_example(workload)

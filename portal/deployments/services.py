@@ -11,7 +11,6 @@ from django.utils import timezone
 
 from portal.accounts.models import Team, User
 from portal.accounts.selectors import can_manage, is_lead
-from portal.approvals.models import Approval
 from portal.audit.services import audit_record
 from portal.catalog.models import CatalogModel
 from portal.catalog.runtimes import RUNTIMES, UnsupportedChoice, container_spec
@@ -24,23 +23,28 @@ from portal.fleet.models import Allocation, GpuType
 from portal.fleet.placement import NoFit, place
 from portal.fleet.selectors import gpu_snapshot
 from portal.fleet.services import allocation_record, mig_layouts_free, placement_request
-from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
-from portal.sandboxes.policy import (
+from portal.spend.selectors import hourly_rate
+from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
+from portal.workloads.policy import (
     fraction_to_decimal,
     hours_between,
     request_share,
-    sandbox_share,
     team_committed,
     verdict,
+    workload_share,
 )
-from portal.sandboxes.selectors import sandbox_get_for
-from portal.sandboxes.services.requests import team_budget_left, tell_deciders, workload_create
-from portal.sandboxes.services.resolve import MAX_REPLICAS, resolve_request
-from portal.sandboxes.services.transitions import move
-from portal.spend.selectors import hourly_rate
+from portal.workloads.selectors import workload_get_for
+from portal.workloads.services import (
+    MAX_REPLICAS,
+    move,
+    resolve_request,
+    team_budget_left,
+    tell_deciders,
+    workload_create,
+)
 
 DEFAULT_TTL_HOURS = 24
-S = SandboxState
+S = WorkloadState
 RECONCILE_TASK = "sandboxes.reconcile"
 MIG_LAYOUT_TASK = "fleet.apply_mig_layout"
 
@@ -103,7 +107,7 @@ def deployment_request(
     concurrency: int | None = None,
     purpose: str = "",
     now: datetime | None = None,
-) -> Sandbox:
+) -> Workload:
     """Deploy a catalog model: sized, placed (default: the cheapest fit) and served by replicas.
 
     Without a lifetime it lives DEFAULT_TTL_HOURS hours, like any other request it can be
@@ -140,7 +144,7 @@ def deployment_request(
         now=now,
     )
 
-    def add_serving(workload: Sandbox) -> None:
+    def add_serving(workload: Workload) -> None:
         Serving.objects.create(
             workload=workload,
             model=entry,
@@ -162,11 +166,11 @@ def deployment_request(
 @transaction.atomic
 def deployment_scale(
     *, user: User, deployment_id: int, replicas: object, now: datetime | None = None
-) -> Sandbox:
+) -> Workload:
     """Scale a live deployment. Up re-checks quota and policy (a lead decides beyond it) and
     needs free capacity now; down releases the extra replicas' GPUs at once."""
     now = now or timezone.now()
-    workload = sandbox_get_for(user=user, sandbox_id=deployment_id, lock=True, kind=WorkloadKind.DEPLOYMENT)
+    workload = workload_get_for(user=user, workload_id=deployment_id, lock=True, kind=WorkloadKind.DEPLOYMENT)
     if not can_manage(user=user, team=workload.team, owner=workload.owner):
         raise NotAllowed("Only the owner, a lead of the team or an admin may scale this deployment.")
     if not isinstance(replicas, int) or isinstance(replicas, bool) or not 1 <= replicas <= MAX_REPLICAS:
@@ -200,11 +204,11 @@ def deployment_scale(
         deployment_apply_scale(workload, replicas=replicas, actor=user, now=now)
         return workload
     if Approval.objects.filter(
-        sandbox=workload, kind=Approval.Kind.SCALE, state=Approval.State.PENDING
+        workload=workload, kind=Approval.Kind.SCALE, state=Approval.State.PENDING
     ).exists():
         raise Conflict("A scale request for this deployment already waits for a lead.")
     approval = Approval.objects.create(
-        sandbox=workload,
+        workload=workload,
         team=team,
         kind=Approval.Kind.SCALE,
         requested_by=user,
@@ -226,10 +230,10 @@ def deployment_scale(
     return workload
 
 
-def _check_scale_quota(workload: Sandbox, *, replicas: int) -> Team:
+def _check_scale_quota(workload: Workload, *, replicas: int) -> Team:
     """Lock the team and refuse more replicas than its quota has room for."""
     team = Team.objects.select_for_update(no_key=True).get(pk=workload.team_id)
-    extra = sandbox_share(workload) / workload.replicas * (replicas - workload.replicas)
+    extra = workload_share(workload) / workload.replicas * (replicas - workload.replicas)
     left = team.quota_gpus - fraction_to_decimal(team_committed(team))
     if fraction_to_decimal(extra) > left:
         raise QuotaExceeded(
@@ -240,7 +244,7 @@ def _check_scale_quota(workload: Sandbox, *, replicas: int) -> Team:
     return team
 
 
-def deployment_apply_scale(workload: Sandbox, *, replicas: int, actor: User | None, now: datetime) -> None:
+def deployment_apply_scale(workload: Workload, *, replicas: int, actor: User | None, now: datetime) -> None:
     """Place the added replicas now (all or none) and hand the deployment to the reconciler.
     Quota is checked again here: a lead may approve long after the request was made."""
     if replicas <= workload.replicas:
@@ -261,16 +265,16 @@ def deployment_apply_scale(workload: Sandbox, *, replicas: int, actor: User | No
     _rescaled(workload, replicas=replicas, actor=actor, now=now)
 
 
-def _scale_down(workload: Sandbox, *, replicas: int, actor: User | None, now: datetime) -> None:
+def _scale_down(workload: Workload, *, replicas: int, actor: User | None, now: datetime) -> None:
     # Billing of the replicas scaled away stops now; their GPUs are freed once the reconciler
     # has removed their objects from the cluster (deployment_release_scaled_away).
     Allocation.objects.filter(
-        sandbox=workload, replica__gte=replicas, released_at__isnull=True, ended_at__isnull=True
+        workload=workload, replica__gte=replicas, released_at__isnull=True, ended_at__isnull=True
     ).update(ended_at=now)
     _rescaled(workload, replicas=replicas, actor=actor, now=now)
 
 
-def _rescaled(workload: Sandbox, *, replicas: int, actor: User | None, now: datetime) -> None:
+def _rescaled(workload: Workload, *, replicas: int, actor: User | None, now: datetime) -> None:
     previous = workload.replicas
     move(
         workload,
@@ -303,15 +307,15 @@ def deployment_observed(
     if recheck_seconds is not None:
         changes["next_attempt_at"] = now + timedelta(seconds=recheck_seconds)
     if changes:
-        Sandbox.objects.filter(pk=deployment_id, state=S.RUNNING).update(**changes)
+        Workload.objects.filter(pk=deployment_id, state=S.RUNNING).update(**changes)
 
 
 def deployment_release_scaled_away(*, deployment_id: int, now: datetime) -> int:
     """The cluster no longer runs the replicas scaled away: free their GPUs for others."""
-    workload = Sandbox.objects.get(pk=deployment_id)
+    workload = Workload.objects.get(pk=deployment_id)
     # On a live deployment an ended but unreleased hold is a replica scaled away (even if the
     # deployment was scaled up again meanwhile and its replica number reused).
-    extra = Allocation.objects.filter(sandbox=workload, ended_at__isnull=False, released_at__isnull=True)
+    extra = Allocation.objects.filter(workload=workload, ended_at__isnull=False, released_at__isnull=True)
     if not extra.exists():
         return 0
     GpuType.objects.select_for_update().filter(pk=workload.gpu_type_id).first()

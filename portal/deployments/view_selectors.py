@@ -11,7 +11,6 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from portal.accounts.models import Team, User
-from portal.approvals.models import Approval
 from portal.catalog.sizing import Fit
 from portal.core.errors import ValidationFailed
 from portal.deployments.models import Serving
@@ -25,18 +24,17 @@ from portal.deployments.selectors import (
     deployments_with_details,
 )
 from portal.fleet.models import GpuType
-from portal.sandboxes.models import Sandbox
-from portal.sandboxes.policy import fraction_to_decimal, request_share, team_committed, verdict
-from portal.sandboxes.selectors import placement_label
-from portal.sandboxes.view_selectors import common_row_fields, in_scope
 from portal.spend.selectors import team_month_spend, to_cents
+from portal.workloads.models import Approval, Workload
+from portal.workloads.policy import fraction_to_decimal, request_share, team_committed, verdict
+from portal.workloads.selectors import common_row_fields, in_scope, placement_label
 
 
 @dataclass(frozen=True)
 class DeploymentRow:
     """One deployment as the list or the detail page shows it."""
 
-    deployment: Sandbox
+    deployment: Workload
     serving: Serving | None
     cost_so_far: Decimal
     hourly_cost: Decimal
@@ -75,12 +73,12 @@ class DeploymentRow:
         return None
 
 
-def dashboard_deployments(*, user: User, scope: str) -> QuerySet[Sandbox]:
+def dashboard_deployments(*, user: User, scope: str) -> QuerySet[Workload]:
     """The list's deployments in `scope` (see `in_scope`), with what their rows show joined."""
     return deployments_with_details(in_scope(deployments_visible_to(user), user=user, scope=scope))
 
 
-def deployment_rows(workloads: list[Sandbox], *, now: datetime | None = None) -> list[DeploymentRow]:
+def deployment_rows(workloads: list[Workload], *, now: datetime | None = None) -> list[DeploymentRow]:
     """Rows for deployments fetched with `deployments_with_details`: one more query for queue places."""
     return [
         DeploymentRow(

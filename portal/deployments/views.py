@@ -24,10 +24,10 @@ from portal.deployments.view_selectors import (
     deployment_row_for,
     deployment_rows,
 )
-from portal.sandboxes.forms import ExtendForm
-from portal.sandboxes.models import WorkloadKind
-from portal.sandboxes.view_selectors import progress_steps, workload_audit_trail
-from portal.sandboxes.views import workload_extend, workload_list_context, workload_terminate
+from portal.sandboxes.views import extend_posted, terminate_posted, workload_list_context
+from portal.workloads.forms import ExtendForm
+from portal.workloads.models import WorkloadKind
+from portal.workloads.selectors import progress_steps, workload_audit_trail
 
 
 @login_required
@@ -184,12 +184,12 @@ def deployment_scale_view(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def deployment_extend_view(request: HttpRequest, pk: int) -> HttpResponse:
-    workload_extend(request, pk, kind=WorkloadKind.DEPLOYMENT)
+    extend_posted(request, pk, kind=WorkloadKind.DEPLOYMENT)
     return redirect("deployment-detail", pk=pk)
 
 
 @login_required
 @require_POST
 def deployment_terminate_view(request: HttpRequest, pk: int) -> HttpResponse:
-    workload_terminate(request, pk, kind=WorkloadKind.DEPLOYMENT)
+    terminate_posted(request, pk, kind=WorkloadKind.DEPLOYMENT)
     return redirect("deployment-detail", pk=pk)

@@ -40,7 +40,7 @@ class MigSliceAdmin(admin.ModelAdmin):
 class AllocationAdmin(admin.ModelAdmin):
     """Read-only: spend derives from these rows, so they are never edited by hand."""
 
-    list_display = ("gpu", "mig_profile", "sandbox", "team", "user", "started_at", "ended_at", "released_at")
+    list_display = ("gpu", "mig_profile", "workload", "team", "user", "started_at", "ended_at", "released_at")
     list_filter = ("team", "gpu_type")
 
     def has_change_permission(self, request, obj=None):

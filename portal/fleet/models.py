@@ -133,7 +133,7 @@ class MigSlice(models.Model):
 
 
 class Allocation(models.Model):
-    """A whole GPU or a MIG slice held by a sandbox from `started_at` to `ended_at`.
+    """A whole GPU or a MIG slice held by a workload (a sandbox or a deployment replica) from `started_at` to `ended_at`.
 
     Spend is derived from these rows and the price captured when the hold began: cost is
     share x hours x price_per_hour, where share is share_numerator / share_denominator of a GPU.
@@ -145,8 +145,8 @@ class Allocation(models.Model):
     )
     mig_profile = models.CharField(max_length=30, blank=True)
     replica = models.PositiveSmallIntegerField(default=0, help_text="Which replica of a deployment holds it.")
-    sandbox = models.ForeignKey(
-        "sandboxes.Sandbox", null=True, blank=True, on_delete=models.CASCADE, related_name="allocations"
+    workload = models.ForeignKey(
+        "workloads.Workload", null=True, blank=True, on_delete=models.CASCADE, related_name="allocations"
     )
     team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="allocations")
     user = models.ForeignKey("accounts.User", on_delete=models.PROTECT, related_name="allocations")
@@ -177,7 +177,7 @@ class Allocation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.gpu} {self.mig_profile or 'whole'} for sandbox {self.sandbox_id}"
+        return f"{self.gpu} {self.mig_profile or 'whole'} for workload {self.workload_id}"
 
     @property
     def share(self) -> Fraction:

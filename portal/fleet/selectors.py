@@ -159,7 +159,7 @@ def max_gpus_per_node(*, gpu_type: GpuType) -> int:
 
 def fleet_gpus() -> QuerySet[Gpu]:
     """Every GPU with its node, slices and live holds prefetched (fleet page and API)."""
-    live = live_allocations().select_related("sandbox__owner")
+    live = live_allocations().select_related("workload__owner")
     return (
         Gpu.objects.select_related("node__cluster", "node__gpu_type", "gpu_type")
         .prefetch_related(

@@ -53,8 +53,8 @@ class HolderSerializer(serializers.Serializer):
 def holder(holds: list[Allocation]) -> dict[str, Any] | None:
     """Who holds a GPU or slice, from its live allocations (prefetched as `live_holds`)."""
     for allocation in holds:
-        if allocation.sandbox_id is not None:
-            return {"kind": "sandbox", "id": allocation.sandbox_id, "name": allocation.sandbox.name}
+        if allocation.workload_id is not None:
+            return {"kind": "sandbox", "id": allocation.workload_id, "name": allocation.workload.name}
     return None
 
 

@@ -120,7 +120,7 @@ def allocation_record(
     price = price_per_hour(gpu_type=gpu_type, at=now)
     gpus = {g.pk: g for g in Gpu.objects.select_related("node__cluster").filter(pk__in=decision.gpu_ids)}
     common = {
-        "sandbox": holder,
+        "workload": holder,
         "team_id": holder.team_id,
         "user_id": holder.owner_id,
         "gpu_type": gpu_type,
@@ -163,7 +163,7 @@ def allocation_record(
 
 def allocations_end(*, holder, at: datetime) -> int:
     """Stop billing the holder's allocations at `at` (those still billing)."""
-    return Allocation.objects.filter(sandbox=holder, ended_at__isnull=True).update(ended_at=at)
+    return Allocation.objects.filter(workload=holder, ended_at__isnull=True).update(ended_at=at)
 
 
 def allocations_release(*, holder, at: datetime) -> list[int]:
@@ -176,7 +176,7 @@ def allocations_release(*, holder, at: datetime) -> list[int]:
     """
     GpuType.objects.select_for_update().filter(pk=holder.gpu_type_id).first()
     allocations_end(holder=holder, at=at)
-    live = Allocation.objects.filter(sandbox=holder, released_at__isnull=True)
+    live = Allocation.objects.filter(workload=holder, released_at__isnull=True)
     released = list(live.values_list("gpu_id", flat=True))
     live.update(released_at=at)
     return mig_layouts_free(gpu_ids=released)

@@ -14,7 +14,7 @@ from portal.fleet.selectors import capacity_by_type, current_prices, fleet_gpus
 class Holder:
     """Who holds a GPU or slice: a sandbox and its owner; `ending` once billing stopped."""
 
-    sandbox_id: int | None
+    workload_id: int | None
     sandbox_name: str
     owner: str
     ending: bool
@@ -63,9 +63,9 @@ class NodeBoard:
 
 
 def _holder(allocation: Allocation, owners: dict[int, str]) -> Holder:
-    sandbox = allocation.sandbox
+    sandbox = allocation.workload
     return Holder(
-        sandbox_id=sandbox.pk if sandbox else None,
+        workload_id=sandbox.pk if sandbox else None,
         sandbox_name=sandbox.name if sandbox else "",
         owner=sandbox.owner.username if sandbox else owners.get(allocation.user_id, ""),
         ending=allocation.ended_at is not None,

@@ -4,66 +4,32 @@ response serve the deployment API too."""
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.core.api import idempotent_create
-from portal.sandboxes.api_selectors import sandbox_detail_for
-from portal.sandboxes.filters import SandboxFilter
-from portal.sandboxes.models import Sandbox
-from portal.sandboxes.selectors import queue_positions, sandboxes_visible_to, sandboxes_with_details
+from portal.core.api import IDEMPOTENCY_KEY, idempotent_create
 from portal.sandboxes.serializers import (
     EstimateSerializer,
-    ExtendSerializer,
     SandboxRequestSerializer,
     SandboxSerializer,
-    WorkloadSerializer,
     validated,
 )
-from portal.sandboxes.services import sandbox_estimate, sandbox_extend, sandbox_request, sandbox_terminate
-
-IDEMPOTENCY_KEY = OpenApiParameter(
-    "Idempotency-Key",
-    str,
-    OpenApiParameter.HEADER,
-    required=False,
-    description="Retry-safe create: the same key and body return the first result.",
+from portal.workloads.api import WorkloadListView, workload_response
+from portal.workloads.models import Workload
+from portal.workloads.selectors import (
+    workload_detail_for,
+    workloads_visible_to,
+    workloads_with_details,
 )
+from portal.workloads.serializers import ExtendSerializer
+from portal.workloads.services import sandbox_estimate, sandbox_request, workload_extend, workload_terminate
 
 
-def workload_response(
-    request: Request,
-    workload: Sandbox,
-    serializer_class: type[WorkloadSerializer],
-    *,
-    status_code: int = status.HTTP_200_OK,
-) -> Response:
-    """One sandbox or deployment as the API shows it, with its place in the queue."""
-    context = {"request": request, "queue_positions": queue_positions([workload])}
-    return Response(serializer_class(workload, context=context).data, status=status_code)
-
-
-def _detail(request: Request, sandbox_id: int, *, status_code: int = status.HTTP_200_OK) -> Response:
-    sandbox = sandbox_detail_for(user=request.user, sandbox_id=sandbox_id)
+def _detail(request: Request, workload_id: int, *, status_code: int = status.HTTP_200_OK) -> Response:
+    sandbox = workload_detail_for(user=request.user, workload_id=workload_id)
     return workload_response(request, sandbox, SandboxSerializer, status_code=status_code)
-
-
-class WorkloadListView(generics.ListAPIView):
-    """A filtered page of sandboxes or deployments; their queue places cost one query per page.
-    A subclass names its `serializer_class` and `get_queryset`."""
-
-    queryset = Sandbox.objects.none()
-    filter_backends = [DjangoFilterBackend]
-    filterset_class = SandboxFilter
-
-    def list(self, request: Request, *args: object, **kwargs: object) -> Response:
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        context = {"request": request, "queue_positions": queue_positions(page)}
-        serializer = self.get_serializer_class()(page, many=True, context=context)
-        return self.get_paginated_response(serializer.data)
 
 
 class SandboxListView(WorkloadListView):
@@ -71,8 +37,8 @@ class SandboxListView(WorkloadListView):
 
     serializer_class = SandboxSerializer
 
-    def get_queryset(self) -> QuerySet[Sandbox]:
-        return sandboxes_with_details(sandboxes_visible_to(self.request.user))
+    def get_queryset(self) -> QuerySet[Workload]:
+        return workloads_with_details(workloads_visible_to(self.request.user))
 
     @extend_schema(
         request=SandboxRequestSerializer,
@@ -123,7 +89,7 @@ class SandboxExtendView(generics.GenericAPIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         hours = validated(ExtendSerializer(data=request.data))["hours"]
-        sandbox_extend(user=request.user, sandbox_id=pk, hours=hours)
+        workload_extend(user=request.user, workload_id=pk, hours=hours)
         return _detail(request, pk)
 
 
@@ -137,5 +103,5 @@ class SandboxTerminateView(generics.GenericAPIView):
         responses={200: SandboxSerializer, 409: OpenApiResponse(description="The sandbox has ended.")},
     )
     def post(self, request: Request, pk: int) -> Response:
-        sandbox_terminate(user=request.user, sandbox_id=pk)
+        workload_terminate(user=request.user, workload_id=pk)
         return _detail(request, pk)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import secrets
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any
 
 from django import forms
 from django.utils import timezone
 
 from portal.accounts.models import Team
-from portal.core.errors import DomainError
 from portal.fleet.models import GpuType
-from portal.sandboxes.view_selectors import RequestChoices
+from portal.sandboxes.selectors import RequestChoices
+from portal.workloads.forms import ServiceForm, number_input
 
 QUOTA_RULE = (
     "Quota is counted in GPU equivalents: a whole GPU is 1, a MIG slice its compute slices / 7 "
@@ -37,42 +37,6 @@ SERVICE_FIELDS = {
 }
 
 
-def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, str]) -> None:
-    """Put a service's field errors next to the fields; anything else becomes a form-wide error."""
-    placed = False
-    for key, messages in error.fields.items():
-        field = mapping.get(key)
-        if field is None or not isinstance(messages, list | tuple):
-            continue
-        for message in messages:
-            form.add_error(field, str(message))
-        placed = True
-    if not placed:
-        form.add_error(None, error.message)
-
-
-class ServiceForm(forms.Form):
-    """A form whose data goes to a service: the service's field errors go next to the fields
-    (`service_fields` maps the API's names to the form's), and the estimate panel lists them all."""
-
-    service_fields: ClassVar[dict[str, str]] = {}
-
-    def add_service_errors(self, error: DomainError) -> None:
-        add_service_errors(self, error, self.service_fields)
-
-    def labelled_errors(self) -> list[tuple[str, str]]:
-        """(field label, message) of every error, form-wide ones with an empty label."""
-        return [
-            (str(self[name].label) if name in self.fields else "", str(message))
-            for name, messages in self.errors.items()
-            for message in messages
-        ]
-
-
-def _number(attrs: dict[str, str] | None = None) -> forms.NumberInput:
-    return forms.NumberInput(attrs={"inputmode": "decimal", **(attrs or {})})
-
-
 class SandboxRequestForm(ServiceForm):
     """A sandbox request as a person fills it in: whole GPUs or one MIG slice, hours or an end time."""
 
@@ -93,7 +57,9 @@ class SandboxRequestForm(ServiceForm):
         initial="whole",
         widget=forms.RadioSelect,
     )
-    count = forms.IntegerField(label="Whole GPUs", required=False, initial=1, widget=_number({"min": "1"}))
+    count = forms.IntegerField(
+        label="Whole GPUs", required=False, initial=1, widget=number_input({"min": "1"})
+    )
     mig_profile = forms.ChoiceField(label="MIG profile", required=False)
     lifetime_mode = forms.ChoiceField(
         label="Lifetime",
@@ -102,7 +68,7 @@ class SandboxRequestForm(ServiceForm):
         widget=forms.RadioSelect,
     )
     ttl_hours = forms.DecimalField(
-        label="Hours", required=False, initial=8, widget=_number({"min": "0", "step": "any"})
+        label="Hours", required=False, initial=8, widget=number_input({"min": "0", "step": "any"})
     )
     expires_at = forms.DateTimeField(
         label="Expires at (UTC)",
@@ -114,9 +80,9 @@ class SandboxRequestForm(ServiceForm):
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "What is it for? Leads read this."}),
     )
-    cpu = forms.IntegerField(label="CPUs", required=False, widget=_number({"min": "1"}))
-    memory_gb = forms.IntegerField(label="Memory (GB)", required=False, widget=_number({"min": "1"}))
-    storage_gb = forms.IntegerField(label="Storage (GB)", required=False, widget=_number({"min": "1"}))
+    cpu = forms.IntegerField(label="CPUs", required=False, widget=number_input({"min": "1"}))
+    memory_gb = forms.IntegerField(label="Memory (GB)", required=False, widget=number_input({"min": "1"}))
+    storage_gb = forms.IntegerField(label="Storage (GB)", required=False, widget=number_input({"min": "1"}))
 
     def __init__(self, *args: Any, teams: list[Team], choices: RequestChoices, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -194,9 +160,3 @@ class SandboxRequestForm(ServiceForm):
         else:
             kwargs["ttl_hours"] = data.get("ttl_hours")
         return kwargs
-
-
-class ExtendForm(forms.Form):
-    hours = forms.DecimalField(
-        label="Extend by (hours)", initial=4, widget=_number({"min": "0", "step": "any"})
-    )

@@ -1,136 +1,82 @@
-"""Reads over sandboxes, with visibility by role: researchers their own, leads their teams',
-admins all. An object the caller may not see is "not found", never "forbidden"."""
+"""Reads the sandbox pages need on top of `portal.workloads.selectors`: table rows with their
+costs, the detail object with everything prefetched, its audit trail and its progress line. The
+deployment pages share the scope, the row costs, the audit trail and the progress line."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Prefetch, Q, QuerySet
-from django.utils import timezone
+from django.db.models import QuerySet
 
 from portal.accounts.models import User
-from portal.accounts.selectors import lead_team_ids
-from portal.approvals.models import Approval
-from portal.core.errors import NotFound
-from portal.fleet.models import Allocation
-from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
-from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
+from portal.fleet.models import Gpu, GpuType
+from portal.fleet.selectors import current_prices
+from portal.workloads.models import Approval, Image, Workload
+from portal.workloads.selectors import (
+    common_row_fields,
+    in_scope,
+    placement_label,
+    workload_detail_for,
+    workload_placement,
+    workloads_visible_to,
+    workloads_with_details,
+)
 
 
-def sandboxes_visible_to(user: User, *, kind: str = WorkloadKind.SANDBOX) -> QuerySet[Sandbox]:
-    """Workloads of one kind (sandboxes unless told otherwise) that the user may see."""
-    sandboxes = Sandbox.objects.filter(kind=kind).select_related(
-        "team", "owner", "image", "gpu_type", "cluster"
+@dataclass(frozen=True)
+class SandboxRow:
+    """One sandbox as a table or the detail page shows it."""
+
+    sandbox: Workload
+    cost_so_far: Decimal
+    hourly_cost: Decimal
+    placement: dict | None
+    queue_position: int | None
+    approval: Approval | None
+
+    @property
+    def placement_label(self) -> str:
+        return placement_label(self.placement) if self.placement is not None else ""
+
+
+def dashboard_sandboxes(*, user: User, scope: str) -> QuerySet[Workload]:
+    """The dashboard's sandboxes in `scope`, with what their rows show prefetched."""
+    return workloads_with_details(in_scope(workloads_visible_to(user), user=user, scope=scope))
+
+
+def sandbox_rows(sandboxes: list[Workload], *, now: datetime | None = None) -> list[SandboxRow]:
+    """Rows for sandboxes fetched with `sandboxes_with_details`: one more query for queue places."""
+    return [
+        SandboxRow(sandbox=sandbox, placement=workload_placement(sandbox), **costs)
+        for sandbox, costs in zip(sandboxes, common_row_fields(sandboxes, now=now), strict=True)
+    ]
+
+
+def sandbox_row_for(*, user: User, workload_id: int) -> SandboxRow:
+    """The detail page's sandbox; NotFound when the user may not see it."""
+    return sandbox_rows([workload_detail_for(user=user, workload_id=workload_id)])[0]
+
+
+@dataclass(frozen=True)
+class RequestChoices:
+    """What the request form offers: images, and GPU types with their price per GPU-hour and
+    whether the fleet has them as whole GPUs, as MIG GPUs, or both."""
+
+    images: list[Image]
+    gpu_types: list[GpuType]
+    prices: dict[int, Decimal]
+    whole_type_ids: frozenset[int] = frozenset()
+    mig_type_ids: frozenset[int] = frozenset()
+
+
+def request_choices() -> RequestChoices:
+    shapes = set(Gpu.objects.values_list("gpu_type_id", "mig_enabled").distinct())
+    return RequestChoices(
+        images=list(Image.objects.order_by("name")),
+        gpu_types=list(GpuType.objects.order_by("name")),
+        prices=current_prices(),
+        whole_type_ids=frozenset(type_id for type_id, mig in shapes if not mig),
+        mig_type_ids=frozenset(type_id for type_id, mig in shapes if mig),
     )
-    if user.is_platform_admin:
-        return sandboxes
-    return sandboxes.filter(Q(owner=user) | Q(team_id__in=lead_team_ids(user)))
-
-
-def sandboxes_with_details(queryset: QuerySet[Sandbox]) -> QuerySet[Sandbox]:
-    """Prefetch what a list or detail shows (allocations, the latest approvals) in two queries."""
-    return queryset.prefetch_related(
-        Prefetch(
-            "allocations",
-            queryset=Allocation.objects.select_related("gpu", "mig_slice").order_by("gpu__index"),
-            to_attr="all_allocations",
-        ),
-        Prefetch(
-            "approvals",
-            queryset=Approval.objects.select_related("decided_by").order_by("-created_at", "-id"),
-            to_attr="all_approvals",
-        ),
-    )
-
-
-def sandbox_get_for(
-    *, user: User, sandbox_id: int, lock: bool = False, kind: str = WorkloadKind.SANDBOX
-) -> Sandbox:
-    queryset = sandboxes_visible_to(user, kind=kind)
-    if lock:
-        queryset = queryset.select_for_update(of=("self",))
-    sandbox = queryset.filter(pk=sandbox_id).first()
-    if sandbox is None:
-        raise NotFound(f"No {kind} {sandbox_id} that you can see.")
-    return sandbox
-
-
-def sandbox_cost_so_far(sandbox: Sandbox, *, now: datetime | None = None) -> Decimal:
-    now = now or timezone.now()
-    allocations = getattr(sandbox, "all_allocations", None)
-    if allocations is None:
-        allocations = list(sandbox.allocations.all())
-    return to_cents(sum((allocation_cost(a, now=now) for a in allocations), Decimal(0)))
-
-
-def sandbox_hourly_cost(sandbox: Sandbox) -> Decimal:
-    allocations = getattr(sandbox, "all_allocations", None)
-    if allocations is None:
-        allocations = list(sandbox.allocations.all())
-    return to_cents(hourly_rate(allocations))
-
-
-def sandbox_placement(sandbox: Sandbox) -> dict | None:
-    """The API's placement object: whole GPUs by index, or the slice with its start slot."""
-    allocations = getattr(sandbox, "all_allocations", None)
-    if allocations is None:
-        allocations = list(sandbox.allocations.select_related("gpu", "mig_slice"))
-    if not allocations or not sandbox.node_name:
-        return None
-    # After a requeue a sandbox has older, released holds too: show the current placement.
-    live = [a for a in allocations if a.released_at is None]
-    if live:
-        allocations = live
-    else:
-        latest = max(a.started_at for a in allocations)
-        allocations = [a for a in allocations if a.started_at == latest]
-    if sandbox.mig_profile:
-        allocation = allocations[0]
-        return {
-            "node": sandbox.node_name,
-            "gpu": allocation.gpu.index,
-            "mig_profile": sandbox.mig_profile,
-            "start": allocation.mig_slice.start if allocation.mig_slice else None,
-        }
-    return {"node": sandbox.node_name, "gpus": sorted(a.gpu.index for a in allocations)}
-
-
-def placement_label(placement: dict) -> str:
-    """One placement in words: 'gpu-h100-a · GPUs 0, 1' or 'gpu-h100-b · GPU 3 · 1g.10gb at slot 2'."""
-    if "gpus" in placement:
-        noun = "GPU" if len(placement["gpus"]) == 1 else "GPUs"
-        return f"{placement['node']} · {noun} {', '.join(str(i) for i in placement['gpus'])}"
-    start = placement.get("start")
-    slot = f" at slot {start}" if start is not None else ""
-    return f"{placement['node']} · GPU {placement['gpu']} · {placement['mig_profile']}{slot}"
-
-
-def sandbox_latest_approval(sandbox: Sandbox) -> Approval | None:
-    approvals = getattr(sandbox, "all_approvals", None)
-    if approvals is None:
-        return sandbox.approvals.select_related("decided_by").order_by("-created_at", "-id").first()
-    return approvals[0] if approvals else None
-
-
-def queue_positions(sandboxes: list[Sandbox]) -> dict[int, int]:
-    """1-based place in the queue of each queued sandbox among those of its GPU type (one query)."""
-    queued_types = {s.gpu_type_id for s in sandboxes if s.state == SandboxState.QUEUED}
-    if not queued_types:
-        return {}
-    order = Sandbox.objects.filter(state=SandboxState.QUEUED, gpu_type_id__in=queued_types).order_by(
-        "-priority", "queued_at", "pk"
-    )
-    counters: dict[int, int] = {}
-    positions: dict[int, int] = {}
-    for sandbox_id, gpu_type_id in order.values_list("pk", "gpu_type_id"):
-        counters[gpu_type_id] = counters.get(gpu_type_id, 0) + 1
-        positions[sandbox_id] = counters[gpu_type_id]
-    return positions
-
-
-def pending_extension(sandbox: Sandbox) -> Approval | None:
-    """The extension of this workload that waits for a lead, if any."""
-    return Approval.objects.filter(
-        sandbox=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
-    ).first()

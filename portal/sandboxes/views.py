@@ -3,87 +3,21 @@ the list, extend and terminate steps the deployment pages share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from django.contrib import messages
-from django.core.paginator import Paginator
-from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.accounts.selectors import lead_team_ids, user_teams
+from portal.accounts.selectors import user_teams
 from portal.accounts.view_selectors import recent_notifications
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
-from portal.core.web import run_service
-from portal.sandboxes.filters import SandboxFilter
-from portal.sandboxes.forms import QUOTA_RULE, ExtendForm, SandboxRequestForm
-from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
-from portal.sandboxes.selectors import pending_extension
-from portal.sandboxes.services import sandbox_estimate, sandbox_extend, sandbox_request, sandbox_terminate
-from portal.sandboxes.view_selectors import (
-    any_live,
-    dashboard_sandboxes,
-    progress_steps,
-    request_choices,
-    sandbox_row_for,
-    sandbox_rows,
-    workload_audit_trail,
-)
-
-PAGE_SIZE = 25
-
-
-def workload_list_context(
-    request: HttpRequest,
-    *,
-    listed: Callable[..., QuerySet[Sandbox]],
-    rows: Callable[[list[Sandbox]], list[Any]],
-) -> dict[str, Any]:
-    """A list of sandboxes or deployments: the scope (mine, or the team's for leads and admins),
-    the filter, one page of rows from `listed(user=, scope=)`, and whether to poll for changes."""
-    user = request.user
-    can_see_team = user.is_platform_admin or bool(lead_team_ids(user))
-    scope = "team" if can_see_team and request.GET.get("scope") == "team" else "mine"
-    workload_filter = SandboxFilter(request.GET, queryset=listed(user=user, scope=scope))
-    page_obj = Paginator(workload_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    workloads = list(page_obj.object_list)
-    return {
-        "scope": scope,
-        "can_see_team": can_see_team,
-        "filter": workload_filter,
-        "states": SandboxState.choices,
-        "page_obj": page_obj,
-        "rows": rows(workloads),
-        "polling": any_live(workloads),
-    }
-
-
-def workload_extend(request: HttpRequest, pk: int, *, kind: str) -> None:
-    """Extend a sandbox or deployment by the posted hours; the outcome goes to the messages."""
-    form = ExtendForm(request.POST)
-    hours = form.cleaned_data["hours"] if form.is_valid() else request.POST.get("hours")
-    workload = run_service(
-        request, lambda: sandbox_extend(user=request.user, sandbox_id=pk, hours=hours, kind=kind)
-    )
-    if workload is None:
-        return
-    pending = pending_extension(workload)
-    if pending is not None:
-        messages.info(request, f"Sent to a lead: {pending.why_needed}")
-    else:
-        messages.success(request, f"Extended: it now expires {workload.expires_at:%Y-%m-%d %H:%M} UTC.")
-
-
-def workload_terminate(request: HttpRequest, pk: int, *, kind: str) -> None:
-    """End a sandbox or deployment now; the outcome goes to the messages."""
-    run_service(
-        request,
-        lambda: sandbox_terminate(user=request.user, sandbox_id=pk, kind=kind),
-        success=f"Ending the {kind}: billing stopped now.",
-    )
+from portal.sandboxes.forms import QUOTA_RULE, SandboxRequestForm
+from portal.sandboxes.selectors import dashboard_sandboxes, request_choices, sandbox_row_for, sandbox_rows
+from portal.workloads.forms import ExtendForm
+from portal.workloads.models import WorkloadKind
+from portal.workloads.selectors import progress_steps, workload_audit_trail
+from portal.workloads.services import sandbox_estimate, sandbox_request
+from portal.workloads.views import extend_posted, terminate_posted, workload_list_context
 
 
 @login_required
@@ -150,7 +84,7 @@ def sandbox_mig_profiles(request: HttpRequest) -> HttpResponse:
 def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One sandbox: its progress, placement, access, expiry and cost, refreshed while it lives."""
     try:
-        row = sandbox_row_for(user=request.user, sandbox_id=pk)
+        row = sandbox_row_for(user=request.user, workload_id=pk)
     except NotFound as error:
         raise Http404(error.message) from error
     context = {
@@ -167,12 +101,12 @@ def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def sandbox_extend_view(request: HttpRequest, pk: int) -> HttpResponse:
-    workload_extend(request, pk, kind=WorkloadKind.SANDBOX)
+    extend_posted(request, pk, kind=WorkloadKind.SANDBOX)
     return redirect("sandbox-detail", pk=pk)
 
 
 @login_required
 @require_POST
 def sandbox_terminate_view(request: HttpRequest, pk: int) -> HttpResponse:
-    workload_terminate(request, pk, kind=WorkloadKind.SANDBOX)
+    terminate_posted(request, pk, kind=WorkloadKind.SANDBOX)
     return redirect("sandbox-detail", pk=pk)

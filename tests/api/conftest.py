@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from portal.accounts.models import User
 from portal.accounts.services import token_create
 from portal.fleet.models import Allocation, Gpu
-from portal.sandboxes.models import END_STATES, Sandbox
+from portal.workloads.models import END_STATES, Workload
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +81,7 @@ def big_body() -> dict:
     return {"name": "big-train", "team": "vision", "gpu": {"type": "h100-80gb", "count": 4}, "ttl_hours": 48}
 
 
-def make_sandbox(*, owner, team, gpu_type, name: str, state: str = "terminated", **fields) -> Sandbox:
+def make_sandbox(*, owner, team, gpu_type, name: str, state: str = "terminated", **fields) -> Workload:
     """A sandbox row written directly (no services): for lists and figures with known values."""
     now = timezone.now()
     defaults = {
@@ -89,7 +89,7 @@ def make_sandbox(*, owner, team, gpu_type, name: str, state: str = "terminated",
         "expires_at": now + timedelta(hours=1),
         "ended_at": now if state in END_STATES else None,
     }
-    return Sandbox.objects.create(
+    return Workload.objects.create(
         owner=owner, team=team, gpu_type=gpu_type, name=name, state=state, **{**defaults, **fields}
     )
 
@@ -101,7 +101,7 @@ def make_hold(
     team,
     started_at: datetime,
     ended_at: datetime | None,
-    sandbox: Sandbox | None = None,
+    workload: Workload | None = None,
     mig_profile: str = "",
     share: tuple[int, int] = (1, 1),
     price: Decimal = Decimal("6.88"),
@@ -109,7 +109,7 @@ def make_hold(
     """An allocation with known times and price; released when it has ended."""
     return Allocation.objects.create(
         gpu=gpu,
-        sandbox=sandbox,
+        workload=workload,
         team=team,
         user=user,
         gpu_type=gpu.gpu_type,

@@ -7,7 +7,7 @@ import json
 import pytest
 from rest_framework.throttling import UserRateThrottle
 
-from portal.sandboxes.models import Sandbox
+from portal.workloads.models import Workload
 
 URL = "/api/v1/sandboxes"
 GOOD = {"name": "ok", "team": "vision", "gpu": {"type": "h100-80gb", "count": 1}, "ttl_hours": 1}
@@ -41,7 +41,7 @@ def test_a_wrong_json_type_is_a_400_naming_the_field(fleet, alice, change, field
     error = response.json()["error"]
     assert error["code"] == "invalid"
     assert field in error["fields"], error
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_a_missing_body_lists_every_required_field(fleet, alice):
@@ -75,12 +75,12 @@ def test_a_form_encoded_body_without_a_gpu_object_is_a_400(fleet, alice):
     "body", [{}, {"hours": "abc"}, {"hours": None}, {"hours": True}, {"hours": 0}, {"hours": -3}]
 )
 def test_a_bad_extension_is_a_400_naming_hours(run_jobs, fleet, alice, body):
-    sandbox_id = run_jobs(lambda: alice.post(URL, GOOD, format="json")).json()["id"]
-    expires_at = Sandbox.objects.get().expires_at
-    response = alice.post(f"{URL}/{sandbox_id}/extend", body, format="json")
+    workload_id = run_jobs(lambda: alice.post(URL, GOOD, format="json")).json()["id"]
+    expires_at = Workload.objects.get().expires_at
+    response = alice.post(f"{URL}/{workload_id}/extend", body, format="json")
     assert response.status_code == 400
     assert "hours" in response.json()["error"]["fields"]
-    assert Sandbox.objects.get().expires_at == expires_at
+    assert Workload.objects.get().expires_at == expires_at
 
 
 def test_a_bad_approval_comment_type_is_a_400(fleet, bob):

@@ -41,8 +41,8 @@ def test_the_fleet_shows_who_holds_each_gpu_and_slice(run_jobs, fleet, alice, ad
 
 def test_a_released_hold_leaves_the_gpu_free(run_jobs, fleet, alice, admin):
     whole = {"name": "one", "team": "vision", "gpu": {"type": "h100-80gb", "count": 1}, "ttl_hours": 1}
-    sandbox_id = run_jobs(lambda: alice.post("/api/v1/sandboxes", whole, format="json")).json()["id"]
-    run_jobs(lambda: alice.post(f"/api/v1/sandboxes/{sandbox_id}/terminate"))
+    workload_id = run_jobs(lambda: alice.post("/api/v1/sandboxes", whole, format="json")).json()["id"]
+    run_jobs(lambda: alice.post(f"/api/v1/sandboxes/{workload_id}/terminate"))
     body = admin.get(URL, {"page_size": 100}).json()
     assert all(g["holder"] is None for g in body["results"])
 

@@ -11,9 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from portal.approvals.models import Approval
 from portal.fleet.models import Gpu
-from portal.sandboxes.models import Sandbox
+from portal.workloads.models import Approval, Workload
 from tests.api.conftest import make_hold, make_sandbox
 
 URL = "/api/v1/sandboxes"
@@ -120,7 +119,7 @@ def test_a_bad_request_names_the_field_and_creates_nothing(
     assert error["code"] == "invalid"
     assert field in error["fields"], error
     assert error["message"]
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_every_field_error_is_reported_at_once(fleet, alice, slice_body):
@@ -136,7 +135,7 @@ def test_a_second_live_sandbox_with_the_same_name_is_refused(
     response = alice.post(URL, slice_body, format="json")
     assert response.status_code == 400
     assert "name" in response.json()["error"]["fields"]
-    assert Sandbox.objects.count() == 1
+    assert Workload.objects.count() == 1
 
 
 def test_an_ended_sandbox_name_may_be_used_again(fleet, h100, team, researcher, alice, slice_body):
@@ -153,7 +152,7 @@ def test_over_quota_says_how_much_is_left_and_creates_nothing(fleet, team, alice
     assert error["code"] == "quota_exceeded"
     assert error["fields"] == {"quota_left": "0.100", "requested": "0.143"}
     assert "0.1 of 0.1" in error["message"]
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_the_same_idempotency_key_and_body_return_the_first_sandbox(fleet, alice, slice_body):
@@ -162,7 +161,7 @@ def test_the_same_idempotency_key_and_body_return_the_first_sandbox(fleet, alice
     assert first.status_code == again.status_code == 201
     assert again.json()["id"] == first.json()["id"]
     assert again["Idempotent-Replayed"] == "true"
-    assert Sandbox.objects.count() == 1
+    assert Workload.objects.count() == 1
 
 
 def test_the_same_idempotency_key_with_another_body_is_a_conflict(fleet, alice, slice_body):
@@ -170,13 +169,13 @@ def test_the_same_idempotency_key_with_another_body_is_a_conflict(fleet, alice, 
     other = alice.post(URL, {**slice_body, "name": "other"}, format="json", HTTP_IDEMPOTENCY_KEY="run-42")
     assert other.status_code == 409
     assert other.json()["error"]["code"] == "idempotency_key_reused"
-    assert Sandbox.objects.count() == 1
+    assert Workload.objects.count() == 1
 
 
 def test_without_an_idempotency_key_two_posts_make_two_sandboxes(fleet, alice, slice_body):
     alice.post(URL, slice_body, format="json")
     alice.post(URL, {**slice_body, "name": "second"}, format="json")
-    assert Sandbox.objects.count() == 2
+    assert Workload.objects.count() == 2
 
 
 def test_the_estimate_prices_a_request_without_creating_it(fleet, alice, big_body):
@@ -192,19 +191,19 @@ def test_the_estimate_prices_a_request_without_creating_it(fleet, alice, big_bod
         "why_needed": "Needs a lead's approval: more than 1 whole GPU(s) and longer than 24 hours.",
         "capacity_free_now": True,
     }
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_another_users_sandbox_is_not_found(fleet, alice, carol, slice_body):
-    sandbox_id = alice.post(URL, slice_body, format="json").json()["id"]
+    workload_id = alice.post(URL, slice_body, format="json").json()["id"]
     for response in (
-        carol.get(f"{URL}/{sandbox_id}"),
-        carol.post(f"{URL}/{sandbox_id}/extend", {"hours": 1}, format="json"),
-        carol.post(f"{URL}/{sandbox_id}/terminate"),
+        carol.get(f"{URL}/{workload_id}"),
+        carol.post(f"{URL}/{workload_id}/extend", {"hours": 1}, format="json"),
+        carol.post(f"{URL}/{workload_id}/terminate"),
     ):
         assert response.status_code == 404
         assert response.json()["error"]["code"] == "not_found"
-    assert Sandbox.objects.get().state != "terminated"
+    assert Workload.objects.get().state != "terminated"
 
 
 def test_an_unknown_sandbox_is_not_found(fleet, alice):
@@ -238,32 +237,32 @@ def test_extending_past_the_auto_approval_line_waits_for_a_lead(run_jobs, fleet,
 
 
 def test_extending_a_terminated_sandbox_is_a_conflict(run_jobs, fleet, alice, slice_body):
-    sandbox_id = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()["id"]
-    run_jobs(lambda: alice.post(f"{URL}/{sandbox_id}/terminate"))
-    assert alice.get(f"{URL}/{sandbox_id}").json()["state"] == "terminated"
+    workload_id = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()["id"]
+    run_jobs(lambda: alice.post(f"{URL}/{workload_id}/terminate"))
+    assert alice.get(f"{URL}/{workload_id}").json()["state"] == "terminated"
 
-    response = alice.post(f"{URL}/{sandbox_id}/extend", {"hours": 1}, format="json")
+    response = alice.post(f"{URL}/{workload_id}/extend", {"hours": 1}, format="json")
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "conflict"
 
 
 def test_terminating_ends_the_sandbox_and_a_second_time_is_a_conflict(run_jobs, fleet, alice, slice_body):
-    sandbox_id = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()["id"]
-    response = run_jobs(lambda: alice.post(f"{URL}/{sandbox_id}/terminate"))
+    workload_id = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()["id"]
+    response = run_jobs(lambda: alice.post(f"{URL}/{workload_id}/terminate"))
     assert response.status_code == 200
     assert response.json()["state"] in ("terminating", "terminated")
     assert response.json()["ended_at"] is not None
 
-    after = alice.get(f"{URL}/{sandbox_id}").json()
+    after = alice.get(f"{URL}/{workload_id}").json()
     assert after["state"] == "terminated"
     assert after["hourly_cost"] == "0.00"
-    assert alice.post(f"{URL}/{sandbox_id}/terminate").status_code == 409
+    assert alice.post(f"{URL}/{workload_id}/terminate").status_code == 409
 
 
 def test_a_lead_may_terminate_a_team_members_sandbox(run_jobs, fleet, alice, bob, slice_body):
-    sandbox_id = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()["id"]
-    assert run_jobs(lambda: bob.post(f"{URL}/{sandbox_id}/terminate")).status_code == 200
-    assert Sandbox.objects.get(pk=sandbox_id).state == "terminated"
+    workload_id = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()["id"]
+    assert run_jobs(lambda: bob.post(f"{URL}/{workload_id}/terminate")).status_code == 200
+    assert Workload.objects.get(pk=workload_id).state == "terminated"
 
 
 def test_a_request_that_cannot_be_placed_shows_its_queue_position(run_jobs, fleet, team, alice, slice_body):
@@ -313,7 +312,7 @@ def test_the_list_is_newest_first_and_paginated(h100, team, researcher, alice):
     now = timezone.now()
     for age, name in [(3, "oldest"), (1, "newest"), (2, "middle")]:
         sandbox = make_sandbox(owner=researcher, team=team, gpu_type=h100, name=name)
-        Sandbox.objects.filter(pk=sandbox.pk).update(created_at=now - timedelta(hours=age))
+        Workload.objects.filter(pk=sandbox.pk).update(created_at=now - timedelta(hours=age))
     first = alice.get(URL, {"page_size": 2}).json()
     assert [s["name"] for s in first["results"]] == ["newest", "middle"]
     assert first["count"] == 3
@@ -353,12 +352,12 @@ def _fill(researcher, team, h100, start: int, stop: int) -> None:
             gpu=gpus[number % len(gpus)],
             user=researcher,
             team=team,
-            sandbox=sandbox,
+            workload=sandbox,
             started_at=now - timedelta(hours=2),
             ended_at=now - timedelta(hours=1),
         )
         Approval.objects.create(
-            sandbox=sandbox, team=team, requested_by=researcher, why_needed="x", state="approved"
+            workload=sandbox, team=team, requested_by=researcher, why_needed="x", state="approved"
         )
 
 

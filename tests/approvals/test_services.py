@@ -9,15 +9,14 @@ import pytest
 from django.core import mail
 
 from portal.accounts.models import Membership
-from portal.approvals.models import Approval
 from portal.approvals.services import approval_decide
 from portal.core.errors import Conflict, NotAllowed, NotFound, ValidationFailed
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.services import sandbox_extend, sandbox_request
+from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.services import sandbox_request, workload_extend
 from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-S = SandboxState
+S = WorkloadState
 
 
 @pytest.fixture
@@ -25,13 +24,13 @@ def big_request(fleet, researcher, lead):
     sandbox = sandbox_request(
         user=researcher, team="vision", name="big", gpu_type="h100-80gb", count=4, ttl_hours=48
     )
-    return Approval.objects.get(sandbox=sandbox)
+    return Approval.objects.get(workload=sandbox)
 
 
 def test_lead_approval_moves_the_request_on_and_tells_the_requester(run_jobs, big_request, lead, researcher):
     mail.outbox.clear()
     run_jobs(lambda: approval_decide(user=lead, approval_id=big_request.pk, approve=True, comment="go"))
-    sandbox = Sandbox.objects.get(pk=big_request.sandbox_id)
+    sandbox = Workload.objects.get(pk=big_request.workload_id)
     approval = Approval.objects.get(pk=big_request.pk)
     assert (
         approval.state == Approval.State.APPROVED and approval.decided_by == lead and approval.comment == "go"
@@ -50,7 +49,7 @@ def test_rejection_needs_a_reason_and_ends_the_request(big_request, lead):
     assert "reason" in refused.value.fields
     assert Approval.objects.get(pk=big_request.pk).state == Approval.State.PENDING
     approval_decide(user=lead, approval_id=big_request.pk, approve=False, comment="use a slice")
-    sandbox = Sandbox.objects.get(pk=big_request.sandbox_id)
+    sandbox = Workload.objects.get(pk=big_request.workload_id)
     assert sandbox.state == S.REJECTED
     assert sandbox.message == "Rejected by bob: use a slice"
 
@@ -59,7 +58,7 @@ def test_nobody_decides_their_own_request(fleet, team, lead):
     sandbox = sandbox_request(
         user=lead, team="vision", name="leads-own", gpu_type="h100-80gb", count=4, ttl_hours=2
     )
-    approval = Approval.objects.get(sandbox=sandbox)
+    approval = Approval.objects.get(workload=sandbox)
     with pytest.raises(NotAllowed):
         approval_decide(user=lead, approval_id=approval.pk, approve=True)
 
@@ -86,8 +85,8 @@ def test_deciding_twice_is_a_conflict(run_jobs, big_request, lead, admin_user):
 
 def test_approved_extension_moves_the_expiry(run_jobs, fleet, researcher, lead, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    before = Sandbox.objects.get(pk=sandbox.pk).expires_at
-    sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=Decimal("30.5"))
-    approval = Approval.objects.get(sandbox=sandbox, kind=Approval.Kind.EXTEND)
+    before = Workload.objects.get(pk=sandbox.pk).expires_at
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=Decimal("30.5"))
+    approval = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
     approval_decide(user=lead, approval_id=approval.pk, approve=True)
-    assert Sandbox.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=30, minutes=30)
+    assert Workload.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=30, minutes=30)

@@ -13,7 +13,7 @@ from portal.accounts.models import User
 from portal.accounts.services import token_create
 from portal.deployments.models import Serving
 from portal.deployments.selectors import deployment_example
-from portal.sandboxes.models import Sandbox
+from portal.workloads.models import Workload
 
 URL = "/api/v1/deployments"
 LLAMA_8B = {
@@ -104,7 +104,7 @@ def test_a_triton_model_gets_a_kserve_v2_inference_example(run_jobs, fleet, cata
     workload = run_jobs(
         lambda: deployment_request(user=researcher, team="vision", name="resnet", model="resnet-50")
     )
-    workload = Sandbox.objects.select_related("serving__model", "serving__runtime").get(pk=workload.pk)
+    workload = Workload.objects.select_related("serving__model", "serving__runtime").get(pk=workload.pk)
     example = deployment_example(workload)
     assert example is not None
     assert f"{workload.access}/v2/models/resnet-50/infer" in example
@@ -128,7 +128,7 @@ def test_70b_on_two_h100s_is_refused_naming_gpu_count(fleet, catalog, alice):
     assert error["fields"]["gpu.count"] == [
         "Llama 3.1 70B Instruct needs at least 4 h100-80gb GPUs at these settings."
     ]
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_bad_inputs_name_their_fields(fleet, catalog, alice):
@@ -231,7 +231,7 @@ def test_the_same_idempotency_key_returns_the_first_deployment(run_jobs, fleet, 
     assert first.status_code == again.status_code == 201
     assert again.json()["id"] == first.json()["id"]
     assert again["Idempotent-Replayed"] == "true"
-    assert Sandbox.objects.filter(kind="deployment").count() == 1
+    assert Workload.objects.filter(kind="deployment").count() == 1
     other = alice.post(URL, {**LLAMA_8B, "name": "other"}, format="json", HTTP_IDEMPOTENCY_KEY="deploy-1")
     assert other.status_code == 409
 

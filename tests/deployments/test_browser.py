@@ -7,7 +7,7 @@ Skipped where /usr/bin/chromium (Debian's package) or Playwright is missing.
 from __future__ import annotations
 
 from portal.catalog.demo import catalog_seed
-from portal.sandboxes.models import Sandbox, SandboxState
+from portal.workloads.models import Workload, WorkloadState
 from tests import browser_support
 from tests.browser_support import BROWSER, sign_in_as_alice, slow_pods, wait_for_pods
 
@@ -70,7 +70,7 @@ def test_a_researcher_sizes_70b_deploys_8b_scales_it_and_ends_it(
 
     page.click("button:has-text('Deploy')")
     expect(page.locator("h1")).to_have_text("llama-chat")
-    workload = Sandbox.objects.get(owner=researcher, kind="deployment", name="llama-chat")
+    workload = Workload.objects.get(owner=researcher, kind="deployment", name="llama-chat")
     assert page.url == f"{live_server.url}/deployments/{workload.pk}/"
     state = page.locator("#deployment-live .status-head .state")
     expect(state).to_have_text("provisioning")
@@ -111,4 +111,4 @@ def test_a_researcher_sizes_70b_deploys_8b_scales_it_and_ends_it(
     expect(page.locator("#deployment-actions")).to_have_count(0)
     page.screenshot(path="/tmp/dep-ended.png", full_page=True)
     workload.refresh_from_db()
-    assert workload.state == SandboxState.TERMINATED
+    assert workload.state == WorkloadState.TERMINATED

@@ -6,19 +6,18 @@ from decimal import Decimal
 
 import pytest
 
-from portal.approvals.models import Approval
 from portal.approvals.services import approval_decide
 from portal.audit.models import AuditEvent
 from portal.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from portal.deployments.models import Serving
 from portal.deployments.services import deployment_request, deployment_scale
 from portal.fleet.models import Allocation, SimulatedObject
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.selectors import sandboxes_visible_to
-from portal.sandboxes.services import sandbox_request, sandbox_terminate
+from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.selectors import workloads_visible_to
+from portal.workloads.services import sandbox_request, workload_terminate
 
 pytestmark = pytest.mark.django_db
-S = SandboxState
+S = WorkloadState
 
 
 def deploy(user, **fields):
@@ -37,7 +36,7 @@ def test_deploy_defaults_to_the_cheapest_fit_and_runs_with_an_endpoint(run_jobs,
     serving = Serving.objects.get(workload=workload)
     assert serving.command[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
     assert serving.ready_replicas == 1
-    allocation = Allocation.objects.get(sandbox=workload)
+    allocation = Allocation.objects.get(workload=workload)
     assert (allocation.share_numerator, allocation.share_denominator) == (3, 7)
     assert AuditEvent.objects.filter(object_type="deployment", action="deployment.running").exists()
 
@@ -56,7 +55,7 @@ def test_a_gpu_the_model_does_not_fit_is_refused_with_what_it_needs(fleet, catal
     assert refused.value.fields["gpu.count"] == [
         "Llama 3.1 70B Instruct needs at least 4 h100-80gb GPUs at these settings."
     ]
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_unknown_model_and_bad_sizing_inputs_name_the_field(fleet, catalog, researcher):
@@ -73,12 +72,12 @@ def test_several_replicas_of_whole_gpus_wait_for_a_lead_then_each_is_placed(
 ):
     workload = deploy(researcher, gpu_type="h100-80gb", count=1, replicas=2)
     assert workload.state == S.PENDING_APPROVAL
-    approval = Approval.objects.get(sandbox=workload)
+    approval = Approval.objects.get(workload=workload)
     assert "more than 1 whole GPU" in approval.why_needed
     run_jobs(lambda: approval_decide(user=lead, approval_id=approval.pk, approve=True))
     workload.refresh_from_db()
     assert workload.state == S.RUNNING
-    assert sorted(Allocation.objects.filter(sandbox=workload).values_list("replica", flat=True)) == [0, 1]
+    assert sorted(Allocation.objects.filter(workload=workload).values_list("replica", flat=True)) == [0, 1]
     assert Serving.objects.get(workload=workload).ready_replicas == 2
 
 
@@ -97,18 +96,18 @@ def test_scaling_up_beyond_policy_needs_a_lead_and_down_releases_at_once(
     run_jobs(lambda: deployment_scale(user=researcher, deployment_id=workload.pk, replicas=2))
     workload.refresh_from_db()
     assert workload.replicas == 1
-    approval = Approval.objects.get(sandbox=workload, kind=Approval.Kind.SCALE)
+    approval = Approval.objects.get(workload=workload, kind=Approval.Kind.SCALE)
     assert approval.replicas == 2 and "more than one MIG slice" in approval.why_needed
 
     run_jobs(lambda: approval_decide(user=lead, approval_id=approval.pk, approve=True))
     workload.refresh_from_db()
     assert workload.replicas == 2 and workload.state == S.RUNNING
-    assert Allocation.objects.filter(sandbox=workload, released_at__isnull=True).count() == 2
+    assert Allocation.objects.filter(workload=workload, released_at__isnull=True).count() == 2
 
     run_jobs(lambda: deployment_scale(user=researcher, deployment_id=workload.pk, replicas=1))
     workload.refresh_from_db()
     assert workload.replicas == 1 and workload.state == S.RUNNING
-    released = Allocation.objects.get(sandbox=workload, replica=1)
+    released = Allocation.objects.get(workload=workload, replica=1)
     assert released.ended_at is not None and released.released_at is not None
     assert SimulatedObject.objects.filter(kind="Deployment", namespace=workload.namespace).count() == 1
 
@@ -117,27 +116,27 @@ def test_scaling_needs_a_live_deployment_and_a_sane_count(run_jobs, fleet, catal
     workload = run_jobs(lambda: deploy(researcher))
     with pytest.raises(ValidationFailed):
         deployment_scale(user=researcher, deployment_id=workload.pk, replicas=0)
-    run_jobs(lambda: sandbox_terminate(user=researcher, sandbox_id=workload.pk, kind="deployment"))
-    assert Sandbox.objects.get(pk=workload.pk).state == S.TERMINATED
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=workload.pk, kind="deployment"))
+    assert Workload.objects.get(pk=workload.pk).state == S.TERMINATED
     with pytest.raises(Conflict):
         deployment_scale(user=researcher, deployment_id=workload.pk, replicas=2)
 
 
 def test_deployments_are_not_listed_as_sandboxes(run_jobs, fleet, catalog, researcher):
     workload = run_jobs(lambda: deploy(researcher))
-    assert not sandboxes_visible_to(researcher).filter(pk=workload.pk).exists()
-    assert sandboxes_visible_to(researcher, kind="deployment").filter(pk=workload.pk).exists()
+    assert not workloads_visible_to(researcher).filter(pk=workload.pk).exists()
+    assert workloads_visible_to(researcher, kind="deployment").filter(pk=workload.pk).exists()
 
 
 def test_scaling_down_stops_billing_at_once_but_frees_the_gpu_only_after_teardown(
     run_jobs, fleet, catalog, researcher, lead
 ):
     workload = run_jobs(lambda: deploy(researcher, gpu_type="h100-80gb", count=1, replicas=2))
-    approval = Approval.objects.get(sandbox=workload)
+    approval = Approval.objects.get(workload=workload)
     run_jobs(lambda: approval_decide(user=lead, approval_id=approval.pk, approve=True))
 
     deployment_scale(user=researcher, deployment_id=workload.pk, replicas=1)  # its reconcile has not run
-    scaled_away = Allocation.objects.get(sandbox=workload, replica=1)
+    scaled_away = Allocation.objects.get(workload=workload, replica=1)
     assert scaled_away.ended_at is not None
     assert scaled_away.released_at is None  # the pod may still be on the GPU
 
@@ -154,7 +153,7 @@ def test_scaling_down_then_up_before_the_reconciler_runs_frees_the_old_replica(
     workload = run_jobs(lambda: deploy(researcher, gpu_type="h100-80gb", count=1, replicas=2))
     run_jobs(
         lambda: approval_decide(
-            user=lead, approval_id=Approval.objects.get(sandbox=workload).pk, approve=True
+            user=lead, approval_id=Approval.objects.get(workload=workload).pk, approve=True
         )
     )
     deployment_scale(user=lead, deployment_id=workload.pk, replicas=1)  # no reconcile yet
@@ -163,7 +162,7 @@ def test_scaling_down_then_up_before_the_reconciler_runs_frees_the_old_replica(
     from workers.reconcile.sandboxes import reconcile_sandbox
 
     reconcile_sandbox(workload.pk)
-    live = Allocation.objects.filter(sandbox=workload, released_at__isnull=True)
+    live = Allocation.objects.filter(workload=workload, released_at__isnull=True)
     assert live.count() == 2
     assert sorted(live.values_list("replica", flat=True)) == [0, 1]
 
@@ -173,8 +172,8 @@ def test_approving_a_scale_request_checks_the_quota_again(run_jobs, fleet, catal
     deployment_scale(user=researcher, deployment_id=workload.pk, replicas=3)  # needs a lead
     team.quota_gpus = Decimal("0.5")  # room for one slice now, not three
     team.save()
-    approval = Approval.objects.get(sandbox=workload, kind=Approval.Kind.SCALE)
+    approval = Approval.objects.get(workload=workload, kind=Approval.Kind.SCALE)
     with pytest.raises(QuotaExceeded):
         approval_decide(user=lead, approval_id=approval.pk, approve=True)
     assert Approval.objects.get(pk=approval.pk).state == Approval.State.PENDING
-    assert Sandbox.objects.get(pk=workload.pk).replicas == 1
+    assert Workload.objects.get(pk=workload.pk).replicas == 1

@@ -8,10 +8,9 @@ import re
 import pytest
 from django.test import Client
 
-from portal.approvals.models import Approval
 from portal.deployments.models import Serving
 from portal.deployments.services import deployment_request
-from portal.sandboxes.models import Sandbox, SandboxState
+from portal.workloads.models import Approval, Workload, WorkloadState
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 LLAMA_8B_ON_H100 = {
@@ -62,7 +61,7 @@ def field_html(page: str, name: str) -> str:
     return match.group(1)
 
 
-def deployed(run_jobs, user, **fields) -> Sandbox:
+def deployed(run_jobs, user, **fields) -> Workload:
     kwargs = {"team": "vision", "name": "llama-chat", "model": "llama-3.1-8b-instruct", **fields}
     workload = run_jobs(lambda: deployment_request(user=user, **kwargs))
     workload.refresh_from_db()
@@ -94,10 +93,10 @@ def test_a_deploy_on_one_h100_goes_to_its_page_running_with_endpoint_and_example
 ):
     response = run_jobs(lambda: alice.post("/deployments/new/", LLAMA_8B_ON_H100))
 
-    workload = Sandbox.objects.get(owner=researcher, kind="deployment", name="llama-chat")
+    workload = Workload.objects.get(owner=researcher, kind="deployment", name="llama-chat")
     assert response.status_code == 302
     assert response["Location"] == f"/deployments/{workload.pk}/"
-    assert (workload.gpu_count, workload.mig_profile, workload.state) == (1, "", SandboxState.RUNNING)
+    assert (workload.gpu_count, workload.mig_profile, workload.state) == (1, "", WorkloadState.RUNNING)
 
     page = alice.get(response["Location"]).content.decode()
     assert 'class="state state-running"' in page
@@ -122,7 +121,7 @@ def test_a_gpu_the_model_does_not_fit_shows_the_error_next_to_the_gpu_field(alic
 
     assert "needs at least 4 h100-80gb GPUs at these settings" in field_html(page, "gpu")
     assert "Needs at least 4 \N{MULTIPLICATION SIGN} 80 GB GPUs" in field_html(page, "gpu")
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_bad_sizing_and_names_show_next_to_their_fields(alice, fleet, catalog):
@@ -131,7 +130,7 @@ def test_bad_sizing_and_names_show_next_to_their_fields(alice, fleet, catalog):
 
     assert "At most 131072 tokens" in field_html(page, "context")
     assert "greater than or equal to 1" in field_html(page, "replicas")
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
     named = alice.post("/deployments/new/", {**LLAMA_8B_ON_H100, "name": "Not A Name!"}).content.decode()
     assert "lowercase letters, digits and hyphens" in field_html(named, "name")
@@ -205,7 +204,7 @@ def test_scale_up_waits_for_a_lead_who_sees_it_in_the_inbox_then_down_and_termin
     page = response.content.decode()
     assert "needs a lead&#x27;s approval" in page
     assert "Scaling to 2 waits for a lead." in page
-    approval = Approval.objects.get(sandbox=workload, kind=Approval.Kind.SCALE)
+    approval = Approval.objects.get(workload=workload, kind=Approval.Kind.SCALE)
 
     inbox = bob.get("/approvals/").content.decode()
     assert "scale to 2 replicas" in inbox

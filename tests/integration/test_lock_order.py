@@ -12,27 +12,26 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from portal.approvals.models import Approval
 from portal.approvals.services import approval_decide
 from portal.fleet import services as fleet_services
 from portal.fleet.models import Allocation
-from portal.sandboxes.models import Sandbox
-from portal.sandboxes.services import sandbox_queue_drain, sandbox_request
+from portal.workloads.models import Approval, Workload
+from portal.workloads.services import sandbox_request, workload_queue_drain
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def queued_request(user, name: str) -> Sandbox:
+def queued_request(user, name: str) -> Workload:
     """A one-GPU request waiting in the queue (placed, then its placement undone)."""
     sandbox = sandbox_request(user=user, team="vision", name=name, gpu_type="h100-80gb", count=1, ttl_hours=1)
-    Allocation.objects.filter(sandbox=sandbox).delete()
-    Sandbox.objects.filter(pk=sandbox.pk).update(state="queued", queued_at=timezone.now())
+    Allocation.objects.filter(workload=sandbox).delete()
+    Workload.objects.filter(pk=sandbox.pk).update(state="queued", queued_at=timezone.now())
     return sandbox
 
 
 def race_with_drain(monkeypatch, other: Callable[[], object]) -> dict[str, object]:
     """Run the drain, holding its GPU type lock for a second, while `other` runs."""
-    monkeypatch.setattr("portal.sandboxes.services.lifecycle.enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("portal.workloads.services.lifecycle.enqueue", lambda *a, **k: None)
     real_snapshot = fleet_services.gpu_snapshot
     holding = threading.Event()
 
@@ -56,7 +55,7 @@ def race_with_drain(monkeypatch, other: Callable[[], object]) -> dict[str, objec
             connection.close()
 
     threads = [
-        threading.Thread(target=run, args=("drain", sandbox_queue_drain, False), name="drain"),
+        threading.Thread(target=run, args=("drain", workload_queue_drain, False), name="drain"),
         threading.Thread(target=run, args=("other", other, True), name="other"),
     ]
     for thread in threads:
@@ -75,7 +74,7 @@ def test_a_drain_and_a_new_request_of_the_same_team_and_type_both_go_through(mon
         ),
     )
     assert outcome["drain"] == [queued.pk]
-    assert isinstance(outcome["other"], Sandbox)
+    assert isinstance(outcome["other"], Workload)
 
 
 def test_a_drain_and_an_approval_both_go_through(monkeypatch, fleet, researcher, lead):
@@ -83,7 +82,7 @@ def test_a_drain_and_an_approval_both_go_through(monkeypatch, fleet, researcher,
     big = sandbox_request(
         user=researcher, team="vision", name="big", gpu_type="h100-80gb", count=2, ttl_hours=1
     )
-    approval = Approval.objects.get(sandbox=big)
+    approval = Approval.objects.get(workload=big)
     outcome = race_with_drain(
         monkeypatch, lambda: approval_decide(user=lead, approval_id=approval.pk, approve=True)
     )

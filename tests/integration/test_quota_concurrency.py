@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 
 from portal.core.errors import QuotaExceeded
-from portal.sandboxes.models import Sandbox
-from portal.sandboxes.services import sandbox_request
+from portal.workloads.models import Workload
+from portal.workloads.services import sandbox_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -51,4 +51,4 @@ def test_twenty_simultaneous_requests_never_exceed_the_team_quota(fleet, team, r
 
     assert sorted(set(outcomes)) == ["created", "quota_exceeded"], outcomes
     assert outcomes.count("created") == 4
-    assert Sandbox.objects.filter(team=team).count() == 4
+    assert Workload.objects.filter(team=team).count() == 4

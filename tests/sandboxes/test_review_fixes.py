@@ -10,24 +10,23 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from portal.approvals.models import Approval
 from portal.approvals.services import approval_decide
 from portal.fleet.models import Allocation, MigSlice
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.services import sandbox_extend, sandbox_mark_failed, sandbox_request
+from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.services import sandbox_request, workload_extend, workload_mark_failed
 from workers.reconcile import mig as mig_module
 from workers.reconcile import sandboxes as reconcile_module
 from workers.reconcile.sandboxes import reconcile_sandbox
 
 pytestmark = pytest.mark.django_db
-S = SandboxState
+S = WorkloadState
 
 
 def test_a_request_approved_after_its_expiry_ends_instead_of_starting(run_jobs, fleet, researcher, lead):
     sandbox = sandbox_request(
         user=researcher, team="vision", name="late", gpu_type="h100-80gb", count=4, ttl_hours=2
     )
-    approval = Approval.objects.get(sandbox=sandbox)
+    approval = Approval.objects.get(workload=sandbox)
     run_jobs(
         lambda: approval_decide(
             user=lead, approval_id=approval.pk, approve=True, now=timezone.now() + timedelta(hours=3)
@@ -35,15 +34,15 @@ def test_a_request_approved_after_its_expiry_ends_instead_of_starting(run_jobs, 
     )
     sandbox.refresh_from_db()
     assert sandbox.state == S.EXPIRED
-    assert not Allocation.objects.filter(sandbox=sandbox).exists()
+    assert not Allocation.objects.filter(workload=sandbox).exists()
 
 
 def test_a_failure_cancels_pending_extension_requests(run_jobs, fleet, researcher, lead, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=40)
-    run_jobs(lambda: sandbox_mark_failed(sandbox_id=sandbox.pk, message="node lost", now=timezone.now()))
-    assert Approval.objects.get(sandbox=sandbox, kind=Approval.Kind.EXTEND).state == Approval.State.CANCELLED
-    assert Sandbox.objects.get(pk=sandbox.pk).state == S.FAILED
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=40)
+    run_jobs(lambda: workload_mark_failed(workload_id=sandbox.pk, message="node lost", now=timezone.now()))
+    assert Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND).state == Approval.State.CANCELLED
+    assert Workload.objects.get(pk=sandbox.pk).state == S.FAILED
 
 
 def test_an_extension_that_costs_more_than_the_budget_left_needs_a_lead(
@@ -56,10 +55,10 @@ def test_an_extension_that_costs_more_than_the_budget_left_needs_a_lead(
             user=researcher, team="vision", name="one", gpu_type="h100-80gb", count=1, ttl_hours=1
         )
     )
-    before = Sandbox.objects.get(pk=sandbox.pk).expires_at
-    sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=2)  # 2 x 6.88 > what is left of 10
-    assert Sandbox.objects.get(pk=sandbox.pk).expires_at == before
-    approval = Approval.objects.get(sandbox=sandbox, kind=Approval.Kind.EXTEND)
+    before = Workload.objects.get(pk=sandbox.pk).expires_at
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=2)  # 2 x 6.88 > what is left of 10
+    assert Workload.objects.get(pk=sandbox.pk).expires_at == before
+    approval = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
     assert "monthly budget" in approval.why_needed
 
 
@@ -67,11 +66,11 @@ def test_a_failed_layout_change_drops_the_slice_being_cut_even_beside_a_slice_in
     monkeypatch, run_jobs, fleet, researcher, slice_request
 ):
     first = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    gpu = Allocation.objects.get(sandbox=first).gpu
+    gpu = Allocation.objects.get(workload=first).gpu
     second = sandbox_request(
         user=researcher, **{**slice_request, "name": "second"}
     )  # cut beside it, not started
-    assert Allocation.objects.get(sandbox=second).gpu == gpu
+    assert Allocation.objects.get(workload=second).gpu == gpu
 
     class FailingMig:
         def apply_mig_layout(self, node, layout):
@@ -83,7 +82,7 @@ def test_a_failed_layout_change_drops_the_slice_being_cut_even_beside_a_slice_in
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: FailingMig())
     monkeypatch.setattr(mig_module, "driver_for", lambda cluster: FailingMig())
     reconcile_sandbox(second.pk)
-    assert Sandbox.objects.get(pk=second.pk).state == S.QUEUED
+    assert Workload.objects.get(pk=second.pk).state == S.QUEUED
     assert list(MigSlice.objects.filter(gpu=gpu).values_list("state", flat=True)) == [MigSlice.State.READY]
 
 

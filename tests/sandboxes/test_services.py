@@ -9,21 +9,20 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from portal.approvals.models import Approval
 from portal.audit.models import AuditEvent
 from portal.core.errors import Conflict, NotFound, QuotaExceeded, ValidationFailed
 from portal.fleet.models import Allocation
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.selectors import queue_positions, sandbox_placement
-from portal.sandboxes.services import (
+from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.selectors import queue_positions, workload_placement
+from portal.workloads.services import (
     sandbox_estimate,
-    sandbox_extend,
     sandbox_request,
-    sandbox_terminate,
+    workload_extend,
+    workload_terminate,
 )
 
 pytestmark = pytest.mark.django_db
-S = SandboxState
+S = WorkloadState
 
 
 def whole(count: int = 1, hours: float = 1, name: str = "whole") -> dict:
@@ -36,9 +35,9 @@ def test_slice_within_policy_is_approved_placed_and_running(run_jobs, fleet, res
     assert sandbox.state == S.RUNNING
     assert sandbox.access.startswith("https://")
     assert sandbox.node_name == "gpu-h100-b"
-    placement = sandbox_placement(sandbox)
+    placement = workload_placement(sandbox)
     assert placement["mig_profile"] == "1g.10gb" and placement["node"] == "gpu-h100-b"
-    allocation = Allocation.objects.get(sandbox=sandbox)
+    allocation = Allocation.objects.get(workload=sandbox)
     assert (allocation.share_numerator, allocation.share_denominator) == (1, 7)
     assert allocation.price_per_hour == Decimal("6.88")
 
@@ -46,11 +45,11 @@ def test_slice_within_policy_is_approved_placed_and_running(run_jobs, fleet, res
 def test_request_over_auto_approval_waits_for_lead_who_is_told(run_jobs, fleet, researcher, lead):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **whole(4, 48, "big")))
     assert sandbox.state == S.PENDING_APPROVAL
-    approval = Approval.objects.get(sandbox=sandbox)
+    approval = Approval.objects.get(workload=sandbox)
     assert "more than 1 whole GPU" in approval.why_needed and "longer than 24 hours" in approval.why_needed
     assert lead.notifications.count() == 1
     assert [m.to for m in mail.outbox] == [["bob@example.com"]]
-    assert not Allocation.objects.filter(sandbox=sandbox).exists()
+    assert not Allocation.objects.filter(workload=sandbox).exists()
 
 
 def test_request_beyond_quota_is_refused_with_what_is_left(fleet, team, researcher):
@@ -62,7 +61,7 @@ def test_request_beyond_quota_is_refused_with_what_is_left(fleet, team, research
     assert refused.value.code == "quota_exceeded"
     assert "1 of 2 GPU equivalents left" in refused.value.message
     assert refused.value.fields["quota_left"] == "1.000"
-    assert Sandbox.objects.count() == 1
+    assert Workload.objects.count() == 1
 
 
 def test_slices_count_their_compute_share_against_quota(fleet, team, researcher):
@@ -114,7 +113,7 @@ def test_bad_request_names_the_field_and_creates_nothing(
     with pytest.raises(ValidationFailed) as refused:
         sandbox_request(user=researcher, **fields)
     assert field in refused.value.fields
-    assert Sandbox.objects.count() == 0
+    assert Workload.objects.count() == 0
     assert AuditEvent.objects.count() == 0
 
 
@@ -130,7 +129,7 @@ def test_duplicate_name_is_refused_among_live_sandboxes_only(run_jobs, fleet, re
     with pytest.raises(ValidationFailed) as refused:
         sandbox_request(user=researcher, **slice_request)
     assert "already have a live sandbox" in refused.value.fields["name"][0]
-    run_jobs(lambda: sandbox_terminate(user=researcher, sandbox_id=first.pk))
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=first.pk))
     again = sandbox_request(user=researcher, **slice_request)
     assert again.pk != first.pk
 
@@ -148,7 +147,7 @@ def test_request_that_does_not_fit_queues_with_reason_and_drains_when_capacity_f
     assert waiting.message.startswith("Waiting for capacity:")
     assert queue_positions([waiting, later]) == {waiting.pk: 1, later.pk: 2}
 
-    run_jobs(lambda: sandbox_terminate(user=researcher, sandbox_id=full.pk))
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=full.pk))
     waiting.refresh_from_db()
     later.refresh_from_db()
     assert waiting.state == S.RUNNING
@@ -158,14 +157,14 @@ def test_request_that_does_not_fit_queues_with_reason_and_drains_when_capacity_f
 def test_image_that_cannot_be_pulled_fails_releases_the_gpu_and_tells_the_owner(
     run_jobs, fleet, researcher, slice_request
 ):
-    from portal.sandboxes.models import Image
+    from portal.workloads.models import Image
 
     Image.objects.create(slug="broken", name="Broken", container_image="registry.example/does-not-exist:1")
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "image": "broken"}))
     sandbox.refresh_from_db()
     assert sandbox.state == S.FAILED
     assert "image pull failed" in sandbox.message
-    assert Allocation.objects.get(sandbox=sandbox).released_at is not None
+    assert Allocation.objects.get(workload=sandbox).released_at is not None
     assert "failed" in researcher.notifications.first().message
 
 
@@ -176,14 +175,14 @@ def test_estimate_reports_price_approval_and_capacity(fleet, researcher):
     assert estimate.auto_approved is False and "more than 1 whole GPU" in estimate.why_needed
     assert estimate.capacity_free_now is True
     assert estimate.quota_left == Decimal("16.000")
-    assert Sandbox.objects.count() == 0
+    assert Workload.objects.count() == 0
 
 
 def test_extension_within_policy_moves_expiry_at_once(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    before = Sandbox.objects.get(pk=sandbox.pk).expires_at
-    sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=2)
-    assert Sandbox.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=2)
+    before = Workload.objects.get(pk=sandbox.pk).expires_at
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=2)
+    assert Workload.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=2)
     assert AuditEvent.objects.filter(action="sandbox.extend", object_id=str(sandbox.pk)).exists()
 
 
@@ -191,34 +190,34 @@ def test_extension_beyond_auto_approval_needs_a_lead_and_beyond_maximum_is_refus
     run_jobs, fleet, researcher, lead, slice_request
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    before = Sandbox.objects.get(pk=sandbox.pk).expires_at
-    sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=30)
-    assert Sandbox.objects.get(pk=sandbox.pk).expires_at == before
-    approval = Approval.objects.get(sandbox=sandbox, kind=Approval.Kind.EXTEND)
+    before = Workload.objects.get(pk=sandbox.pk).expires_at
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=30)
+    assert Workload.objects.get(pk=sandbox.pk).expires_at == before
+    approval = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
     assert approval.extend_hours == Decimal(30)
     with pytest.raises(Conflict):
-        sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=30)
+        workload_extend(user=researcher, workload_id=sandbox.pk, hours=30)
     with pytest.raises(ValidationFailed):
-        sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=200)
+        workload_extend(user=researcher, workload_id=sandbox.pk, hours=200)
 
 
 def test_lead_extends_a_members_sandbox_beyond_auto_approval_directly(
     run_jobs, fleet, researcher, lead, slice_request
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    before = Sandbox.objects.get(pk=sandbox.pk).expires_at
-    sandbox_extend(user=lead, sandbox_id=sandbox.pk, hours=30)
-    assert Sandbox.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=30)
+    before = Workload.objects.get(pk=sandbox.pk).expires_at
+    workload_extend(user=lead, workload_id=sandbox.pk, hours=30)
+    assert Workload.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=30)
 
 
 def test_ended_sandbox_cannot_be_extended_or_ended_again(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    run_jobs(lambda: sandbox_terminate(user=researcher, sandbox_id=sandbox.pk))
-    assert Sandbox.objects.get(pk=sandbox.pk).state == S.TERMINATED
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk))
+    assert Workload.objects.get(pk=sandbox.pk).state == S.TERMINATED
     with pytest.raises(Conflict):
-        sandbox_extend(user=researcher, sandbox_id=sandbox.pk, hours=1)
+        workload_extend(user=researcher, workload_id=sandbox.pk, hours=1)
     with pytest.raises(Conflict):
-        sandbox_terminate(user=researcher, sandbox_id=sandbox.pk)
+        workload_terminate(user=researcher, workload_id=sandbox.pk)
 
 
 def test_other_users_cannot_see_or_touch_a_sandbox(
@@ -226,18 +225,18 @@ def test_other_users_cannot_see_or_touch_a_sandbox(
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     with pytest.raises(NotFound):
-        sandbox_terminate(user=other_researcher, sandbox_id=sandbox.pk)
+        workload_terminate(user=other_researcher, workload_id=sandbox.pk)
     with pytest.raises(NotFound):
-        sandbox_extend(user=other_researcher, sandbox_id=sandbox.pk, hours=1)
+        workload_extend(user=other_researcher, workload_id=sandbox.pk, hours=1)
 
 
 def test_terminate_stops_billing_at_once_and_frees_the_gpu_after_teardown(
     run_jobs, fleet, researcher, lead, slice_request
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    run_jobs(lambda: sandbox_terminate(user=lead, sandbox_id=sandbox.pk))
+    run_jobs(lambda: workload_terminate(user=lead, workload_id=sandbox.pk))
     sandbox.refresh_from_db()
-    allocation = Allocation.objects.get(sandbox=sandbox)
+    allocation = Allocation.objects.get(workload=sandbox)
     assert sandbox.state == S.TERMINATED
     assert allocation.ended_at == sandbox.ended_at
     assert allocation.released_at is not None

@@ -8,31 +8,30 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from portal.approvals.models import Approval
 from portal.fleet.models import Allocation
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.services import sandbox_request, sandbox_terminate, sandboxes_sweep
+from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.services import sandbox_request, workload_terminate, workloads_sweep
 from workers.drivers.base import DriverError
 from workers.reconcile import sandboxes as reconcile_module
 from workers.reconcile.sandboxes import reconcile_sandbox
 
 pytestmark = pytest.mark.django_db
-S = SandboxState
+S = WorkloadState
 
 
 def test_sweep_expires_a_running_sandbox_and_bills_only_to_its_expiry(
     run_jobs, fleet, researcher, slice_request
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    expires_at = Sandbox.objects.get(pk=sandbox.pk).expires_at
+    expires_at = Workload.objects.get(pk=sandbox.pk).expires_at
     late = expires_at + timedelta(hours=3)  # the workers were down for three hours
 
-    result = run_jobs(lambda: sandboxes_sweep(now=late))
+    result = run_jobs(lambda: workloads_sweep(now=late))
 
     sandbox.refresh_from_db()
     assert result.expired == [sandbox.pk]
     assert sandbox.state == S.EXPIRED
-    allocation = Allocation.objects.get(sandbox=sandbox)
+    allocation = Allocation.objects.get(workload=sandbox)
     assert allocation.ended_at == expires_at
     assert allocation.released_at is not None
 
@@ -41,18 +40,18 @@ def test_sweep_expires_a_request_still_waiting_for_approval(run_jobs, fleet, res
     sandbox = sandbox_request(
         user=researcher, team="vision", name="big", gpu_type="h100-80gb", count=4, ttl_hours=2
     )
-    run_jobs(lambda: sandboxes_sweep(now=timezone.now() + timedelta(hours=3)))
+    run_jobs(lambda: workloads_sweep(now=timezone.now() + timedelta(hours=3)))
     sandbox.refresh_from_db()
     assert sandbox.state == S.EXPIRED
-    assert Approval.objects.get(sandbox=sandbox).state == Approval.State.CANCELLED
+    assert Approval.objects.get(workload=sandbox).state == Approval.State.CANCELLED
 
 
 def test_sweep_warns_the_owner_once_before_expiry(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    soon = Sandbox.objects.get(pk=sandbox.pk).expires_at - timedelta(minutes=10)
+    soon = Workload.objects.get(pk=sandbox.pk).expires_at - timedelta(minutes=10)
     mail.outbox.clear()
-    first = run_jobs(lambda: sandboxes_sweep(now=soon))
-    second = run_jobs(lambda: sandboxes_sweep(now=soon + timedelta(minutes=1)))
+    first = run_jobs(lambda: workloads_sweep(now=soon))
+    second = run_jobs(lambda: workloads_sweep(now=soon + timedelta(minutes=1)))
     assert first.warned == [sandbox.pk]
     assert second.warned == []
     assert "expires in 10 min" in researcher.notifications.first().message
@@ -61,11 +60,11 @@ def test_sweep_warns_the_owner_once_before_expiry(run_jobs, fleet, researcher, s
 
 def test_sweep_twice_changes_nothing_more(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    late = Sandbox.objects.get(pk=sandbox.pk).expires_at + timedelta(minutes=1)
-    run_jobs(lambda: sandboxes_sweep(now=late))
-    again = run_jobs(lambda: sandboxes_sweep(now=late))
+    late = Workload.objects.get(pk=sandbox.pk).expires_at + timedelta(minutes=1)
+    run_jobs(lambda: workloads_sweep(now=late))
+    again = run_jobs(lambda: workloads_sweep(now=late))
     assert again.expired == []
-    assert Sandbox.objects.get(pk=sandbox.pk).state == S.EXPIRED
+    assert Workload.objects.get(pk=sandbox.pk).state == S.EXPIRED
 
 
 def test_driver_errors_back_off_and_fail_after_the_last_attempt(
@@ -83,23 +82,23 @@ def test_driver_errors_back_off_and_fail_after_the_last_attempt(
     delays = []
     for _ in range(2):
         delays.append(reconcile_sandbox(sandbox.pk, now=now))
-        row = Sandbox.objects.get(pk=sandbox.pk)
+        row = Workload.objects.get(pk=sandbox.pk)
         assert row.state == S.PROVISIONING
         assert "API server timed out" in row.last_error
     assert delays == [2.0, 4.0]
     reconcile_sandbox(sandbox.pk, now=now)
 
-    row = Sandbox.objects.get(pk=sandbox.pk)
+    row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.TERMINATING and row.ending_as == S.FAILED  # its objects go first
     assert row.message == "API server timed out"
-    assert Allocation.objects.get(sandbox=row).ended_at is not None
+    assert Allocation.objects.get(workload=row).ended_at is not None
 
     monkeypatch.undo()  # the cluster answers again: the teardown goes through
     reconcile_sandbox(sandbox.pk)
-    row = Sandbox.objects.get(pk=sandbox.pk)
+    row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.FAILED
     assert row.message == "API server timed out"
-    assert Allocation.objects.get(sandbox=row).released_at is not None
+    assert Allocation.objects.get(workload=row).released_at is not None
 
 
 def test_a_teardown_the_cluster_refuses_for_good_frees_the_gpus_and_says_what_is_left(
@@ -113,14 +112,14 @@ def test_a_teardown_the_cluster_refuses_for_good_frees_the_gpus_and_says_what_is
             raise DriverError("the portal's service account may not delete namespaces", retryable=False)
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: Forbidden())
-    sandbox_terminate(user=researcher, sandbox_id=sandbox.pk)  # its teardown job is not run
+    workload_terminate(user=researcher, workload_id=sandbox.pk)  # its teardown job is not run
     reconcile_sandbox(sandbox.pk)
-    assert Sandbox.objects.get(pk=sandbox.pk).state == S.TERMINATING
+    assert Workload.objects.get(pk=sandbox.pk).state == S.TERMINATING
     reconcile_sandbox(sandbox.pk)
-    row = Sandbox.objects.get(pk=sandbox.pk)
+    row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.TERMINATED
     assert "could not be removed" in row.message and row.namespace in row.message
-    assert Allocation.objects.get(sandbox=row).released_at is not None
+    assert Allocation.objects.get(workload=row).released_at is not None
 
 
 def test_forbidden_driver_error_fails_at_once(monkeypatch, fleet, researcher, slice_request):
@@ -132,7 +131,7 @@ def test_forbidden_driver_error_fails_at_once(monkeypatch, fleet, researcher, sl
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: Forbidden())
     assert reconcile_sandbox(sandbox.pk) is None
-    row = Sandbox.objects.get(pk=sandbox.pk)
+    row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.TERMINATING and row.ending_as == S.FAILED
     assert "may not create namespaces" in row.message
 
@@ -140,4 +139,4 @@ def test_forbidden_driver_error_fails_at_once(monkeypatch, fleet, researcher, sl
 def test_reconcile_of_a_running_sandbox_does_nothing(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     assert reconcile_sandbox(sandbox.pk) is None
-    assert Sandbox.objects.get(pk=sandbox.pk).state == S.RUNNING
+    assert Workload.objects.get(pk=sandbox.pk).state == S.RUNNING

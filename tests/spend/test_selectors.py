@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from portal.fleet.models import Allocation, Gpu
-from portal.sandboxes.models import Sandbox
 from portal.spend.selectors import costs_by_sandbox, hold_cost, spend_grouped, team_month_spend
+from portal.workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 10, 22, 0, tzinfo=UTC)
@@ -25,14 +25,14 @@ def hold(
     denominator=1,
     start=T0,
     price="6.88",
-    sandbox=None,
+    workload=None,
     profile="",
 ):
     gpu = Gpu.objects.filter(gpu_type=gpu_type).order_by("pk").first()
     return Allocation.objects.create(
         gpu=gpu,
         mig_profile=profile,
-        sandbox=sandbox,
+        workload=workload,
         team=team,
         user=user,
         gpu_type=gpu_type,
@@ -129,7 +129,7 @@ def test_many_short_holds_add_up_like_one_long_one(fleet, h100, team, researcher
 def test_cost_so_far_of_each_sandbox_in_one_query(django_assert_num_queries, fleet, h100, team, researcher):
     sandboxes = []
     for number in range(5):
-        sandbox = Sandbox.objects.create(
+        sandbox = Workload.objects.create(
             name=f"s{number}",
             team=team,
             owner=researcher,
@@ -138,7 +138,7 @@ def test_cost_so_far_of_each_sandbox_in_one_query(django_assert_num_queries, fle
             state="terminated",
             expires_at=T0,
         )
-        hold(user=researcher, team=team, gpu_type=h100, hours=number, sandbox=sandbox)
+        hold(user=researcher, team=team, gpu_type=h100, hours=number, workload=sandbox)
         sandboxes.append(sandbox)
     with django_assert_num_queries(1):
         costs = costs_by_sandbox([s.pk for s in sandboxes], now=T0)

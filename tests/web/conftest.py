@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from portal.accounts.models import Team, User
 from portal.fleet.models import Allocation, Gpu
-from portal.sandboxes.models import Image, Sandbox, SandboxState
+from portal.workloads.models import Image, Workload, WorkloadState
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 _names = count(1)
@@ -49,17 +49,17 @@ def make_sandbox(
     *,
     owner: User,
     team: Team,
-    state: str = SandboxState.RUNNING,
+    state: str = WorkloadState.RUNNING,
     name: str | None = None,
     gpu: Gpu | None = None,
     hours_ago: float = 2,
     price: Decimal = Decimal("6.88"),
     **fields: object,
-) -> Sandbox:
+) -> Workload:
     """A sandbox row in `state`; with `gpu`, holding it whole since `hours_ago` at `price` an hour."""
     now = timezone.now()
     gpu_type = gpu.gpu_type if gpu else fields.pop("gpu_type")
-    sandbox = Sandbox.objects.create(
+    sandbox = Workload.objects.create(
         name=name or f"box-{next(_names)}",
         team=team,
         owner=owner,
@@ -75,7 +75,7 @@ def make_sandbox(
     if gpu is not None:
         Allocation.objects.create(
             gpu=gpu,
-            sandbox=sandbox,
+            workload=sandbox,
             team=team,
             user=owner,
             gpu_type=gpu.gpu_type,

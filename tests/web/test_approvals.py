@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from portal.approvals.models import Approval
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.services import sandbox_request
+from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.services import sandbox_request
 from tests.web.conftest import HTMX, make_sandbox
 
 BIG = {"team": "vision", "name": "big-train", "gpu_type": "h100-80gb", "count": 2, "ttl_hours": 48}
@@ -16,7 +15,7 @@ BIG = {"team": "vision", "name": "big-train", "gpu_type": "h100-80gb", "count": 
 def pending(researcher, fleet) -> Approval:
     """Alice's request for 2 H100s for 48 hours, waiting for a lead."""
     sandbox = sandbox_request(user=researcher, purpose="full finetune", **BIG)
-    return Approval.objects.get(sandbox=sandbox)
+    return Approval.objects.get(workload=sandbox)
 
 
 def test_a_lead_sees_the_pending_request_with_its_cost_and_reason(lead_client, pending):
@@ -38,7 +37,7 @@ def test_approving_inline_replaces_the_row_and_updates_the_badge_out_of_band(lea
 
     pending.refresh_from_db()
     assert pending.state == Approval.State.APPROVED
-    assert Sandbox.objects.get(pk=pending.sandbox_id).state == SandboxState.RUNNING
+    assert Workload.objects.get(pk=pending.workload_id).state == WorkloadState.RUNNING
     assert page.lstrip().startswith(f'<tr id="approval-{pending.pk}" class="approval-approved">')
     assert 'value="approve"' not in page
     assert (
@@ -67,7 +66,7 @@ def test_rejecting_with_a_reason_ends_the_request(lead_client, pending):
     pending.refresh_from_db()
     assert pending.state == Approval.State.REJECTED
     assert pending.comment == "one GPU first"
-    assert Sandbox.objects.get(pk=pending.sandbox_id).state == SandboxState.REJECTED
+    assert Workload.objects.get(pk=pending.workload_id).state == WorkloadState.REJECTED
 
 
 def test_own_requests_are_listed_but_cannot_be_decided(researcher_client, lead_client, lead, fleet, pending):
@@ -109,9 +108,9 @@ def test_the_state_filter_shows_the_history(lead_client, pending, run_jobs):
 def test_the_inbox_queries_stay_bounded(lead_client, researcher, team, h100, django_assert_max_num_queries):
     for _ in range(30):
         sandbox = make_sandbox(
-            owner=researcher, team=team, state=SandboxState.PENDING_APPROVAL, gpu_type=h100
+            owner=researcher, team=team, state=WorkloadState.PENDING_APPROVAL, gpu_type=h100
         )
-        Approval.objects.create(sandbox=sandbox, team=team, requested_by=researcher, why_needed="long")
+        Approval.objects.create(workload=sandbox, team=team, requested_by=researcher, why_needed="long")
 
     with django_assert_max_num_queries(13):
         response = lead_client.get("/approvals/")

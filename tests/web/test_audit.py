@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from portal.audit.services import audit_record
-from portal.sandboxes.models import SandboxState
+from portal.workloads.models import WorkloadState
 from tests.web.conftest import HTMX, make_sandbox
 
 
@@ -18,10 +18,10 @@ def test_a_lead_sees_the_teams_events_and_not_other_teams(
     lead_client, researcher, other_researcher, team, other_team, h100
 ):
     mine = make_sandbox(
-        owner=researcher, team=team, name="vision-box", state=SandboxState.QUEUED, gpu_type=h100
+        owner=researcher, team=team, name="vision-box", state=WorkloadState.QUEUED, gpu_type=h100
     )
     theirs = make_sandbox(
-        owner=other_researcher, team=other_team, name="nlp-box", state=SandboxState.QUEUED, gpu_type=h100
+        owner=other_researcher, team=other_team, name="nlp-box", state=WorkloadState.QUEUED, gpu_type=h100
     )
     audit_record(actor=researcher, action="sandbox.request", obj=mine, team=team, to_state="queued")
     audit_record(
@@ -36,7 +36,7 @@ def test_a_lead_sees_the_teams_events_and_not_other_teams(
 
 def test_the_filter_narrows_by_action_and_answers_htmx_with_the_table(lead_client, researcher, team, h100):
     sandbox = make_sandbox(
-        owner=researcher, team=team, name="filtered", state=SandboxState.QUEUED, gpu_type=h100
+        owner=researcher, team=team, name="filtered", state=WorkloadState.QUEUED, gpu_type=h100
     )
     audit_record(actor=researcher, action="sandbox.request", obj=sandbox, team=team, detail="asked")
     audit_record(actor=researcher, action="sandbox.extend", obj=sandbox, team=team, detail="+4 h")
@@ -49,7 +49,9 @@ def test_the_filter_narrows_by_action_and_answers_htmx_with_the_table(lead_clien
 
 
 def test_an_admin_pages_through_every_event(admin_client, researcher, team, h100):
-    sandbox = make_sandbox(owner=researcher, team=team, name="busy", state=SandboxState.QUEUED, gpu_type=h100)
+    sandbox = make_sandbox(
+        owner=researcher, team=team, name="busy", state=WorkloadState.QUEUED, gpu_type=h100
+    )
     for number in range(60):
         audit_record(
             actor=researcher, action="sandbox.extend", obj=sandbox, team=team, detail=f"step {number}"

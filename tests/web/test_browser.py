@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from portal.sandboxes.models import Sandbox, SandboxState
+from portal.workloads.models import Workload, WorkloadState
 from tests import browser_support
 from tests.browser_support import BROWSER, sign_in_as_alice, slow_pods, wait_for_pods
 
@@ -48,7 +48,7 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
 
     page.click("button:has-text('Request sandbox')")
     expect(page.locator("h1")).to_have_text("browser-slice")
-    sandbox = Sandbox.objects.get(owner=researcher, name="browser-slice")
+    sandbox = Workload.objects.get(owner=researcher, name="browser-slice")
     assert page.url == f"{live_server.url}/sandboxes/{sandbox.pk}/"
     state = page.locator("#sandbox-live .status-head .state")
     expect(state).to_have_text("provisioning")
@@ -71,5 +71,5 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
     expect(page.locator(".flash-success")).to_contain_text("billing stopped")
     expect(state).to_have_text("terminated")
     sandbox.refresh_from_db()
-    assert sandbox.state == SandboxState.TERMINATED
+    assert sandbox.state == WorkloadState.TERMINATED
     assert os.path.exists("/tmp/ui-request-form.png")

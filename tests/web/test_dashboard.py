@@ -6,8 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from portal.accounts.models import Notification
-from portal.approvals.models import Approval
-from portal.sandboxes.models import SandboxState
+from portal.workloads.models import Approval, WorkloadState
 from tests.web.conftest import HTMX, make_sandbox
 
 
@@ -57,7 +56,7 @@ def test_researchers_cannot_widen_the_scope_to_the_team(researcher_client, lead,
 
 def test_the_state_filter_narrows_the_table(researcher_client, researcher, team, whole_gpus, h100):
     make_sandbox(owner=researcher, team=team, name="runs", gpu=whole_gpus[0])
-    make_sandbox(owner=researcher, team=team, name="waits", state=SandboxState.QUEUED, gpu_type=h100)
+    make_sandbox(owner=researcher, team=team, name="waits", state=WorkloadState.QUEUED, gpu_type=h100)
 
     page = researcher_client.get("/?state=queued").content.decode()
     every = researcher_client.get("/?state=&live=").content.decode()
@@ -90,7 +89,7 @@ def test_the_table_polls_while_a_sandbox_is_live_and_stops_when_none_is(
 
     assert 'hx-trigger="every 3s"' in researcher_client.get("/").content.decode()
 
-    live.state = SandboxState.TERMINATED
+    live.state = WorkloadState.TERMINATED
     live.save(update_fields=["state"])
 
     assert 'hx-trigger="every 3s"' not in researcher_client.get("/", **HTMX).content.decode()
@@ -114,9 +113,9 @@ def test_unread_notifications_are_highlighted_and_marked_read_in_place(researche
 
 def test_the_approvals_badge_counts_requests_waiting_for_a_lead(lead_client, researcher, team, h100):
     sandbox = make_sandbox(
-        owner=researcher, team=team, name="wants-two", state=SandboxState.PENDING_APPROVAL, gpu_type=h100
+        owner=researcher, team=team, name="wants-two", state=WorkloadState.PENDING_APPROVAL, gpu_type=h100
     )
-    Approval.objects.create(sandbox=sandbox, team=team, requested_by=researcher, why_needed="two GPUs")
+    Approval.objects.create(workload=sandbox, team=team, requested_by=researcher, why_needed="two GPUs")
 
     page = lead_client.get("/").content.decode()
 
@@ -127,15 +126,15 @@ def test_dashboard_queries_stay_bounded_with_many_sandboxes(
     lead_client, lead, researcher, team, whole_gpus, h100, django_assert_max_num_queries
 ):
     make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
-    make_sandbox(owner=researcher, team=team, state=SandboxState.QUEUED, gpu_type=h100)
+    make_sandbox(owner=researcher, team=team, state=WorkloadState.QUEUED, gpu_type=h100)
     with CaptureQueriesContext(connection) as few:
         lead_client.get("/?scope=team")
     for index in range(1, 8):
         make_sandbox(owner=researcher, team=team, gpu=whole_gpus[index])
     for _ in range(11):
-        make_sandbox(owner=researcher, team=team, state=SandboxState.QUEUED, gpu_type=h100)
+        make_sandbox(owner=researcher, team=team, state=WorkloadState.QUEUED, gpu_type=h100)
     for _ in range(5):
-        make_sandbox(owner=researcher, team=team, state=SandboxState.TERMINATED, gpu_type=h100)
+        make_sandbox(owner=researcher, team=team, state=WorkloadState.TERMINATED, gpu_type=h100)
 
     with django_assert_max_num_queries(14) as many:
         response = lead_client.get("/?scope=team")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from portal.approvals.models import Approval
 from portal.approvals.services import approval_decide
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.services import sandbox_request
+from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.services import sandbox_request
 from tests.web.conftest import HTMX, make_sandbox
 
 
@@ -46,11 +45,11 @@ def test_the_fragment_carries_the_live_part_and_the_nav_badges(
 
 
 def test_a_queued_sandbox_shows_its_place_in_the_queue(researcher_client, researcher, team, h100):
-    make_sandbox(owner=researcher, team=team, state=SandboxState.QUEUED, gpu_type=h100, hours_ago=3)
+    make_sandbox(owner=researcher, team=team, state=WorkloadState.QUEUED, gpu_type=h100, hours_ago=3)
     second = make_sandbox(
         owner=researcher,
         team=team,
-        state=SandboxState.QUEUED,
+        state=WorkloadState.QUEUED,
         gpu_type=h100,
         hours_ago=1,
         message="Waiting for capacity: no h100-80gb node has 8 free GPUs.",
@@ -94,7 +93,7 @@ def test_extending_past_the_auto_approval_line_asks_a_lead(researcher_client, re
 
     sandbox.refresh_from_db()
     assert sandbox.expires_at == before
-    assert Approval.objects.get(sandbox=sandbox).kind == Approval.Kind.EXTEND
+    assert Approval.objects.get(workload=sandbox).kind == Approval.Kind.EXTEND
     assert "Sent to a lead: Needs a lead&#x27;s approval" in response.content.decode()
 
 
@@ -120,7 +119,7 @@ def test_terminating_stops_billing_and_ends_the_sandbox(
 
     sandbox.refresh_from_db()
     assert response.status_code == 302 and response["Location"] == f"/sandboxes/{sandbox.pk}/"
-    assert sandbox.state == SandboxState.TERMINATED
+    assert sandbox.state == WorkloadState.TERMINATED
     assert sandbox.allocations.get().ended_at is not None
     page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
     assert '<li class="step step-done">Terminated</li>' in page
@@ -129,7 +128,7 @@ def test_terminating_stops_billing_and_ends_the_sandbox(
 
 
 def test_the_fragment_hides_the_actions_once_the_sandbox_ended(researcher_client, researcher, team, h100):
-    sandbox = make_sandbox(owner=researcher, team=team, state=SandboxState.TERMINATED, gpu_type=h100)
+    sandbox = make_sandbox(owner=researcher, team=team, state=WorkloadState.TERMINATED, gpu_type=h100)
 
     page = researcher_client.get(f"/sandboxes/{sandbox.pk}/", **HTMX).content.decode()
 
@@ -141,14 +140,14 @@ def test_another_user_cannot_terminate_a_sandbox(other_client, researcher, team,
 
     other_client.post(f"/sandboxes/{sandbox.pk}/terminate/")
 
-    assert Sandbox.objects.get(pk=sandbox.pk).state == SandboxState.RUNNING
+    assert Workload.objects.get(pk=sandbox.pk).state == WorkloadState.RUNNING
 
 
 def test_a_rejected_request_shows_the_reason(researcher_client, researcher, team, h100):
     sandbox = make_sandbox(
         owner=researcher,
         team=team,
-        state=SandboxState.REJECTED,
+        state=WorkloadState.REJECTED,
         gpu_type=h100,
         message="Rejected by bob: use one GPU first",
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from portal.sandboxes.services import sandbox_request
+from portal.workloads.services import sandbox_request
 from tests.factories import make_node
 from tests.web.conftest import HTMX, make_sandbox
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from portal.sandboxes.models import Sandbox, SandboxState
+from portal.workloads.models import Workload, WorkloadState
 from tests.factories import GpuTypeFactory
 from tests.web.conftest import HTMX, make_sandbox
 
@@ -45,11 +45,11 @@ def test_a_valid_slice_request_is_created_and_redirects_to_its_page(
 ):
     response = run_jobs(lambda: researcher_client.post("/sandboxes/new/", SLICE))
 
-    sandbox = Sandbox.objects.get(owner=researcher, name="mig-small")
+    sandbox = Workload.objects.get(owner=researcher, name="mig-small")
     assert response.status_code == 302
     assert response["Location"] == f"/sandboxes/{sandbox.pk}/"
     assert sandbox.mig_profile == "1g.10gb"
-    assert sandbox.state == SandboxState.RUNNING
+    assert sandbox.state == WorkloadState.RUNNING
 
 
 def test_errors_from_the_service_show_next_to_their_fields_and_nothing_is_created(researcher_client, fleet):
@@ -62,7 +62,7 @@ def test_errors_from_the_service_show_next_to_their_fields_and_nothing_is_create
     assert "lowercase letters, digits and hyphens" in field_html(page, "name")
     assert "allows at most 168 hours per sandbox" in field_html(page, "ttl_hours")
     assert "field-error" not in field_html(page, "gpu_type")
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_too_many_whole_gpus_is_an_error_on_the_count_field(researcher_client, fleet):
@@ -71,7 +71,7 @@ def test_too_many_whole_gpus_is_an_error_on_the_count_field(researcher_client, f
     page = researcher_client.post("/sandboxes/new/", data).content.decode()
 
     assert "At most 8 h100-80gb GPUs fit on one node." in field_html(page, "count")
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_an_expiry_in_the_past_is_an_error_on_the_expiry_field(researcher_client, fleet):
@@ -81,7 +81,7 @@ def test_an_expiry_in_the_past_is_an_error_on_the_expiry_field(researcher_client
     page = researcher_client.post("/sandboxes/new/", data).content.decode()
 
     assert "Must be at least one minute from now." in field_html(page, "expires_at")
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_a_request_over_quota_says_how_much_is_left(researcher_client, fleet, team):
@@ -92,7 +92,7 @@ def test_a_request_over_quota_says_how_much_is_left(researcher_client, fleet, te
     page = researcher_client.post("/sandboxes/new/", data).content.decode()
 
     assert "Team vision has 1 of 1 GPU equivalents left; this request needs 2." in page
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_the_estimate_shows_price_quota_approval_and_capacity(researcher_client, fleet):
@@ -104,7 +104,7 @@ def test_the_estimate_shows_price_quota_approval_and_capacity(researcher_client,
     assert "0.143 of 16 left" in page
     assert "Approved at once" in page
     assert "Capacity free now" in page
-    assert not Sandbox.objects.exists()
+    assert not Workload.objects.exists()
 
 
 def test_the_estimate_says_why_a_lead_must_approve(researcher_client, fleet):

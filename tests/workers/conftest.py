@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from portal.fleet.models import Cluster
-from portal.sandboxes.models import Sandbox
-from portal.sandboxes.services import sandbox_request
+from portal.workloads.models import Workload
+from portal.workloads.services import sandbox_request
 from tests.factories import ClusterFactory
 from tests.fakekube import FakeKube, fixtures
 from workers.reconcile.discovery import discover_cluster
@@ -32,22 +32,22 @@ def kube_cluster(db, fake_kube: FakeKube) -> Cluster:
 
 
 @pytest.fixture
-def request_on_kube(run_jobs, kube_cluster, researcher) -> Callable[..., Sandbox]:
+def request_on_kube(run_jobs, kube_cluster, researcher) -> Callable[..., Workload]:
     """Request a sandbox as the researcher and run the jobs it enqueues; returns the fresh row."""
 
-    def request(**fields: object) -> Sandbox:
+    def request(**fields: object) -> Workload:
         sandbox = run_jobs(lambda: sandbox_request(user=researcher, **fields))
-        return Sandbox.objects.get(pk=sandbox.pk)
+        return Workload.objects.get(pk=sandbox.pk)
 
     return request
 
 
 @pytest.fixture
-def running_on_kube(request_on_kube, fake_kube: FakeKube) -> Callable[..., Sandbox]:
+def running_on_kube(request_on_kube, fake_kube: FakeKube) -> Callable[..., Workload]:
     """A sandbox taken to `running` on the fake: requested, its MIG layout (if it needs a new
     slice) reported done, its pod marked ready, reconciled."""
 
-    def start(**fields: object) -> Sandbox:
+    def start(**fields: object) -> Workload:
         sandbox = request_on_kube(**fields)
         if fake_kube.get("Namespace", sandbox.namespace) is None:  # waiting for the MIG manager
             fake_kube.set_mig_state(sandbox.node_name, "success")

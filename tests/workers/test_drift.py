@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from portal.audit.models import AuditEvent
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.services import sandbox_terminate
+from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.services import workload_terminate
 from tests.fakekube import FakeKube
 from tests.fakekube.resources import BY_KIND
 from tests.workers.conftest import SLICE, WHOLE
@@ -16,7 +16,7 @@ from workers.reconcile.sandboxes import driver_for, reconcile_sandbox
 from workers.tasks.fleet import repair_drift_all
 
 pytestmark = pytest.mark.django_db
-S = SandboxState
+S = WorkloadState
 WRITES = ("create", "update", "patch", "delete")
 
 
@@ -29,11 +29,11 @@ def add_namespace(fake: FakeKube, name: str, labels: dict[str, str]) -> None:
         )
 
 
-def managed(sandbox_id: str, kind: str = "sandbox") -> dict[str, str]:
+def managed(workload_id: str, kind: str = "sandbox") -> dict[str, str]:
     return {
         "app.kubernetes.io/managed-by": "gpu-portal",
         "gpu-portal/kind": kind,
-        "gpu-portal/sandbox-id": sandbox_id,
+        "gpu-portal/sandbox-id": workload_id,
     }
 
 
@@ -44,7 +44,7 @@ def writes(fake: FakeKube) -> list[tuple[str, str, str]]:
 def test_a_namespace_whose_sandbox_row_is_gone_is_deleted_and_audited(fake_kube, request_on_kube):
     lost = request_on_kube(**WHOLE)
     request_on_kube(**{**WHOLE, "name": "kept"})
-    Sandbox.objects.filter(pk=lost.pk).delete()
+    Workload.objects.filter(pk=lost.pk).delete()
     report = repair_drift(lost.cluster_id)
     assert report.orphans_deleted == [lost.namespace]
     assert fake_kube.get("Namespace", lost.namespace) is None
@@ -68,7 +68,7 @@ def test_the_namespace_left_by_a_failed_sandbox_is_deleted(fake_kube, request_on
     fake_kube.pod_image_pull_failed(sandbox.namespace)
     reconcile_sandbox(sandbox.pk)
     # The worker died before the teardown step: the row ended, its namespace stayed.
-    Sandbox.objects.filter(pk=sandbox.pk).update(state=S.FAILED)
+    Workload.objects.filter(pk=sandbox.pk).update(state=S.FAILED)
     assert fake_kube.get("Namespace", sandbox.namespace) is not None
 
     report = repair_drift(sandbox.cluster_id)
@@ -93,7 +93,7 @@ def test_a_running_sandbox_whose_namespace_was_deleted_by_hand_is_applied_again(
         ("StatefulSet", "sandbox"),
     ):
         assert fake_kube.get(kind, name, sandbox.namespace) is not None, kind
-    row = Sandbox.objects.get(pk=sandbox.pk)
+    row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.RUNNING
     assert "recreated" in row.message
     event = AuditEvent.objects.get(action="sandbox.drift_repaired")
@@ -112,7 +112,7 @@ def test_a_running_sandbox_whose_workload_was_deleted_is_applied_again(fake_kube
 def test_repairing_twice_changes_nothing_the_second_time(fake_kube, running_on_kube):
     sandbox = running_on_kube(**WHOLE)
     ended = running_on_kube(**{**WHOLE, "name": "ended"})
-    Sandbox.objects.filter(pk=ended.pk).update(state=S.TERMINATED)  # its namespace was left behind
+    Workload.objects.filter(pk=ended.pk).update(state=S.TERMINATED)  # its namespace was left behind
     driver_for(sandbox.cluster).api.delete("Namespace", sandbox.namespace)
     first = repair_drift(sandbox.cluster_id)
     assert first.changed
@@ -131,8 +131,8 @@ def test_sandboxes_still_starting_or_ending_and_other_kinds_are_left_alone(
     starting = request_on_kube(**WHOLE)
     ending = request_on_kube(**{**WHOLE, "name": "ending"})
     fake_kube.pod_running(ending.namespace)
-    sandbox_terminate(user=researcher, sandbox_id=ending.pk)  # its teardown job is not run here
-    assert Sandbox.objects.get(pk=ending.pk).state == S.TERMINATING
+    workload_terminate(user=researcher, workload_id=ending.pk)  # its teardown job is not run here
+    assert Workload.objects.get(pk=ending.pk).state == S.TERMINATING
     add_namespace(fake_kube, "nb-vision-3", managed("3", kind="notebook"))
     fake_kube.requests.clear()
 
@@ -146,7 +146,7 @@ def test_an_ended_sandbox_on_a_slowly_deleting_namespace_is_audited_once(
     kube_cluster, fake_kube, running_on_kube
 ):
     sandbox = running_on_kube(**WHOLE)
-    Sandbox.objects.filter(pk=sandbox.pk).update(state=S.TERMINATED)
+    Workload.objects.filter(pk=sandbox.pk).update(state=S.TERMINATED)
     fake_kube.api.slow_namespace_deletion = True
     assert repair_drift(kube_cluster.pk).orphans_deleted == [sandbox.namespace]
     assert repair_drift(kube_cluster.pk).orphans_deleted == [sandbox.namespace]  # still terminating
@@ -181,7 +181,7 @@ def test_a_recreated_workload_is_the_one_the_reconciler_applied(fake_kube, runni
 
 def test_a_serving_namespace_of_an_ended_workload_is_deleted_too(fake_kube, request_on_kube):
     ended = request_on_kube(**WHOLE)
-    Sandbox.objects.filter(pk=ended.pk).update(state=S.EXPIRED)
+    Workload.objects.filter(pk=ended.pk).update(state=S.EXPIRED)
     name = f"dpl-vision-llama-{ended.pk}"
     add_namespace(fake_kube, name, managed(str(ended.pk), kind="deployment"))
     assert sorted(repair_drift(ended.cluster_id).orphans_deleted) == sorted([ended.namespace, name])

@@ -247,9 +247,9 @@ def test_delete_reports_a_terminating_namespace_until_it_is_gone() -> None:
 
 def test_managed_namespaces_are_the_portal_labelled_ones(kube_driver: KubernetesDriver) -> None:
     kube_driver.apply_sandbox(SPEC)
-    other = make_spec(sandbox_id=7, name="other")
+    other = make_spec(workload_id=7, name="other")
     kube_driver.apply_sandbox(dataclasses.replace(other, namespace="sbx-vision-other-7"))
-    found = sorted((ns.name, ns.sandbox_id, ns.kind) for ns in kube_driver.managed_namespaces())
+    found = sorted((ns.name, ns.workload_id, ns.kind) for ns in kube_driver.managed_namespaces())
     assert found == [(NS, 42, "sandbox"), ("sbx-vision-other-7", 7, "sandbox")]
 
 

@@ -12,14 +12,14 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from portal.fleet.models import Allocation, MigSlice, Node
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.services import sandbox_request, sandboxes_due_for_reconcile, sandboxes_sweep
+from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.services import sandbox_request, workloads_due_for_reconcile, workloads_sweep
 from tests.fakekube import SCHEMA_VERSION, FakeKube
 from tests.workers.conftest import SLICE, WHOLE
 from workers.reconcile.sandboxes import reconcile_sandbox
 
 pytestmark = pytest.mark.django_db
-S = SandboxState
+S = WorkloadState
 SANDBOX_OBJECTS = {
     "ResourceQuota": "sandbox-quota",
     "LimitRange": "sandbox-limits",
@@ -57,21 +57,21 @@ def test_whole_gpu_sandbox_is_created_over_http_runs_and_expires_billed_to_its_e
     assert sandbox.access == f"https://{namespace}.sandboxes.gpu.internal/"
 
     late = sandbox.expires_at + timedelta(minutes=30)
-    result = run_jobs(lambda: sandboxes_sweep(now=late))
+    result = run_jobs(lambda: workloads_sweep(now=late))
     sandbox.refresh_from_db()
     assert result.expired == [sandbox.pk]
     assert sandbox.state == S.EXPIRED
     assert fake_kube.get("Namespace", namespace) is None
     assert fake_kube.list("StatefulSet", namespace) == []
     assert [r.status for r in deletes_of(fake_kube, namespace)] == [200]
-    allocation = Allocation.objects.get(sandbox=sandbox)
+    allocation = Allocation.objects.get(workload=sandbox)
     assert allocation.ended_at == sandbox.expires_at
     assert allocation.released_at is not None
 
 
 def test_mig_slice_sandbox_waits_for_the_mig_manager_then_runs_with_a_slice_quota(fake_kube, request_on_kube):
     sandbox = request_on_kube(**SLICE)
-    mig_slice = Allocation.objects.get(sandbox=sandbox).mig_slice
+    mig_slice = Allocation.objects.get(workload=sandbox).mig_slice
     assert sandbox.node_name == "gpu-h100-b" and mig_slice.state == MigSlice.State.CREATING
     assert sandbox.state == S.PROVISIONING
     assert sandbox.message.startswith("Cutting a 1g.10gb slice on gpu-h100-b")
@@ -86,7 +86,7 @@ def test_mig_slice_sandbox_waits_for_the_mig_manager_then_runs_with_a_slice_quot
     assert fake_kube.get("Namespace", sandbox.namespace) is None  # nothing is applied before the slice
 
     reconcile_sandbox(sandbox.pk)  # the MIG manager is still at work
-    assert Sandbox.objects.get(pk=sandbox.pk).state == S.PROVISIONING
+    assert Workload.objects.get(pk=sandbox.pk).state == S.PROVISIONING
     assert fake_kube.get("Node", "gpu-h100-b")["metadata"]["labels"]["nvidia.com/mig.config"] == config_name
 
     fake_kube.set_mig_state("gpu-h100-b", "success")
@@ -98,7 +98,7 @@ def test_mig_slice_sandbox_waits_for_the_mig_manager_then_runs_with_a_slice_quot
     assert hard["requests.nvidia.com/gpu"] == "0"
     fake_kube.pod_running(sandbox.namespace)
     reconcile_sandbox(sandbox.pk)
-    assert Sandbox.objects.get(pk=sandbox.pk).state == S.RUNNING
+    assert Workload.objects.get(pk=sandbox.pk).state == S.RUNNING
 
 
 def test_image_pull_failure_fails_the_sandbox_with_the_kubelets_message(fake_kube, request_on_kube):
@@ -111,7 +111,7 @@ def test_image_pull_failure_fails_the_sandbox_with_the_kubelets_message(fake_kub
     assert sandbox.message.startswith(
         'image pull failed: Failed to pull image "quay.io/jupyter/pytorch-notebook'
     )
-    allocation = Allocation.objects.get(sandbox=sandbox)
+    allocation = Allocation.objects.get(workload=sandbox)
     assert allocation.ended_at is not None and allocation.released_at is None
 
     reconcile_sandbox(sandbox.pk)
@@ -119,7 +119,7 @@ def test_image_pull_failure_fails_the_sandbox_with_the_kubelets_message(fake_kub
     assert sandbox.state == S.FAILED
     assert sandbox.message.startswith("image pull failed")
     assert fake_kube.get("Namespace", sandbox.namespace) is None
-    assert Allocation.objects.get(sandbox=sandbox).released_at is not None
+    assert Allocation.objects.get(workload=sandbox).released_at is not None
 
 
 def test_forbidden_api_fails_the_sandbox_naming_what_the_service_account_may_not_do(
@@ -130,7 +130,7 @@ def test_forbidden_api_fails_the_sandbox_naming_what_the_service_account_may_not
     assert sandbox.state == S.FAILED
     assert sandbox.message.startswith("the portal's service account may not create namespaces")
     assert "cannot create resource" in sandbox.message
-    assert Allocation.objects.get(sandbox=sandbox).released_at is not None
+    assert Allocation.objects.get(workload=sandbox).released_at is not None
 
 
 def test_server_errors_are_retried_with_growing_backoff_then_the_sandbox_runs(
@@ -141,11 +141,11 @@ def test_server_errors_are_retried_with_growing_backoff_then_the_sandbox_runs(
     start = sandbox.created_at
 
     assert reconcile_sandbox(sandbox.pk, now=start) == 2.0
-    row = Sandbox.objects.get(pk=sandbox.pk)
+    row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.PROVISIONING and row.attempts == 1
     assert "failed to create namespaces" in row.last_error and "(500)" in row.last_error
-    assert sandbox.pk not in sandboxes_due_for_reconcile(now=start + timedelta(seconds=1))
-    assert sandbox.pk in sandboxes_due_for_reconcile(now=start + timedelta(seconds=2))
+    assert sandbox.pk not in workloads_due_for_reconcile(now=start + timedelta(seconds=1))
+    assert sandbox.pk in workloads_due_for_reconcile(now=start + timedelta(seconds=2))
 
     assert reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=2)) == 4.0
     assert reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=6)) == 1.0  # applied, pod starting
@@ -160,9 +160,9 @@ def test_server_errors_are_retried_with_growing_backoff_then_the_sandbox_runs(
 # --- manage.py sandbox_manifests -------------------------------------------------------------
 
 
-def manifests_of(sandbox_id: int) -> list[dict]:
+def manifests_of(workload_id: int) -> list[dict]:
     out = StringIO()
-    call_command("sandbox_manifests", str(sandbox_id), stdout=out)
+    call_command("sandbox_manifests", str(workload_id), stdout=out)
     return list(yaml.safe_load_all(out.getvalue()))
 
 

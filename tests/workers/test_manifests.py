@@ -40,7 +40,7 @@ SLICE = GpuClaim(
 
 def make_spec(**overrides: object) -> SandboxSpec:
     values: dict = {
-        "sandbox_id": 42,
+        "workload_id": 42,
         "name": "Llama finetune",
         "team": "vision",
         "owner": "alice",
@@ -76,7 +76,7 @@ def make_serving_spec(replicas: int = 2, **overrides: object) -> SandboxSpec:
         replicas=claims,
     )
     values: dict = {
-        "sandbox_id": 77,
+        "workload_id": 77,
         "name": "llama8b",
         "namespace": sandbox_namespace_name("vision", "llama8b", 77),
         "image": serving.image,
@@ -145,14 +145,14 @@ def test_building_twice_gives_identical_objects() -> None:
 @given(
     team=st.text(max_size=80),
     name=st.text(max_size=120),
-    sandbox_id=st.integers(min_value=0, max_value=10**12),
+    workload_id=st.integers(min_value=0, max_value=10**12),
 )
-def test_namespace_name_is_a_dns_label_ending_in_the_id(team: str, name: str, sandbox_id: int) -> None:
-    namespace = sandbox_namespace_name(team, name, sandbox_id)
+def test_namespace_name_is_a_dns_label_ending_in_the_id(team: str, name: str, workload_id: int) -> None:
+    namespace = sandbox_namespace_name(team, name, workload_id)
     assert is_dns_label(namespace)
     assert namespace.startswith("sbx-")
-    assert namespace.rsplit("-", 1)[1] == str(sandbox_id)
-    assert sandbox_namespace_name(team, name, sandbox_id) == namespace
+    assert namespace.rsplit("-", 1)[1] == str(workload_id)
+    assert sandbox_namespace_name(team, name, workload_id) == namespace
 
 
 def test_namespace_name_keeps_team_and_name_readable_and_cuts_long_ones() -> None:

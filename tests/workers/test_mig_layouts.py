@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from portal.fleet.models import Allocation, MigSlice, SimulatedObject
-from portal.sandboxes.models import Sandbox, SandboxState
-from portal.sandboxes.services import sandbox_request, sandbox_terminate
+from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.services import sandbox_request, workload_terminate
 from workers.drivers.factory import get_driver
 from workers.reconcile import sandboxes as reconcile_module
 from workers.reconcile.sandboxes import reconcile_sandbox
 
 pytestmark = pytest.mark.django_db
-S = SandboxState
+S = WorkloadState
 
 
 def layout_of(node: str) -> dict:
@@ -24,7 +24,7 @@ def test_new_slice_is_cut_through_a_layout_change_then_runs(run_jobs, fleet, res
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     sandbox.refresh_from_db()
     assert sandbox.state == S.RUNNING
-    mig_slice = Allocation.objects.get(sandbox=sandbox).mig_slice
+    mig_slice = Allocation.objects.get(workload=sandbox).mig_slice
     assert mig_slice.state == MigSlice.State.READY
     assert layout_of("gpu-h100-b")[str(mig_slice.gpu.index)] == [["1g.10gb", mig_slice.start]]
 
@@ -39,8 +39,8 @@ def test_sandbox_waits_while_the_layout_changes_and_the_gpu_takes_nothing_else(
     assert first.state == S.PROVISIONING
     assert first.message.startswith("Cutting a 1g.10gb slice on gpu-h100-b GPU")
     second = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "name": "second"}))
-    first_gpu = Allocation.objects.get(sandbox=first).gpu_id
-    assert Allocation.objects.get(sandbox=second).gpu_id != first_gpu
+    first_gpu = Allocation.objects.get(workload=first).gpu_id
+    assert Allocation.objects.get(workload=second).gpu_id != first_gpu
 
 
 def test_failed_layout_change_requeues_the_request_unbilled(monkeypatch, fleet, researcher, slice_request):
@@ -59,16 +59,16 @@ def test_failed_layout_change_requeues_the_request_unbilled(monkeypatch, fleet, 
     sandbox.refresh_from_db()
     assert sandbox.state == S.QUEUED
     assert "MIG layout change on gpu-h100-b failed" in sandbox.message
-    allocation = Allocation.objects.get(sandbox=sandbox)
+    allocation = Allocation.objects.get(workload=sandbox)
     assert allocation.ended_at == allocation.started_at and allocation.released_at is not None
     assert not MigSlice.objects.exists()
 
 
 def test_layout_of_a_gpu_left_empty_is_freed(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    index = str(Allocation.objects.get(sandbox=sandbox).gpu.index)
-    run_jobs(lambda: sandbox_terminate(user=researcher, sandbox_id=sandbox.pk))
-    assert Sandbox.objects.get(pk=sandbox.pk).state == S.TERMINATED
+    index = str(Allocation.objects.get(workload=sandbox).gpu.index)
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk))
+    assert Workload.objects.get(pk=sandbox.pk).state == S.TERMINATED
     assert not MigSlice.objects.exists()
     assert layout_of("gpu-h100-b")[index] == []
 
@@ -76,6 +76,6 @@ def test_layout_of_a_gpu_left_empty_is_freed(run_jobs, fleet, researcher, slice_
 def test_slices_still_in_use_keep_the_gpus_layout(run_jobs, fleet, researcher, slice_request):
     first = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     second = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "name": "second"}))
-    assert Allocation.objects.get(sandbox=first).gpu_id == Allocation.objects.get(sandbox=second).gpu_id
-    run_jobs(lambda: sandbox_terminate(user=researcher, sandbox_id=first.pk))
+    assert Allocation.objects.get(workload=first).gpu_id == Allocation.objects.get(workload=second).gpu_id
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=first.pk))
     assert MigSlice.objects.count() == 2  # the freed slice stays cut for the next 1g.10gb

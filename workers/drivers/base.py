@@ -68,7 +68,7 @@ class ServingSpec:
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    sandbox_id: int
+    workload_id: int
     name: str
     team: str
     owner: str
@@ -102,7 +102,7 @@ class WorkloadStatus:
 @dataclass(frozen=True)
 class ManagedNamespace:
     name: str
-    sandbox_id: int | None
+    workload_id: int | None
     kind: str = "sandbox"
 
 

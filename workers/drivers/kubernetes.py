@@ -151,7 +151,7 @@ class KubernetesDriver:
         try:
             return sandbox_objects(spec, self.options.manifests)
         except ValueError as exc:
-            raise DriverError(f"sandbox {spec.sandbox_id} cannot be built: {exc}", retryable=False) from exc
+            raise DriverError(f"sandbox {spec.workload_id} cannot be built: {exc}", retryable=False) from exc
 
     def apply_sandbox(self, spec: SandboxSpec) -> None:
         """Create each object; where one exists, patch it only when it differs from the manifest.
@@ -166,7 +166,7 @@ class KubernetesDriver:
         if spec.serving is not None:
             # Replicas scaled away: delete their Deployments.
             wanted = {obj["metadata"]["name"] for obj in objects if obj["kind"] == "Deployment"}
-            selector = f"{SANDBOX_ID_KEY}={spec.sandbox_id}"
+            selector = f"{SANDBOX_ID_KEY}={spec.workload_id}"
             for deployment in self.api.list("Deployment", spec.namespace, label_selector=selector):
                 if deployment["metadata"]["name"] not in wanted:
                     self.api.delete("Deployment", deployment["metadata"]["name"], spec.namespace)
@@ -207,7 +207,7 @@ class KubernetesDriver:
         if namespace is not None and not _terminating(namespace):
             stateful_set = self.api.get("StatefulSet", WORKLOAD_NAME, spec.namespace)
             if stateful_set is not None:
-                selector = f"{SANDBOX_ID_KEY}={spec.sandbox_id}"
+                selector = f"{SANDBOX_ID_KEY}={spec.workload_id}"
                 pods = self.api.list("Pod", spec.namespace, label_selector=selector)
                 if not pods or not all(_ready(pod) for pod in pods):
                     events = self.api.list("Event", spec.namespace)
@@ -254,7 +254,7 @@ class KubernetesDriver:
             found.append(
                 ManagedNamespace(
                     name=namespace["metadata"]["name"],
-                    sandbox_id=int(raw_id) if raw_id.isdigit() else None,
+                    workload_id=int(raw_id) if raw_id.isdigit() else None,
                     kind=labels.get(KIND_KEY, "sandbox"),
                 )
             )

@@ -128,7 +128,7 @@ class SimulatedDriver:
                 continue
             raw_id = labels.get("gpu-portal/sandbox-id")
             result.append(
-                ManagedNamespace(name=name, sandbox_id=int(raw_id) if raw_id and raw_id.isdigit() else None)
+                ManagedNamespace(name=name, workload_id=int(raw_id) if raw_id and raw_id.isdigit() else None)
             )
         return result
 

@@ -70,16 +70,16 @@ def label_value(text: str) -> str:
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
 
 
-def sandbox_namespace_name(team: str, name: str, sandbox_id: int) -> str:
+def sandbox_namespace_name(team: str, name: str, workload_id: int) -> str:
     """The namespace of one sandbox: `sbx-<team>-<name>-<id>`, a DNS-1123 label of at most 63.
 
     Team and name are slugged and cut to fit; the id is never cut and ends the name after the last
     dash, so two sandboxes with different ids never share a namespace, and one id always maps to
     the same name.
     """
-    if sandbox_id < 0:
-        raise ValueError(f"sandbox id must not be negative, got {sandbox_id}")
-    suffix = str(sandbox_id)
+    if workload_id < 0:
+        raise ValueError(f"sandbox id must not be negative, got {workload_id}")
+    suffix = str(workload_id)
     team_part = dns_label(team, 20)
     budget = MAX_LABEL - len(NAMESPACE_PREFIX) - len(suffix) - len(team_part) - 3
     name_part = dns_label(name, max(budget, 0))
@@ -96,7 +96,7 @@ def mig_resource_name(profile: str) -> str:
 
 def selector_labels(spec: SandboxSpec) -> dict[str, str]:
     """The labels that pick the sandbox's pod (StatefulSet selector, Service, status lookups)."""
-    return {NAME_KEY: WORKLOAD_NAME, SANDBOX_ID_KEY: str(spec.sandbox_id)}
+    return {NAME_KEY: WORKLOAD_NAME, SANDBOX_ID_KEY: str(spec.workload_id)}
 
 
 def sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
@@ -113,7 +113,7 @@ def sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
         {
             MANAGED_BY_KEY: MANAGED_BY,
             KIND_KEY: "deployment" if spec.serving is not None else "sandbox",
-            SANDBOX_ID_KEY: str(spec.sandbox_id),
+            SANDBOX_ID_KEY: str(spec.workload_id),
             TEAM_KEY: label_value(spec.team),
             OWNER_KEY: label_value(spec.owner),
         }

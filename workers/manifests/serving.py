@@ -31,7 +31,7 @@ def replica_name(index: int) -> str:
 
 def serving_selector(spec: SandboxSpec) -> dict[str, str]:
     """Every replica's pods (the Service's selector, status look-ups)."""
-    return {NAME_KEY: SERVICE_NAME, SANDBOX_ID_KEY: str(spec.sandbox_id)}
+    return {NAME_KEY: SERVICE_NAME, SANDBOX_ID_KEY: str(spec.workload_id)}
 
 
 def serving_access(spec: SandboxSpec) -> str:
@@ -91,7 +91,7 @@ def replica_deployment_manifest(
                 "env": [
                     {"name": "HOME", "value": CACHE},
                     {"name": "HF_HOME", "value": f"{CACHE}/huggingface"},
-                    {"name": "GPU_PORTAL_DEPLOYMENT_ID", "value": str(spec.sandbox_id)},
+                    {"name": "GPU_PORTAL_DEPLOYMENT_ID", "value": str(spec.workload_id)},
                 ],
                 "ports": [{"name": "http", "containerPort": serving.port, "protocol": "TCP"}],
                 "startupProbe": _probe(

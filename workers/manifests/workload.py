@@ -138,7 +138,7 @@ def pod_template(spec: SandboxSpec, options: ManifestOptions | None = None) -> d
                 "workingDir": HOME,
                 "env": [
                     {"name": "HOME", "value": HOME},
-                    {"name": "GPU_PORTAL_SANDBOX_ID", "value": str(spec.sandbox_id)},
+                    {"name": "GPU_PORTAL_SANDBOX_ID", "value": str(spec.workload_id)},
                     # The login name the image should give uid run_as_user (nss_wrapper or similar).
                     {"name": "SANDBOX_USER", "value": shell_user(spec, options)},
                 ],

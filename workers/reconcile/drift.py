@@ -19,7 +19,7 @@ from django.utils import timezone
 from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
 from portal.fleet.models import Cluster
-from portal.sandboxes.models import END_STATES, Sandbox, SandboxState
+from portal.workloads.models import END_STATES, Workload, WorkloadState
 from workers.drivers.base import ClusterDriver, DriverError, GpuClaim, ManagedNamespace, SandboxSpec
 from workers.reconcile.sandboxes import driver_for, sandbox_spec
 
@@ -66,28 +66,30 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
         report.errors.append(f"listing namespaces: {error.message}")
         log.warning("drift repair on cluster %s: %s", cluster.name, error.message)
         return report
-    ids = {ns.sandbox_id for ns in namespaces if ns.sandbox_id is not None}
-    sandboxes = {sandbox.pk: sandbox for sandbox in Sandbox.objects.select_related("team").filter(pk__in=ids)}
-    newest = Sandbox.objects.aggregate(newest=Max("pk"))["newest"] or 0
+    ids = {ns.workload_id for ns in namespaces if ns.workload_id is not None}
+    sandboxes = {
+        sandbox.pk: sandbox for sandbox in Workload.objects.select_related("team").filter(pk__in=ids)
+    }
+    newest = Workload.objects.aggregate(newest=Max("pk"))["newest"] or 0
     for namespace in namespaces:
-        if namespace.kind not in ROW_KINDS or namespace.sandbox_id is None:
+        if namespace.kind not in ROW_KINDS or namespace.workload_id is None:
             report.skipped.append(namespace.name)  # not made by the portal's sandbox path
             continue
-        if namespace.sandbox_id > newest:
+        if namespace.workload_id > newest:
             # Not a row deleted here: an id this database never issued. Another portal (or a
             # fresh database) on this cluster; deleting would destroy someone's live work.
             report.errors.append(
-                f"namespace {namespace.name} names sandbox {namespace.sandbox_id}, newer than any this "
+                f"namespace {namespace.name} names sandbox {namespace.workload_id}, newer than any this "
                 "portal has made; is another portal managing this cluster? Left alone."
             )
             continue
-        sandbox = sandboxes.get(namespace.sandbox_id)
+        sandbox = sandboxes.get(namespace.workload_id)
         why = _orphaned(namespace, sandbox, cluster)
         if why:
             _delete_orphan(driver, cluster, namespace, sandbox, why, report, now)
     running = (
-        Sandbox.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
-        .filter(cluster=cluster, state=SandboxState.RUNNING)
+        Workload.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
+        .filter(cluster=cluster, state=WorkloadState.RUNNING)
         .order_by("pk")
     )
     for sandbox in running:
@@ -104,10 +106,10 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
     return report
 
 
-def _orphaned(namespace: ManagedNamespace, sandbox: Sandbox | None, cluster: Cluster) -> str:
+def _orphaned(namespace: ManagedNamespace, sandbox: Workload | None, cluster: Cluster) -> str:
     """Why the namespace should not exist, or "" when its sandbox still wants it."""
     if sandbox is None:
-        return f"sandbox {namespace.sandbox_id} is unknown to the portal"
+        return f"sandbox {namespace.workload_id} is unknown to the portal"
     if sandbox.state in END_STATES:
         return f"sandbox {sandbox.pk} is {sandbox.state}"
     if sandbox.cluster_id is None:
@@ -123,7 +125,7 @@ def _delete_orphan(
     driver: ClusterDriver,
     cluster: Cluster,
     namespace: ManagedNamespace,
-    sandbox: Sandbox | None,
+    sandbox: Workload | None,
     why: str,
     report: DriftReport,
     now: datetime,
@@ -152,7 +154,7 @@ def _namespace_only(namespace: ManagedNamespace, now: datetime) -> SandboxSpec:
     """A spec that names only the namespace: drivers delete a sandbox by deleting its namespace,
     and an orphan may have no sandbox row to build a full spec from."""
     return SandboxSpec(
-        sandbox_id=namespace.sandbox_id or 0,
+        workload_id=namespace.workload_id or 0,
         name=namespace.name,
         team="",
         owner="",
@@ -168,21 +170,21 @@ def _namespace_only(namespace: ManagedNamespace, now: datetime) -> SandboxSpec:
     )
 
 
-def _restore(driver: ClusterDriver, sandbox: Sandbox, report: DriftReport) -> None:
+def _restore(driver: ClusterDriver, sandbox: Workload, report: DriftReport) -> None:
     """Apply a running sandbox again when the cluster holds no workload for it."""
     try:
         spec = sandbox_spec(sandbox)
         status = driver.sandbox_status(spec)
         if status.phase != "absent":
             return  # present (or still being deleted by hand: applied on a later run, once gone)
-        if not Sandbox.objects.filter(pk=sandbox.pk, state=SandboxState.RUNNING).exists():
+        if not Workload.objects.filter(pk=sandbox.pk, state=WorkloadState.RUNNING).exists():
             return  # ended meanwhile: its teardown removed the objects on purpose
         driver.apply_sandbox(spec)
     except DriverError as error:
         report.errors.append(f"sandbox {sandbox.pk}: {error.message}")
         return
     report.repaired.append(sandbox.pk)
-    Sandbox.objects.filter(pk=sandbox.pk, state=SandboxState.RUNNING).update(
+    Workload.objects.filter(pk=sandbox.pk, state=WorkloadState.RUNNING).update(
         message="Running; recreated after its objects went missing from the cluster."
     )
     audit_record(

@@ -12,14 +12,14 @@ from django.utils import timezone
 
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
 from portal.fleet.models import Cluster, MigSlice
-from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
-from portal.sandboxes.services import (
-    sandbox_attempt_failed,
-    sandbox_mark_ended,
-    sandbox_mark_failed,
-    sandbox_mark_running,
-    sandbox_mark_waiting,
-    sandbox_requeue,
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
+from portal.workloads.services import (
+    workload_attempt_failed,
+    workload_mark_ended,
+    workload_mark_failed,
+    workload_mark_running,
+    workload_mark_waiting,
+    workload_requeue,
 )
 from workers.drivers.base import ClusterConfig, ClusterDriver, DriverError, GpuClaim, SandboxSpec, ServingSpec
 from workers.drivers.factory import get_driver
@@ -47,11 +47,11 @@ def driver_for(cluster: Cluster) -> ClusterDriver:
     return get_driver(cluster_config(cluster))
 
 
-def namespace_for(sandbox: Sandbox) -> str:
+def namespace_for(sandbox: Workload) -> str:
     return sandbox_namespace_name(sandbox.team.slug, sandbox.name, sandbox.pk)
 
 
-def _claims(sandbox: Sandbox) -> list[GpuClaim]:
+def _claims(sandbox: Workload) -> list[GpuClaim]:
     """One GPU claim per replica, from the live allocations (a sandbox has one replica)."""
     allocations = (
         sandbox.allocations.filter(released_at__isnull=True, ended_at__isnull=True)
@@ -89,7 +89,7 @@ def _claims(sandbox: Sandbox) -> list[GpuClaim]:
     return claims
 
 
-def _serving_spec(sandbox: Sandbox, claims: list[GpuClaim]) -> ServingSpec:
+def _serving_spec(sandbox: Workload, claims: list[GpuClaim]) -> ServingSpec:
     serving = sandbox.serving
     return ServingSpec(
         model=serving.model.slug,
@@ -103,7 +103,7 @@ def _serving_spec(sandbox: Sandbox, claims: list[GpuClaim]) -> ServingSpec:
     )
 
 
-def sandbox_spec(sandbox: Sandbox) -> SandboxSpec:
+def sandbox_spec(sandbox: Workload) -> SandboxSpec:
     """The plain description of a placed sandbox or deployment that drivers and manifest
     builders take."""
     claims = _claims(sandbox)
@@ -111,7 +111,7 @@ def sandbox_spec(sandbox: Sandbox) -> SandboxSpec:
     namespace = sandbox.namespace or namespace_for(sandbox)
     base = settings.PORTAL_ACCESS_BASE_URL.split("://", 1)[-1].strip("/")
     return SandboxSpec(
-        sandbox_id=sandbox.pk,
+        workload_id=sandbox.pk,
         name=sandbox.name,
         team=sandbox.team.slug,
         owner=sandbox.owner.username,
@@ -129,79 +129,83 @@ def sandbox_spec(sandbox: Sandbox) -> SandboxSpec:
     )
 
 
-def reconcile_sandbox(sandbox_id: int, *, now: datetime | None = None) -> float | None:
+def reconcile_sandbox(workload_id: int, *, now: datetime | None = None) -> float | None:
     """One step towards what the row intends. Returns seconds until it should be looked at
     again, or None when nothing is left to do."""
     now = now or timezone.now()
-    if not _claim(sandbox_id, now):
+    if not _claim(workload_id, now):
         return None  # another worker is on it (or there is no such row)
     try:
         sandbox = (
-            Sandbox.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
-            .filter(pk=sandbox_id)
+            Workload.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
+            .filter(pk=workload_id)
             .first()
         )
         return _step(sandbox, now) if sandbox is not None else None
     finally:
-        Sandbox.objects.filter(pk=sandbox_id).update(lease_until=None)
+        Workload.objects.filter(pk=workload_id).update(lease_until=None)
 
 
-def _step(sandbox: Sandbox, now: datetime) -> float | None:
-    watching = sandbox.state == SandboxState.RUNNING and sandbox.kind == WorkloadKind.DEPLOYMENT
-    if sandbox.state not in (SandboxState.PROVISIONING, SandboxState.TERMINATING) and not watching:
+def _step(sandbox: Workload, now: datetime) -> float | None:
+    watching = sandbox.state == WorkloadState.RUNNING and sandbox.kind == WorkloadKind.DEPLOYMENT
+    if sandbox.state not in (WorkloadState.PROVISIONING, WorkloadState.TERMINATING) and not watching:
         return None
     if sandbox.cluster is None:
-        sandbox_mark_failed(sandbox_id=sandbox.pk, message="placed on no cluster", now=now)
+        workload_mark_failed(workload_id=sandbox.pk, message="placed on no cluster", now=now)
         return None
     spec = sandbox_spec(sandbox)
     if not sandbox.namespace:
-        Sandbox.objects.filter(pk=sandbox.pk).update(namespace=spec.namespace)
+        Workload.objects.filter(pk=sandbox.pk).update(namespace=spec.namespace)
     driver = driver_for(sandbox.cluster)
     try:
         if watching:
             return _watch_serving(driver, sandbox, spec, now)
-        if sandbox.state == SandboxState.PROVISIONING:
+        if sandbox.state == WorkloadState.PROVISIONING:
             return _provision(driver, sandbox, spec, now)
         return _teardown(driver, sandbox, spec, now)
     except DriverError as error:
         log.warning("sandbox %s: %s (retryable=%s)", sandbox.pk, error.message, error.retryable)
-        sandbox_attempt_failed(sandbox_id=sandbox.pk, error=error.message, retryable=error.retryable, now=now)
-        refreshed = Sandbox.objects.filter(pk=sandbox.pk).values_list("next_attempt_at", "state").first()
+        workload_attempt_failed(
+            workload_id=sandbox.pk, error=error.message, retryable=error.retryable, now=now
+        )
+        refreshed = Workload.objects.filter(pk=sandbox.pk).values_list("next_attempt_at", "state").first()
         if (
             refreshed
             and refreshed[0]
-            and refreshed[1] in (SandboxState.PROVISIONING, SandboxState.TERMINATING)
+            and refreshed[1] in (WorkloadState.PROVISIONING, WorkloadState.TERMINATING)
         ):
             return max(0.0, (refreshed[0] - now).total_seconds())
         return None
 
 
-def _claim(sandbox_id: int, now: datetime) -> bool:
+def _claim(workload_id: int, now: datetime) -> bool:
     """Lease the row for one step, so two workers (a job enqueued on a change and the periodic
     reconcile) never act on one sandbox at once. A worker that dies mid-step leaves the lease
     to run out."""
     free = Q(lease_until__isnull=True) | Q(lease_until__lte=now)
     return bool(
-        Sandbox.objects.filter(free, pk=sandbox_id).update(lease_until=now + timedelta(seconds=LEASE_SECONDS))
+        Workload.objects.filter(free, pk=workload_id).update(
+            lease_until=now + timedelta(seconds=LEASE_SECONDS)
+        )
     )
 
 
-def _provision(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: datetime) -> float | None:
+def _provision(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime) -> float | None:
     waiting_for_slice = _slice_being_cut(sandbox)
     if waiting_for_slice is not None:
         from workers.reconcile.mig import reconcile_node_mig
 
         state = reconcile_node_mig(waiting_for_slice.gpu.node_id)
         if state == "failed":
-            sandbox_requeue(
-                sandbox_id=sandbox.pk,
+            workload_requeue(
+                workload_id=sandbox.pk,
                 message=f"The MIG layout change on {sandbox.node_name} failed.",
                 now=now,
             )
             return None
         if state == "pending":
-            sandbox_mark_waiting(
-                sandbox_id=sandbox.pk,
+            workload_mark_waiting(
+                workload_id=sandbox.pk,
                 message=(
                     f"Cutting a {waiting_for_slice.profile} slice on {sandbox.node_name} GPU "
                     f"{waiting_for_slice.gpu.index} (MIG reconfiguration)"
@@ -217,22 +221,24 @@ def _provision(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: 
     if spec.serving is not None:
         deployment_observed(deployment_id=sandbox.pk, ready_replicas=status.ready_replicas, now=now)
     if status.phase == "running":
-        sandbox_mark_running(sandbox_id=sandbox.pk, access=status.access, now=now)
+        workload_mark_running(workload_id=sandbox.pk, access=status.access, now=now)
         return None
     if status.phase == "failed":
-        sandbox_mark_failed(sandbox_id=sandbox.pk, message=status.message, now=now)
+        workload_mark_failed(workload_id=sandbox.pk, message=status.message, now=now)
         return None
-    sandbox_mark_waiting(
-        sandbox_id=sandbox.pk, message=status.message.capitalize(), now=now, recheck_seconds=RECHECK_SECONDS
+    workload_mark_waiting(
+        workload_id=sandbox.pk, message=status.message.capitalize(), now=now, recheck_seconds=RECHECK_SECONDS
     )
     return RECHECK_SECONDS
 
 
-def _watch_serving(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: datetime) -> float | None:
+def _watch_serving(
+    driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime
+) -> float | None:
     """A running deployment: keep its replica health current; a replica that cannot run fails it."""
     status = driver.sandbox_status(spec)
     if status.phase == "failed":
-        sandbox_mark_failed(sandbox_id=sandbox.pk, message=status.message, now=now)
+        workload_mark_failed(workload_id=sandbox.pk, message=status.message, now=now)
         return None
     deployment_observed(
         deployment_id=sandbox.pk,
@@ -244,7 +250,7 @@ def _watch_serving(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, n
     return SERVING_WATCH_SECONDS
 
 
-def _slice_being_cut(sandbox: Sandbox) -> MigSlice | None:
+def _slice_being_cut(sandbox: Workload) -> MigSlice | None:
     """The sandbox's MIG slice if the cluster has not made it yet."""
     if not sandbox.mig_profile:
         return None
@@ -256,11 +262,11 @@ def _slice_being_cut(sandbox: Sandbox) -> MigSlice | None:
     return allocation.mig_slice if allocation else None
 
 
-def _teardown(driver: ClusterDriver, sandbox: Sandbox, spec: SandboxSpec, now: datetime) -> float | None:
+def _teardown(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime) -> float | None:
     if driver.delete_sandbox(spec):
-        sandbox_mark_ended(sandbox_id=sandbox.pk, now=now)
+        workload_mark_ended(workload_id=sandbox.pk, now=now)
         return None
-    Sandbox.objects.filter(pk=sandbox.pk, state=SandboxState.TERMINATING).update(
+    Workload.objects.filter(pk=sandbox.pk, state=WorkloadState.TERMINATING).update(
         message="Removing it from the cluster.", next_attempt_at=now + timedelta(seconds=RECHECK_SECONDS)
     )
     return RECHECK_SECONDS

@@ -17,8 +17,8 @@ from portal.core.errors import ValidationFailed
 from portal.fleet.geometry import ProfileShape
 from portal.fleet.models import GpuType
 from portal.fleet.selectors import max_gpus_per_node, price_per_hour
-from portal.sandboxes.models import LIVE_STATES, Image, Sandbox, WorkloadKind
-from portal.sandboxes.policy import request_share
+from portal.workloads.models import LIVE_STATES, Image, Workload, WorkloadKind
+from portal.workloads.policy import request_share
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 MIN_LEAD_TIME = timedelta(minutes=1)
@@ -132,7 +132,7 @@ def resolve_request(
         errors["name"] = [
             "Use 1-40 lowercase letters, digits and hyphens, starting and ending with a letter or digit."
         ]
-    elif Sandbox.objects.filter(owner=user, kind=kind, name=name, state__in=LIVE_STATES).exists():
+    elif Workload.objects.filter(owner=user, kind=kind, name=name, state__in=LIVE_STATES).exists():
         errors["name"] = [f"You already have a live {kind} called {name!r}."]
 
     if not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import django_filters
 from django.db.models import QuerySet
 
-from portal.sandboxes.models import LIVE_STATES, Sandbox, SandboxState
+from portal.workloads.models import LIVE_STATES, Workload, WorkloadState
 
 
-class SandboxFilter(django_filters.FilterSet):
-    state = django_filters.MultipleChoiceFilter(choices=SandboxState.choices)
+class WorkloadFilter(django_filters.FilterSet):
+    state = django_filters.MultipleChoiceFilter(choices=WorkloadState.choices)
     team = django_filters.CharFilter(field_name="team__slug")
     owner = django_filters.CharFilter(field_name="owner__username")
     gpu_type = django_filters.CharFilter(field_name="gpu_type__slug")
@@ -17,10 +17,10 @@ class SandboxFilter(django_filters.FilterSet):
     live = django_filters.BooleanFilter(method="filter_live", label="Live only")
 
     class Meta:
-        model = Sandbox
+        model = Workload
         fields = ["state", "team", "owner", "gpu_type", "q", "live"]
 
-    def filter_live(self, queryset: QuerySet[Sandbox], name: str, value: bool | None) -> QuerySet[Sandbox]:
+    def filter_live(self, queryset: QuerySet[Workload], name: str, value: bool | None) -> QuerySet[Workload]:
         if value is None:
             return queryset
         return queryset.filter(state__in=LIVE_STATES) if value else queryset.exclude(state__in=LIVE_STATES)

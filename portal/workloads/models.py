@@ -29,7 +29,7 @@ class Image(models.Model):
         return self.slug
 
 
-class SandboxState(models.TextChoices):
+class WorkloadState(models.TextChoices):
     PENDING_APPROVAL = "pending_approval"
     QUEUED = "queued"
     PROVISIONING = "provisioning"
@@ -42,17 +42,17 @@ class SandboxState(models.TextChoices):
 
 
 LIVE_STATES = (
-    SandboxState.PENDING_APPROVAL,
-    SandboxState.QUEUED,
-    SandboxState.PROVISIONING,
-    SandboxState.RUNNING,
-    SandboxState.TERMINATING,
+    WorkloadState.PENDING_APPROVAL,
+    WorkloadState.QUEUED,
+    WorkloadState.PROVISIONING,
+    WorkloadState.RUNNING,
+    WorkloadState.TERMINATING,
 )
 END_STATES = (
-    SandboxState.TERMINATED,
-    SandboxState.EXPIRED,
-    SandboxState.REJECTED,
-    SandboxState.FAILED,
+    WorkloadState.TERMINATED,
+    WorkloadState.EXPIRED,
+    WorkloadState.REJECTED,
+    WorkloadState.FAILED,
 )
 
 
@@ -61,7 +61,7 @@ class WorkloadKind(models.TextChoices):
     DEPLOYMENT = "deployment"
 
 
-class Sandbox(models.Model):
+class Workload(models.Model):
     """A GPU workload with an expiry: a development sandbox, or a model serving deployment.
 
     Both kinds share one lifecycle, quota, approval, placement and metering path; a deployment
@@ -71,18 +71,18 @@ class Sandbox(models.Model):
 
     kind = models.CharField(max_length=20, choices=WorkloadKind.choices, default=WorkloadKind.SANDBOX)
     name = models.CharField(max_length=63)
-    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="sandboxes")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="sandboxes")
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="workloads")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads")
     image = models.ForeignKey(
         Image,
         null=True,
         blank=True,
         on_delete=models.PROTECT,
-        related_name="sandboxes",
+        related_name="workloads",
         help_text="Sandboxes only.",
     )
     purpose = models.CharField(max_length=300, blank=True)
-    gpu_type = models.ForeignKey("fleet.GpuType", on_delete=models.PROTECT, related_name="sandboxes")
+    gpu_type = models.ForeignKey("fleet.GpuType", on_delete=models.PROTECT, related_name="workloads")
     gpu_count = models.PositiveSmallIntegerField(
         default=1, help_text="Whole GPUs per replica; 1 for a MIG slice."
     )
@@ -92,7 +92,7 @@ class Sandbox(models.Model):
     memory_gb = models.PositiveIntegerField(default=64)
     storage_gb = models.PositiveIntegerField(default=100)
 
-    state = models.CharField(max_length=20, choices=SandboxState.choices, db_index=True)
+    state = models.CharField(max_length=20, choices=WorkloadState.choices, db_index=True)
     message = models.CharField(max_length=500, blank=True)
     priority = models.SmallIntegerField(default=0, help_text="Higher is placed first in the queue.")
     expires_at = models.DateTimeField()
@@ -142,6 +142,11 @@ class Sandbox(models.Model):
         return reverse(f"{self.kind}-detail", args=[self.pk])
 
     @property
+    def audit_type(self) -> str:
+        """Audit events file a workload under its kind: "sandbox" or "deployment"."""
+        return self.kind
+
+    @property
     def is_live(self) -> bool:
         return self.state in LIVE_STATES
 
@@ -162,3 +167,50 @@ class Sandbox(models.Model):
     def lifetime_hours(self) -> Decimal:
         seconds = Decimal((self.expires_at - self.created_at).total_seconds())
         return (seconds / Decimal(3600)).quantize(Decimal("0.01"))
+
+
+class Approval(models.Model):
+    """A lead's decision on a request over the team's auto-approval line.
+
+    `kind` is "create" for a new sandbox or deployment, "extend" for moving its expiry by
+    `extend_hours`, and "scale" for taking a deployment to `replicas` replicas.
+    """
+
+    class Kind(models.TextChoices):
+        CREATE = "create"
+        EXTEND = "extend"
+        SCALE = "scale"
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        CANCELLED = "cancelled"
+
+    workload = models.ForeignKey("workloads.Workload", on_delete=models.CASCADE, related_name="approvals")
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="approvals")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.CREATE)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING, db_index=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    why_needed = models.CharField(max_length=300, help_text="Which policy line the request crosses.")
+    extend_hours = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
+    replicas = models.PositiveSmallIntegerField(null=True, blank=True, help_text="A scale request's target.")
+    comment = models.CharField(max_length=1000, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workload", "kind"],
+                condition=Q(state="pending"),
+                name="one_pending_approval_per_kind",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} approval #{self.pk} ({self.state})"

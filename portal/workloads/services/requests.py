@@ -14,16 +14,21 @@ from django.utils import timezone
 from portal.accounts.models import Team, User
 from portal.accounts.selectors import can_manage, is_lead, team_leads
 from portal.accounts.services import notify
-from portal.approvals.models import Approval
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, QuotaExceeded, ValidationFailed
 from portal.fleet.selectors import capacity_free_now, price_per_hour
-from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
-from portal.sandboxes.policy import fraction_to_decimal, hours_between, sandbox_share, team_committed, verdict
-from portal.sandboxes.selectors import sandbox_get_for
-from portal.sandboxes.services.lifecycle import sandbox_end, sandbox_try_place
-from portal.sandboxes.services.resolve import ResolvedRequest, resolve_request
 from portal.spend.selectors import team_month_spend, to_cents
+from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
+from portal.workloads.policy import (
+    fraction_to_decimal,
+    hours_between,
+    team_committed,
+    verdict,
+    workload_share,
+)
+from portal.workloads.selectors import workload_get_for
+from portal.workloads.services.lifecycle import workload_end, workload_try_place
+from portal.workloads.services.resolve import ResolvedRequest, resolve_request
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,7 @@ def sandbox_estimate(*, user: User, now: datetime | None = None, **fields: objec
     )
 
 
-def sandbox_request(*, user: User, now: datetime | None = None, **fields: object) -> Sandbox:
+def sandbox_request(*, user: User, now: datetime | None = None, **fields: object) -> Workload:
     """Request a sandbox: checked, counted against quota under a team lock, then approved at once
     (and placed) or sent to the team's leads."""
     now = now or timezone.now()
@@ -83,8 +88,8 @@ def workload_create(
     user: User,
     resolved: ResolvedRequest,
     now: datetime,
-    before_placing: Callable[[Sandbox], None] | None = None,
-) -> Sandbox:
+    before_placing: Callable[[Workload], None] | None = None,
+) -> Workload:
     """Create a checked request (a sandbox or a deployment) under the team's quota lock.
 
     `before_placing` runs on the new row inside the same transaction, before it is placed, so a
@@ -100,8 +105,8 @@ def workload_create(
 
 
 def _create(
-    *, user: User, resolved: ResolvedRequest, now: datetime, before_placing: Callable[[Sandbox], None] | None
-) -> Sandbox:
+    *, user: User, resolved: ResolvedRequest, now: datetime, before_placing: Callable[[Workload], None] | None
+) -> Workload:
     team = Team.objects.select_for_update(no_key=True).get(pk=resolved.team.pk)
     used = fraction_to_decimal(team_committed(team))
     wanted = fraction_to_decimal(resolved.share)
@@ -121,8 +126,8 @@ def _create(
         budget_left=team_budget_left(team, now),
         replicas=resolved.replicas,
     )
-    state = SandboxState.QUEUED if decision.auto_approved else SandboxState.PENDING_APPROVAL
-    sandbox = Sandbox.objects.create(
+    state = WorkloadState.QUEUED if decision.auto_approved else WorkloadState.PENDING_APPROVAL
+    sandbox = Workload.objects.create(
         kind=resolved.kind,
         replicas=resolved.replicas,
         name=resolved.name,
@@ -153,10 +158,10 @@ def _create(
     if before_placing is not None:
         before_placing(sandbox)
     if decision.auto_approved:
-        sandbox_try_place(sandbox, now=now)
+        workload_try_place(sandbox, now=now)
     else:
         approval = Approval.objects.create(
-            sandbox=sandbox, team=team, requested_by=user, why_needed=decision.why_needed
+            workload=sandbox, team=team, requested_by=user, why_needed=decision.why_needed
         )
         tell_deciders(
             approval, f"{user.username} asks for {sandbox.gpu_label} ({sandbox.name}). {decision.why_needed}"
@@ -178,25 +183,25 @@ def tell_deciders(approval: Approval, message: str) -> None:
 
 
 EXTENDABLE = (
-    SandboxState.PENDING_APPROVAL,
-    SandboxState.QUEUED,
-    SandboxState.PROVISIONING,
-    SandboxState.RUNNING,
+    WorkloadState.PENDING_APPROVAL,
+    WorkloadState.QUEUED,
+    WorkloadState.PROVISIONING,
+    WorkloadState.RUNNING,
 )
 
 
 @transaction.atomic
-def sandbox_extend(
+def workload_extend(
     *,
     user: User,
-    sandbox_id: int,
+    workload_id: int,
     hours: object,
     now: datetime | None = None,
     kind: str = WorkloadKind.SANDBOX,
-) -> Sandbox:
+) -> Workload:
     """Move the expiry by `hours`: at once within policy, else through a lead's approval."""
     now = now or timezone.now()
-    sandbox = sandbox_get_for(user=user, sandbox_id=sandbox_id, lock=True, kind=kind)
+    sandbox = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
     if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
         raise NotAllowed(f"Only the owner or a lead of the team may extend this {sandbox.kind}.")
     try:
@@ -227,20 +232,20 @@ def sandbox_extend(
             f"the {sandbox.kind} would live longer than {team.auto_approve_max_hours.normalize():f} hours"
         )
     hourly = price_per_hour(gpu_type=sandbox.gpu_type, at=now) * fraction_to_decimal(
-        sandbox_share(sandbox), "0.000001"
+        workload_share(sandbox), "0.000001"
     )
     if hourly * extra > team_budget_left(team, now):
         reasons.append("the added hours cost more than is left of the team's monthly budget")
     if deciding_lead or not reasons:
-        sandbox_apply_extension(sandbox, new_expiry=new_expiry, actor=user, hours=extra)
+        workload_apply_extension(sandbox, new_expiry=new_expiry, actor=user, hours=extra)
         return sandbox
     if Approval.objects.filter(
-        sandbox=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
+        workload=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
     ).exists():
         raise Conflict(f"An extension of this {sandbox.kind} already waits for a lead.")
     why = "Needs a lead's approval: " + " and ".join(reasons) + "."
     approval = Approval.objects.create(
-        sandbox=sandbox,
+        workload=sandbox,
         team=team,
         kind=Approval.Kind.EXTEND,
         requested_by=user,
@@ -261,10 +266,10 @@ def sandbox_extend(
     return sandbox
 
 
-def sandbox_apply_extension(
-    sandbox: Sandbox, *, new_expiry: datetime, actor: User | None, hours: Decimal
+def workload_apply_extension(
+    sandbox: Workload, *, new_expiry: datetime, actor: User | None, hours: Decimal
 ) -> None:
-    Sandbox.objects.filter(pk=sandbox.pk).update(expires_at=new_expiry, expiry_warned_at=None)
+    Workload.objects.filter(pk=sandbox.pk).update(expires_at=new_expiry, expiry_warned_at=None)
     audit_record(
         actor=actor,
         action=f"{sandbox.kind}.extend",
@@ -278,14 +283,14 @@ def sandbox_apply_extension(
 
 
 @transaction.atomic
-def sandbox_terminate(
-    *, user: User, sandbox_id: int, now: datetime | None = None, kind: str = WorkloadKind.SANDBOX
-) -> Sandbox:
+def workload_terminate(
+    *, user: User, workload_id: int, now: datetime | None = None, kind: str = WorkloadKind.SANDBOX
+) -> Workload:
     """End a sandbox (or deployment) now. Billing stops at once; the cluster objects go in the
     background."""
     now = now or timezone.now()
-    sandbox = sandbox_get_for(user=user, sandbox_id=sandbox_id, lock=True, kind=kind)
+    sandbox = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
     if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
         raise NotAllowed(f"Only the owner, a lead of the team or an admin may end this {sandbox.kind}.")
-    sandbox_end(sandbox, ending_as=SandboxState.TERMINATED, actor=user, at=now, detail="ended on request")
+    workload_end(sandbox, ending_as=WorkloadState.TERMINATED, actor=user, at=now, detail="ended on request")
     return sandbox

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from portal.sandboxes.models import Image, Sandbox
+from portal.workloads.models import Approval, Image, Workload
 
 
 @admin.register(Image)
@@ -8,8 +8,8 @@ class ImageAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "container_image", "kind")
 
 
-@admin.register(Sandbox)
-class SandboxAdmin(admin.ModelAdmin):
+@admin.register(Workload)
+class WorkloadAdmin(admin.ModelAdmin):
     """States change through the portal's services only, so the lifecycle fields are read-only."""
 
     list_display = ("name", "owner", "team", "gpu_type", "gpu_count", "mig_profile", "state", "expires_at")
@@ -32,3 +32,13 @@ class SandboxAdmin(admin.ModelAdmin):
         "last_error",
         "ending_as",
     )
+
+
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    list_display = ("workload", "team", "kind", "state", "requested_by", "decided_by", "created_at")
+    list_filter = ("state", "kind", "team")
+    readonly_fields = [f.name for f in Approval._meta.fields]
+
+    def has_add_permission(self, request):
+        return False

@@ -14,9 +14,9 @@ from fractions import Fraction
 from portal.accounts.models import Team
 from portal.fleet.geometry import ProfileShape
 from portal.fleet.services import slice_share
-from portal.sandboxes.models import LIVE_STATES, Sandbox, SandboxState
+from portal.workloads.models import LIVE_STATES, Workload, WorkloadState
 
-QUOTA_STATES = [s for s in LIVE_STATES if s != SandboxState.TERMINATING]
+QUOTA_STATES = [s for s in LIVE_STATES if s != WorkloadState.TERMINATING]
 
 
 def fraction_to_decimal(value: Fraction, places: str = "0.001") -> Decimal:
@@ -31,7 +31,7 @@ def request_share(*, count: int, shape: ProfileShape | None, replicas: int = 1) 
     return Fraction(count) * replicas
 
 
-def sandbox_share(sandbox: Sandbox) -> Fraction:
+def workload_share(sandbox: Workload) -> Fraction:
     shape = sandbox.gpu_type.model.profile(sandbox.mig_profile) if sandbox.mig_profile else None
     return request_share(count=sandbox.gpu_count, shape=shape, replicas=sandbox.replicas)
 
@@ -39,8 +39,8 @@ def sandbox_share(sandbox: Sandbox) -> Fraction:
 def team_committed(team: Team) -> Fraction:
     """GPU equivalents the team's live sandboxes and deployments hold or wait for (ending ones
     excluded)."""
-    live = Sandbox.objects.filter(team=team, state__in=QUOTA_STATES).select_related("gpu_type")
-    return sum((sandbox_share(s) for s in live), Fraction(0))
+    live = Workload.objects.filter(team=team, state__in=QUOTA_STATES).select_related("gpu_type")
+    return sum((workload_share(s) for s in live), Fraction(0))
 
 
 def hours_between(start: datetime, end: datetime) -> Decimal:

@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.services import notify
-from portal.approvals.models import Approval
 from portal.core.errors import Conflict
 from portal.core.jobs import enqueue
 from portal.fleet.models import Allocation
@@ -27,35 +26,35 @@ from portal.fleet.services import (
     allocations_release,
     mig_slices_abandon,
 )
-from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
-from portal.sandboxes.services.transitions import move
+from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
+from portal.workloads.services.transitions import move
 
 log = logging.getLogger(__name__)
 RECONCILE_TASK = "sandboxes.reconcile"
 DRAIN_TASK = "sandboxes.drain_queue"
 MIG_LAYOUT_TASK = "fleet.apply_mig_layout"
-S = SandboxState
+S = WorkloadState
 
 
-def _link(sandbox: Sandbox) -> str:
+def _link(sandbox: Workload) -> str:
     return sandbox.get_absolute_url()
 
 
-def sandbox_try_place(sandbox: Sandbox, *, now: datetime, actor: User | None = None) -> bool:
+def workload_try_place(sandbox: Workload, *, now: datetime, actor: User | None = None) -> bool:
     """Place a queued sandbox if capacity allows; otherwise leave it queued with the reason."""
     with transaction.atomic():
         decision = allocation_place(holder=sandbox, now=now)
         if isinstance(decision, NoFit):
             message = f"Waiting for capacity: {decision.reason}."
             if sandbox.message != message:
-                Sandbox.objects.filter(pk=sandbox.pk, state=S.QUEUED).update(message=message)
+                Workload.objects.filter(pk=sandbox.pk, state=S.QUEUED).update(message=message)
                 sandbox.message = message
             return False
         _placed(sandbox, reason=decision.reason, actor=actor, now=now)
     return True
 
 
-def _placed(sandbox: Sandbox, *, reason: str, actor: User | None, now: datetime) -> None:
+def _placed(sandbox: Workload, *, reason: str, actor: User | None, now: datetime) -> None:
     move(
         sandbox,
         to=S.PROVISIONING,
@@ -74,7 +73,7 @@ def _placed(sandbox: Sandbox, *, reason: str, actor: User | None, now: datetime)
     enqueue(RECONCILE_TASK, sandbox.pk)
 
 
-def sandbox_queue_drain(*, now: datetime | None = None) -> list[int]:
+def workload_queue_drain(*, now: datetime | None = None) -> list[int]:
     """Place queued sandboxes that now fit: priority, then arrival; smaller ones backfill around
     a large one that does not fit, except behind one that has waited past
     PORTAL_STARVATION_MINUTES, which reserves its GPU type until it is placed.
@@ -87,7 +86,7 @@ def sandbox_queue_drain(*, now: datetime | None = None) -> list[int]:
     placed: list[int] = []
     with transaction.atomic():
         queued = list(
-            Sandbox.objects.select_for_update(of=("self",), skip_locked=True)
+            Workload.objects.select_for_update(of=("self",), skip_locked=True)
             .filter(state=S.QUEUED)
             .select_related("team", "gpu_type")
             .order_by("-priority", "queued_at", "pk")
@@ -103,16 +102,16 @@ def sandbox_queue_drain(*, now: datetime | None = None) -> list[int]:
                 placed.append(sandbox.pk)
         # Deployments with several replicas are placed all at once or not at all, after the rest.
         for workload in queued:
-            if workload.replicas > 1 and sandbox_try_place(workload, now=now):
+            if workload.replicas > 1 and workload_try_place(workload, now=now):
                 placed.append(workload.pk)
     return placed
 
 
 @transaction.atomic
-def sandbox_requeue(*, sandbox_id: int, message: str, now: datetime) -> None:
+def workload_requeue(*, workload_id: int, message: str, now: datetime) -> None:
     """Its placement could not be made real (a MIG layout failed): give the GPU back and wait
     for another place. The hold was never usable, so it is not billed."""
-    sandbox = Sandbox.objects.select_related("team").get(pk=sandbox_id)
+    sandbox = Workload.objects.select_related("team").get(pk=workload_id)
     try:
         move(
             sandbox,
@@ -129,7 +128,7 @@ def sandbox_requeue(*, sandbox_id: int, message: str, now: datetime) -> None:
     except Conflict:
         return
     nodes = set()
-    for allocation in Allocation.objects.filter(sandbox=sandbox, released_at__isnull=True).select_related(
+    for allocation in Allocation.objects.filter(workload=sandbox, released_at__isnull=True).select_related(
         "gpu"
     ):
         Allocation.objects.filter(pk=allocation.pk).update(ended_at=allocation.started_at)
@@ -146,10 +145,10 @@ def _apply_layouts(node_ids: list[int]) -> None:
         enqueue(MIG_LAYOUT_TASK, node_id)
 
 
-def sandbox_approve(sandbox: Sandbox, *, actor: User, now: datetime) -> None:
+def workload_approve(sandbox: Workload, *, actor: User, now: datetime) -> None:
     if sandbox.expires_at <= now:
         # Approved too late: its time is over before it could start.
-        sandbox_end(
+        workload_end(
             sandbox, ending_as=S.EXPIRED, actor=actor, at=now, detail="expired before it was approved"
         )
         return
@@ -162,10 +161,10 @@ def sandbox_approve(sandbox: Sandbox, *, actor: User, now: datetime) -> None:
         queued_at=now,
         message=f"Approved by {actor.username}.",
     )
-    sandbox_try_place(sandbox, now=now, actor=actor)
+    workload_try_place(sandbox, now=now, actor=actor)
 
 
-def sandbox_reject(sandbox: Sandbox, *, actor: User, reason: str, now: datetime) -> None:
+def workload_reject(sandbox: Workload, *, actor: User, reason: str, now: datetime) -> None:
     move(
         sandbox,
         to=S.REJECTED,
@@ -178,7 +177,7 @@ def sandbox_reject(sandbox: Sandbox, *, actor: User, reason: str, now: datetime)
     )
 
 
-def sandbox_end(sandbox: Sandbox, *, ending_as: str, actor: User | None, at: datetime, detail: str) -> None:
+def workload_end(sandbox: Workload, *, ending_as: str, actor: User | None, at: datetime, detail: str) -> None:
     """Begin ending a sandbox. Billing stops at `at`; what holds no GPU ends at once."""
     if sandbox.state in (S.PENDING_APPROVAL, S.QUEUED):
         move(
@@ -191,7 +190,7 @@ def sandbox_end(sandbox: Sandbox, *, ending_as: str, actor: User | None, at: dat
             ended_at=at,
             message=detail.capitalize() + ".",
         )
-        Approval.objects.filter(sandbox=sandbox, state=Approval.State.PENDING).update(
+        Approval.objects.filter(workload=sandbox, state=Approval.State.PENDING).update(
             state=Approval.State.CANCELLED, decided_at=at
         )
         return
@@ -210,15 +209,15 @@ def sandbox_end(sandbox: Sandbox, *, ending_as: str, actor: User | None, at: dat
         attempts=0,
         next_attempt_at=None,  # due at once
     )
-    Approval.objects.filter(sandbox=sandbox, state=Approval.State.PENDING).update(
+    Approval.objects.filter(workload=sandbox, state=Approval.State.PENDING).update(
         state=Approval.State.CANCELLED, decided_at=at
     )
     allocations_end(holder=sandbox, at=at)
     enqueue(RECONCILE_TASK, sandbox.pk)
 
 
-def sandbox_mark_running(*, sandbox_id: int, access: str, now: datetime) -> None:
-    sandbox = Sandbox.objects.select_related("team", "owner").get(pk=sandbox_id)
+def workload_mark_running(*, workload_id: int, access: str, now: datetime) -> None:
+    sandbox = Workload.objects.select_related("team", "owner").get(pk=workload_id)
     try:
         move(
             sandbox,
@@ -243,20 +242,20 @@ def sandbox_mark_running(*, sandbox_id: int, access: str, now: datetime) -> None
     )
 
 
-def sandbox_mark_waiting(
-    *, sandbox_id: int, message: str, now: datetime, recheck_seconds: float = 1.0
+def workload_mark_waiting(
+    *, workload_id: int, message: str, now: datetime, recheck_seconds: float = 1.0
 ) -> None:
     """The workload is still starting: note why and when to look again."""
-    Sandbox.objects.filter(pk=sandbox_id, state=S.PROVISIONING).update(
+    Workload.objects.filter(pk=workload_id, state=S.PROVISIONING).update(
         message=message[:500], next_attempt_at=now + timedelta(seconds=recheck_seconds)
     )
 
 
 @transaction.atomic
-def sandbox_mark_failed(*, sandbox_id: int, message: str, now: datetime) -> None:
+def workload_mark_failed(*, workload_id: int, message: str, now: datetime) -> None:
     """The cluster could not run it: stop billing, tell the owner, and take its objects out of
     the cluster; it becomes `failed` (and its GPUs free) once they are gone, like any ending."""
-    sandbox = Sandbox.objects.select_related("team", "owner").get(pk=sandbox_id)
+    sandbox = Workload.objects.select_related("team", "owner").get(pk=workload_id)
     try:
         move(
             sandbox,
@@ -273,7 +272,7 @@ def sandbox_mark_failed(*, sandbox_id: int, message: str, now: datetime) -> None
         )
     except Conflict:
         return
-    Approval.objects.filter(sandbox=sandbox, state=Approval.State.PENDING).update(
+    Approval.objects.filter(workload=sandbox, state=Approval.State.PENDING).update(
         state=Approval.State.CANCELLED, decided_at=now
     )
     allocations_end(holder=sandbox, at=now)
@@ -287,10 +286,10 @@ def sandbox_mark_failed(*, sandbox_id: int, message: str, now: datetime) -> None
 
 
 @transaction.atomic
-def sandbox_mark_ended(*, sandbox_id: int, now: datetime, note: str = "") -> None:
+def workload_mark_ended(*, workload_id: int, now: datetime, note: str = "") -> None:
     """The cluster objects are gone (or, with a `note`, could not be removed and were given
     up on): reach the end state and free the GPUs."""
-    sandbox = Sandbox.objects.select_related("team").get(pk=sandbox_id)
+    sandbox = Workload.objects.select_related("team").get(pk=workload_id)
     ending_as = sandbox.ending_as or S.TERMINATED
     fields: dict = {"next_attempt_at": None}
     if ending_as == S.EXPIRED:
@@ -314,25 +313,25 @@ def sandbox_mark_ended(*, sandbox_id: int, now: datetime, note: str = "") -> Non
     enqueue(DRAIN_TASK)
 
 
-def sandbox_attempt_failed(*, sandbox_id: int, error: str, retryable: bool, now: datetime) -> None:
+def workload_attempt_failed(*, workload_id: int, error: str, retryable: bool, now: datetime) -> None:
     """A driver call failed: back off and try again, or give up after PORTAL_MAX_ATTEMPTS."""
-    sandbox = Sandbox.objects.get(pk=sandbox_id)
+    sandbox = Workload.objects.get(pk=workload_id)
     attempts = sandbox.attempts + 1
     giving_up = not retryable or attempts >= settings.PORTAL_MAX_ATTEMPTS
     if sandbox.state == S.PROVISIONING and giving_up:
-        sandbox_mark_failed(sandbox_id=sandbox_id, message=error, now=now)
+        workload_mark_failed(workload_id=workload_id, message=error, now=now)
         return
     if sandbox.state == S.TERMINATING and not retryable and attempts >= settings.PORTAL_MAX_ATTEMPTS:
         # The cluster refuses the teardown for good: free the GPUs in the portal and say what is
         # left behind, rather than hold them forever. Drift repair deletes the namespace later.
-        sandbox_mark_ended(
-            sandbox_id=sandbox_id,
+        workload_mark_ended(
+            workload_id=workload_id,
             now=now,
             note=f"Its namespace {sandbox.namespace} could not be removed ({error}); an admin must delete it.",
         )
         return
     delay = min(300, 2**attempts)
-    Sandbox.objects.filter(pk=sandbox_id, state__in=[S.PROVISIONING, S.RUNNING, S.TERMINATING]).update(
+    Workload.objects.filter(pk=workload_id, state__in=[S.PROVISIONING, S.RUNNING, S.TERMINATING]).update(
         attempts=attempts,
         last_error=error[:2000],
         next_attempt_at=now + timedelta(seconds=delay),

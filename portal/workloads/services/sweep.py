@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from portal.accounts.services import notify
 from portal.core.errors import Conflict
-from portal.sandboxes.models import Sandbox, SandboxState, WorkloadKind
-from portal.sandboxes.services.lifecycle import sandbox_end, sandbox_queue_drain
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
+from portal.workloads.services.lifecycle import workload_end, workload_queue_drain
 
 log = logging.getLogger(__name__)
-S = SandboxState
+S = WorkloadState
 
 
 @dataclass
@@ -32,25 +32,27 @@ def sandboxes_expire_overdue(*, now: datetime) -> list[int]:
     """End every live sandbox past its expiry. Billing stops at `expires_at`, not at `now`, so a
     sweep that runs late (workers were down) never bills past the agreed time."""
     expired = []
-    overdue = Sandbox.objects.filter(
+    overdue = Workload.objects.filter(
         expires_at__lte=now, state__in=[S.PENDING_APPROVAL, S.QUEUED, S.PROVISIONING, S.RUNNING]
     ).values_list("pk", flat=True)
-    for sandbox_id in list(overdue):
+    for workload_id in list(overdue):
         try:
             with transaction.atomic():
                 sandbox = (
-                    Sandbox.objects.select_for_update(of=("self",)).select_related("team").get(pk=sandbox_id)
+                    Workload.objects.select_for_update(of=("self",))
+                    .select_related("team")
+                    .get(pk=workload_id)
                 )
                 if sandbox.expires_at > now:
                     continue  # extended meanwhile
-                sandbox_end(
+                workload_end(
                     sandbox,
                     ending_as=S.EXPIRED,
                     actor=None,
                     at=min(now, sandbox.expires_at),
                     detail="expired",
                 )
-                expired.append(sandbox_id)
+                expired.append(workload_id)
         except Conflict:
             continue
     return expired
@@ -60,14 +62,14 @@ def sandboxes_warn_expiring(*, now: datetime) -> list[int]:
     """Tell owners once when their running sandbox has less than the warning window left."""
     window = now + timedelta(minutes=settings.PORTAL_EXPIRY_WARNING_MINUTES)
     warned = []
-    candidates = Sandbox.objects.select_related("owner").filter(
+    candidates = Workload.objects.select_related("owner").filter(
         state__in=[S.PROVISIONING, S.RUNNING],
         expires_at__gt=now,
         expires_at__lte=window,
         expiry_warned_at__isnull=True,
     )
     for sandbox in candidates:
-        claimed = Sandbox.objects.filter(pk=sandbox.pk, expiry_warned_at__isnull=True).update(
+        claimed = Workload.objects.filter(pk=sandbox.pk, expiry_warned_at__isnull=True).update(
             expiry_warned_at=now
         )
         if not claimed:
@@ -83,10 +85,10 @@ def sandboxes_warn_expiring(*, now: datetime) -> list[int]:
     return warned
 
 
-def sandboxes_due_for_reconcile(*, now: datetime) -> list[int]:
+def workloads_due_for_reconcile(*, now: datetime) -> list[int]:
     """Sandboxes a worker should look at now: starting ones and ending ones whose time has come."""
     return list(
-        Sandbox.objects.filter(
+        Workload.objects.filter(
             Q(state__in=[S.PROVISIONING, S.TERMINATING])
             | Q(state=S.RUNNING, kind=WorkloadKind.DEPLOYMENT)  # replica health is watched
         )
@@ -95,11 +97,11 @@ def sandboxes_due_for_reconcile(*, now: datetime) -> list[int]:
     )
 
 
-def sandboxes_sweep(*, now: datetime | None = None) -> SweepResult:
+def workloads_sweep(*, now: datetime | None = None) -> SweepResult:
     now = now or timezone.now()
     return SweepResult(
         expired=sandboxes_expire_overdue(now=now),
         warned=sandboxes_warn_expiring(now=now),
-        placed=sandbox_queue_drain(now=now),
-        due=sandboxes_due_for_reconcile(now=now),
+        placed=workload_queue_drain(now=now),
+        due=workloads_due_for_reconcile(now=now),
     )

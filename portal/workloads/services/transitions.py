@@ -11,11 +11,11 @@ from collections.abc import Iterable
 from portal.accounts.models import User
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict
-from portal.sandboxes.models import Sandbox
+from portal.workloads.models import Workload
 
 
 def move(
-    sandbox: Sandbox,
+    sandbox: Workload,
     *,
     to: str,
     from_states: Iterable[str],
@@ -26,9 +26,9 @@ def move(
 ) -> None:
     from_states = list(from_states)
     previous = sandbox.state
-    updated = Sandbox.objects.filter(pk=sandbox.pk, state__in=from_states).update(state=to, **fields)
+    updated = Workload.objects.filter(pk=sandbox.pk, state__in=from_states).update(state=to, **fields)
     if not updated:
-        current = Sandbox.objects.filter(pk=sandbox.pk).values_list("state", flat=True).first()
+        current = Workload.objects.filter(pk=sandbox.pk).values_list("state", flat=True).first()
         raise Conflict(
             f"{sandbox.kind.capitalize()} {sandbox.name} is {current}; it cannot go to {to} from there."
         )

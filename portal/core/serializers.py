@@ -1,0 +1,53 @@
+"""TODO"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from rest_framework import serializers
+
+MAX_HOURS = Decimal(1_000_000)
+
+
+def flat_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """Nested serializer errors as dotted keys ("gpu.type"), as the services report them."""
+    if isinstance(detail, dict):
+        flat: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            if not prefix:
+                name = key
+            elif key == "non_field_errors":
+                name = prefix  # the nested object itself is wrong, e.g. "gpu": "h100"
+            else:
+                name = f"{prefix}.{key}"
+            flat.update(flat_errors(value, name))
+        return flat
+    if isinstance(detail, list) and detail and not isinstance(detail[0], dict | list):
+        return {prefix or "non_field_errors": [str(item) for item in detail]}
+    if isinstance(detail, list):
+        flat = {}
+        for index, item in enumerate(detail):
+            flat.update(flat_errors(item, f"{prefix}.{index}"))
+        return flat
+    return {prefix or "non_field_errors": [str(detail)]}
+
+
+def validated(serializer: serializers.Serializer) -> dict[str, Any]:
+    """The serializer's validated data, or a 400 whose field errors use dotted keys."""
+    if not serializer.is_valid():
+        raise serializers.ValidationError(flat_errors(serializer.errors))
+    return serializer.validated_data
+
+
+def money(max_digits: int = 14) -> serializers.DecimalField:
+    """A USD amount rendered as a decimal string with cents."""
+    return serializers.DecimalField(max_digits=max_digits, decimal_places=2, read_only=True)
+
+
+class HoursField(serializers.DecimalField):
+    """A number of hours: int, float or numeric string; fractions allowed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_value", MAX_HOURS)
+        super().__init__(max_digits=None, decimal_places=None, **kwargs)

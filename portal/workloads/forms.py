@@ -1,0 +1,52 @@
+"""TODO"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django import forms
+
+from portal.core.errors import DomainError
+
+
+def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, str]) -> None:
+    """Put a service's field errors next to the fields; anything else becomes a form-wide error."""
+    placed = False
+    for key, messages in error.fields.items():
+        field = mapping.get(key)
+        if field is None or not isinstance(messages, list | tuple):
+            continue
+        for message in messages:
+            form.add_error(field, str(message))
+        placed = True
+    if not placed:
+        form.add_error(None, error.message)
+
+
+class ServiceForm(forms.Form):
+    """A form whose data goes to a service: the service's field errors go next to the fields
+    (`service_fields` maps the API's names to the form's), and the estimate panel lists them all."""
+
+    service_fields: ClassVar[dict[str, str]] = {}
+
+    def add_service_errors(self, error: DomainError) -> None:
+        add_service_errors(self, error, self.service_fields)
+
+    def labelled_errors(self) -> list[tuple[str, str]]:
+        """(field label, message) of every error, form-wide ones with an empty label."""
+        return [
+            (str(self[name].label) if name in self.fields else "", str(message))
+            for name, messages in self.errors.items()
+            for message in messages
+        ]
+
+
+def number_input(attrs: dict[str, object] | None = None, *, mode: str = "decimal") -> forms.NumberInput:
+    """A number field that brings up the right on-screen keyboard."""
+    return forms.NumberInput(attrs={"inputmode": mode, **(attrs or {})})
+
+
+class ExtendForm(forms.Form):
+    hours = forms.DecimalField(
+        label="Extend by (hours)", initial=4, widget=number_input({"min": "0", "step": "any"})
+    )

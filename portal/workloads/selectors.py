@@ -1,0 +1,249 @@
+"""Reads over sandboxes, with visibility by role: researchers their own, leads their teams',
+admins all. An object the caller may not see is "not found", never "forbidden"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Prefetch, Q, QuerySet
+from django.utils import timezone
+
+from portal.accounts.models import User
+from portal.accounts.selectors import lead_team_ids
+from portal.audit.models import AuditEvent
+from portal.core.errors import NotFound
+from portal.fleet.models import Allocation
+from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
+from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadKind, WorkloadState
+
+
+def workloads_visible_to(user: User, *, kind: str = WorkloadKind.SANDBOX) -> QuerySet[Workload]:
+    """Workloads of one kind (sandboxes unless told otherwise) that the user may see."""
+    sandboxes = Workload.objects.filter(kind=kind).select_related(
+        "team", "owner", "image", "gpu_type", "cluster"
+    )
+    if user.is_platform_admin:
+        return sandboxes
+    return sandboxes.filter(Q(owner=user) | Q(team_id__in=lead_team_ids(user)))
+
+
+def workloads_with_details(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
+    """Prefetch what a list or detail shows (allocations, the latest approvals) in two queries."""
+    return queryset.prefetch_related(
+        Prefetch(
+            "allocations",
+            queryset=Allocation.objects.select_related("gpu", "mig_slice").order_by("gpu__index"),
+            to_attr="all_allocations",
+        ),
+        Prefetch(
+            "approvals",
+            queryset=Approval.objects.select_related("decided_by").order_by("-created_at", "-id"),
+            to_attr="all_approvals",
+        ),
+    )
+
+
+def workload_get_for(
+    *, user: User, workload_id: int, lock: bool = False, kind: str = WorkloadKind.SANDBOX
+) -> Workload:
+    queryset = workloads_visible_to(user, kind=kind)
+    if lock:
+        queryset = queryset.select_for_update(of=("self",))
+    sandbox = queryset.filter(pk=workload_id).first()
+    if sandbox is None:
+        raise NotFound(f"No {kind} {workload_id} that you can see.")
+    return sandbox
+
+
+def workload_detail_for(*, user: User, workload_id: int, kind: str = WorkloadKind.SANDBOX) -> Workload:
+    """One workload of `kind` the user may see, with allocations and approvals prefetched; else NotFound."""
+    sandbox = workloads_with_details(workloads_visible_to(user, kind=kind)).filter(pk=workload_id).first()
+    if sandbox is None:
+        raise NotFound(f"No {kind} {workload_id} that you can see.")
+    return sandbox
+
+
+def workload_cost_so_far(sandbox: Workload, *, now: datetime | None = None) -> Decimal:
+    now = now or timezone.now()
+    allocations = getattr(sandbox, "all_allocations", None)
+    if allocations is None:
+        allocations = list(sandbox.allocations.all())
+    return to_cents(sum((allocation_cost(a, now=now) for a in allocations), Decimal(0)))
+
+
+def workload_hourly_cost(sandbox: Workload) -> Decimal:
+    allocations = getattr(sandbox, "all_allocations", None)
+    if allocations is None:
+        allocations = list(sandbox.allocations.all())
+    return to_cents(hourly_rate(allocations))
+
+
+def workload_placement(sandbox: Workload) -> dict | None:
+    """The API's placement object: whole GPUs by index, or the slice with its start slot."""
+    allocations = getattr(sandbox, "all_allocations", None)
+    if allocations is None:
+        allocations = list(sandbox.allocations.select_related("gpu", "mig_slice"))
+    if not allocations or not sandbox.node_name:
+        return None
+    # After a requeue a sandbox has older, released holds too: show the current placement.
+    live = [a for a in allocations if a.released_at is None]
+    if live:
+        allocations = live
+    else:
+        latest = max(a.started_at for a in allocations)
+        allocations = [a for a in allocations if a.started_at == latest]
+    if sandbox.mig_profile:
+        allocation = allocations[0]
+        return {
+            "node": sandbox.node_name,
+            "gpu": allocation.gpu.index,
+            "mig_profile": sandbox.mig_profile,
+            "start": allocation.mig_slice.start if allocation.mig_slice else None,
+        }
+    return {"node": sandbox.node_name, "gpus": sorted(a.gpu.index for a in allocations)}
+
+
+def placement_label(placement: dict) -> str:
+    """One placement in words: 'gpu-h100-a · GPUs 0, 1' or 'gpu-h100-b · GPU 3 · 1g.10gb at slot 2'."""
+    if "gpus" in placement:
+        noun = "GPU" if len(placement["gpus"]) == 1 else "GPUs"
+        return f"{placement['node']} · {noun} {', '.join(str(i) for i in placement['gpus'])}"
+    start = placement.get("start")
+    slot = f" at slot {start}" if start is not None else ""
+    return f"{placement['node']} · GPU {placement['gpu']} · {placement['mig_profile']}{slot}"
+
+
+def workload_latest_approval(sandbox: Workload) -> Approval | None:
+    approvals = getattr(sandbox, "all_approvals", None)
+    if approvals is None:
+        return sandbox.approvals.select_related("decided_by").order_by("-created_at", "-id").first()
+    return approvals[0] if approvals else None
+
+
+def queue_positions(sandboxes: list[Workload]) -> dict[int, int]:
+    """1-based place in the queue of each queued sandbox among those of its GPU type (one query)."""
+    queued_types = {s.gpu_type_id for s in sandboxes if s.state == WorkloadState.QUEUED}
+    if not queued_types:
+        return {}
+    order = Workload.objects.filter(state=WorkloadState.QUEUED, gpu_type_id__in=queued_types).order_by(
+        "-priority", "queued_at", "pk"
+    )
+    counters: dict[int, int] = {}
+    positions: dict[int, int] = {}
+    for workload_id, gpu_type_id in order.values_list("pk", "gpu_type_id"):
+        counters[gpu_type_id] = counters.get(gpu_type_id, 0) + 1
+        positions[workload_id] = counters[gpu_type_id]
+    return positions
+
+
+def pending_extension(sandbox: Workload) -> Approval | None:
+    """The extension of this workload that waits for a lead, if any."""
+    return Approval.objects.filter(
+        workload=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
+    ).first()
+
+
+SCOPES = ("mine", "team")
+
+
+def in_scope(visible: QuerySet[Workload], *, user: User, scope: str) -> QuerySet[Workload]:
+    """'mine': the user's own; 'team': everything they may see (their teams' as lead, all as admin)."""
+    return visible if scope == "team" else visible.filter(owner=user)
+
+
+def common_row_fields(workloads: list[Workload], *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """The row fields every workload has, in the order given, as keyword arguments: cost so far,
+    price per hour, queue place (one query for them all) and latest approval."""
+    now = now or timezone.now()
+    positions = queue_positions(workloads)
+    return [
+        {
+            "cost_so_far": workload_cost_so_far(workload, now=now),
+            "hourly_cost": workload_hourly_cost(workload),
+            "queue_position": positions.get(workload.pk),
+            "approval": workload_latest_approval(workload),
+        }
+        for workload in workloads
+    ]
+
+
+def any_live(workloads: list[Workload]) -> bool:
+    return any(workload.state in LIVE_STATES for workload in workloads)
+
+
+def workload_audit_trail(workload: Workload) -> list[AuditEvent]:
+    """Events about a sandbox or deployment and its approvals, oldest first (the caller may see it)."""
+    approval_ids = [str(a.pk) for a in getattr(workload, "all_approvals", [])]
+    return list(
+        AuditEvent.objects.select_related("actor")
+        .filter(
+            Q(object_type=workload.kind, object_id=str(workload.pk))
+            | Q(object_type="approval", object_id__in=approval_ids)
+        )
+        .order_by("created_at", "id")
+    )
+
+
+@dataclass(frozen=True)
+class Step:
+    label: str
+    status: str  # done, current, todo, skipped, failed
+
+
+_STEP_STATES = (
+    ("Pending approval", WorkloadState.PENDING_APPROVAL),
+    ("Queued", WorkloadState.QUEUED),
+    ("Provisioning", WorkloadState.PROVISIONING),
+    ("Running", WorkloadState.RUNNING),
+)
+
+
+_FAILED_ENDS = (WorkloadState.REJECTED, WorkloadState.FAILED)
+
+
+def progress_steps(sandbox: Workload, approval: Approval | None) -> list[Step]:
+    """The progress line: pending approval -> queued -> provisioning -> running -> ended."""
+    order = [state for _label, state in _STEP_STATES]
+    state = sandbox.state
+    if state in order:
+        reached = order.index(state)
+    elif state == WorkloadState.REJECTED:
+        reached = 0
+    elif sandbox.started_at is not None or state == WorkloadState.TERMINATING:
+        reached = len(order)  # ran, now ending or ended
+    elif sandbox.node_name:
+        reached = 2
+    elif sandbox.queued_at is not None:
+        reached = 1
+    else:
+        reached = 0
+    approvals = getattr(sandbox, "all_approvals", None)
+    if approvals is None:
+        approvals = [approval] if approval is not None else []
+    needed_approval = any(a.kind == Approval.Kind.CREATE for a in approvals)
+    steps = []
+    for index, (label, _state) in enumerate(_STEP_STATES):
+        if index == 0 and not needed_approval and state != WorkloadState.PENDING_APPROVAL:
+            steps.append(Step("Approved by policy", "skipped"))
+        elif index < reached:
+            steps.append(Step(label, "done"))
+        elif index == reached and state in order:
+            steps.append(Step(label, "current"))
+        elif index == reached and state in _FAILED_ENDS:
+            steps.append(Step(label, "failed"))
+        elif index == reached and state not in order:
+            steps.append(Step(label, "done"))  # ended from here, e.g. terminated while queued
+        else:
+            steps.append(Step(label, "todo"))
+    if state == WorkloadState.TERMINATING:
+        steps.append(Step("Ending", "current"))
+    elif state in _FAILED_ENDS:
+        steps.append(Step(sandbox.get_state_display().capitalize(), "failed"))
+    elif state in (WorkloadState.TERMINATED, WorkloadState.EXPIRED):
+        steps.append(Step(sandbox.get_state_display().capitalize(), "done"))
+    else:
+        steps.append(Step("Ended", "todo"))
+    return steps

@@ -1,0 +1,126 @@
+"""TODO"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from portal.core.serializers import HoursField, money
+from portal.workloads.models import Approval, Workload
+from portal.workloads.selectors import (
+    workload_cost_so_far,
+    workload_hourly_cost,
+    workload_latest_approval,
+)
+
+
+class ExtendSerializer(serializers.Serializer):
+    hours = HoursField(help_text="Hours to add to the expiry.")
+
+
+class GpuSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    count = serializers.IntegerField()
+    mig_profile = serializers.CharField(allow_null=True)
+    label = serializers.CharField()
+
+
+class ApprovalBriefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    state = serializers.CharField()
+    decided_by = serializers.CharField(allow_null=True)
+    comment = serializers.CharField()
+
+
+class PlacementSerializer(serializers.Serializer):
+    """Whole GPUs: `node` and `gpus` (indexes). A slice: `node`, `gpu`, `mig_profile`, `start`."""
+
+    node = serializers.CharField()
+    gpus = serializers.ListField(child=serializers.IntegerField(), required=False)
+    gpu = serializers.IntegerField(required=False)
+    mig_profile = serializers.CharField(required=False)
+    start = serializers.IntegerField(required=False, allow_null=True)
+
+
+def gpu_summary(sandbox: Workload) -> dict[str, Any]:
+    return {
+        "type": sandbox.gpu_type.slug,
+        "count": sandbox.gpu_count,
+        "mig_profile": sandbox.mig_profile or None,
+        "label": sandbox.gpu_label,
+    }
+
+
+def approval_brief(approval: Approval) -> dict[str, Any]:
+    return {
+        "id": approval.pk,
+        "kind": approval.kind,
+        "state": approval.state,
+        "decided_by": approval.decided_by.username if approval.decided_by else None,
+        "comment": approval.comment,
+    }
+
+
+WORKLOAD_STATUS_FIELDS = [
+    "state",
+    "expires_at",
+    "created_at",
+    "started_at",
+    "ended_at",
+    "approval",
+    "placement",
+    "access",
+]
+
+
+WORKLOAD_COST_FIELDS = [
+    "cost_so_far",
+    "hourly_cost",
+    "message",
+    "queue_position",
+    "purpose",
+    "placement_reason",
+]
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    """What a sandbox and a deployment show alike: who, which GPU, the latest approval, access,
+    cost and queue place. A subclass declares its Meta and `get_placement`."""
+
+    team = serializers.CharField(source="team.slug", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    gpu = serializers.SerializerMethodField()
+    approval = serializers.SerializerMethodField()
+    placement = serializers.SerializerMethodField()
+    access = serializers.SerializerMethodField()
+    cost_so_far = serializers.SerializerMethodField()
+    hourly_cost = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField()
+
+    @extend_schema_field(GpuSerializer)
+    def get_gpu(self, workload: Workload) -> dict[str, Any]:
+        return gpu_summary(workload)
+
+    @extend_schema_field(ApprovalBriefSerializer(allow_null=True))
+    def get_approval(self, workload: Workload) -> dict[str, Any] | None:
+        approval = workload_latest_approval(workload)
+        return None if approval is None else approval_brief(approval)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_access(self, workload: Workload) -> str | None:
+        return workload.access or None
+
+    @extend_schema_field(money())
+    def get_cost_so_far(self, workload: Workload) -> str:
+        return str(workload_cost_so_far(workload))
+
+    @extend_schema_field(money())
+    def get_hourly_cost(self, workload: Workload) -> str:
+        return str(workload_hourly_cost(workload))
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, workload: Workload) -> int | None:
+        return self.context.get("queue_positions", {}).get(workload.pk)

@@ -1,0 +1,74 @@
+"""TODO"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from portal.accounts.selectors import lead_team_ids
+from portal.core.web import run_service
+from portal.workloads.filters import WorkloadFilter
+from portal.workloads.forms import ExtendForm
+from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.selectors import (
+    any_live,
+    pending_extension,
+)
+from portal.workloads.services import workload_extend, workload_terminate
+
+PAGE_SIZE = 25
+
+
+def workload_list_context(
+    request: HttpRequest,
+    *,
+    listed: Callable[..., QuerySet[Workload]],
+    rows: Callable[[list[Workload]], list[Any]],
+) -> dict[str, Any]:
+    """A list of sandboxes or deployments: the scope (mine, or the team's for leads and admins),
+    the filter, one page of rows from `listed(user=, scope=)`, and whether to poll for changes."""
+    user = request.user
+    can_see_team = user.is_platform_admin or bool(lead_team_ids(user))
+    scope = "team" if can_see_team and request.GET.get("scope") == "team" else "mine"
+    workload_filter = WorkloadFilter(request.GET, queryset=listed(user=user, scope=scope))
+    page_obj = Paginator(workload_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    workloads = list(page_obj.object_list)
+    return {
+        "scope": scope,
+        "can_see_team": can_see_team,
+        "filter": workload_filter,
+        "states": WorkloadState.choices,
+        "page_obj": page_obj,
+        "rows": rows(workloads),
+        "polling": any_live(workloads),
+    }
+
+
+def extend_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
+    """Extend a sandbox or deployment by the posted hours; the outcome goes to the messages."""
+    form = ExtendForm(request.POST)
+    hours = form.cleaned_data["hours"] if form.is_valid() else request.POST.get("hours")
+    workload = run_service(
+        request, lambda: workload_extend(user=request.user, workload_id=pk, hours=hours, kind=kind)
+    )
+    if workload is None:
+        return
+    pending = pending_extension(workload)
+    if pending is not None:
+        messages.info(request, f"Sent to a lead: {pending.why_needed}")
+    else:
+        messages.success(request, f"Extended: it now expires {workload.expires_at:%Y-%m-%d %H:%M} UTC.")
+
+
+def terminate_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
+    """End a sandbox or deployment now; the outcome goes to the messages."""
+    run_service(
+        request,
+        lambda: workload_terminate(user=request.user, workload_id=pk, kind=kind),
+        success=f"Ending the {kind}: billing stopped now.",
+    )
