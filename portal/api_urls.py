@@ -4,6 +4,7 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("portal.accounts.api_urls")),
+    path("", include("portal.workloads.api_urls")),
     path("", include("portal.fleet.api_urls")),
     path("", include("portal.sandboxes.api_urls")),
     path("", include("portal.approvals.api_urls")),

@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "portal.audit",
     "portal.catalog",
     "portal.deployments",
+    "portal.demo",
     # The worker side registers its Celery app and its management commands (runportal);
     # listed by name only, portal code never imports it.
     "workers",
@@ -89,7 +90,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "portal.core.context_processors.navigation",
+                "portal.approvals.context_processors.navigation",
             ],
         },
     },

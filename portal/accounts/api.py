@@ -12,10 +12,9 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.accounts.api_selectors import tokens_of, user_standing
 from portal.accounts.models import ApiToken
+from portal.accounts.selectors import tokens_of
 from portal.accounts.serializers import (
-    MeSerializer,
     TokenCreatedSerializer,
     TokenCreateSerializer,
     TokenSerializer,
@@ -31,16 +30,6 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
         return build_bearer_security_scheme_object(header_name="Authorization", token_prefix="Bearer")  # noqa: S106
-
-
-class MeView(generics.GenericAPIView):
-    """The signed-in user, their teams with the role in each, quota and budget left."""
-
-    serializer_class = MeSerializer
-
-    def get(self, request: Request) -> Response:
-        context = {"standings": user_standing(request.user)}
-        return Response(MeSerializer(request.user, context=context).data)
 
 
 class TokenListView(generics.ListAPIView):

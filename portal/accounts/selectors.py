@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from portal.accounts.models import Membership, Team, User
+from django.db.models import QuerySet
+
+from portal.accounts.models import ApiToken, Membership, Notification, Team, User
 
 
 def user_role(*, user: User, team: Team) -> str | None:
@@ -30,3 +32,16 @@ def team_leads(team: Team) -> list[User]:
 def can_manage(*, user: User, team: Team, owner: User) -> bool:
     """Owner, a lead of the team, or a platform admin."""
     return user.pk == owner.pk or user.is_platform_admin or is_lead(user=user, team=team)
+
+
+NOTIFICATIONS_SHOWN = 10
+
+
+def recent_notifications(user: User, *, limit: int = NOTIFICATIONS_SHOWN) -> list[Notification]:
+    """The newest notifications, unread and read, for the dashboard."""
+    return list(Notification.objects.filter(user=user).order_by("-created_at", "-id")[:limit])
+
+
+def tokens_of(user: User) -> QuerySet[ApiToken]:
+    """The user's personal access tokens, newest first (revoked ones too)."""
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")

@@ -8,8 +8,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.accounts.forms import TokenCreateForm
+from portal.accounts.selectors import recent_notifications, tokens_of
 from portal.accounts.services import notifications_mark_read, token_create, token_revoke
-from portal.accounts.view_selectors import recent_notifications, tokens_of
 from portal.core.errors import DomainError
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service

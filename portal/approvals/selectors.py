@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+from decimal import Decimal
+
 from django.db.models import Q, QuerySet
 
 from portal.accounts.models import User
 from portal.accounts.selectors import lead_team_ids
 from portal.core.errors import NotFound
+from portal.fleet.selectors import current_prices
+from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval
+from portal.workloads.policy import fraction_to_decimal, workload_share
 
 
 def approvals_visible_to(user: User) -> QuerySet[Approval]:
@@ -33,3 +39,35 @@ def pending_count_for(user: User) -> int:
     if not user.is_authenticated:
         return 0
     return approvals_visible_to(user).filter(state=Approval.State.PENDING).exclude(requested_by=user).count()
+
+
+@dataclass(frozen=True)
+class ApprovalRow:
+    approval: Approval
+    hours: Decimal
+    estimated_cost: Decimal
+    can_decide: bool
+    error: str = ""
+
+
+def approval_rows(approvals: list[Approval], *, user: User) -> list[ApprovalRow]:
+    """Rows for approvals from `approvals_visible_to` (sandbox and GPU type selected): two queries
+    for prices and one for the teams the user leads, however many rows."""
+    prices = current_prices()
+    led = set(lead_team_ids(user))
+    rows = []
+    for approval in approvals:
+        sandbox = approval.workload
+        if approval.kind == Approval.Kind.EXTEND and approval.extend_hours is not None:
+            hours = approval.extend_hours
+        else:
+            hours = sandbox.lifetime_hours
+        share = fraction_to_decimal(workload_share(sandbox), "0.000001")
+        cost = to_cents(prices.get(sandbox.gpu_type_id, Decimal(0)) * share * hours)
+        can_decide = (
+            approval.state == Approval.State.PENDING
+            and approval.requested_by_id != user.pk
+            and (user.is_platform_admin or approval.team_id in led)
+        )
+        rows.append(ApprovalRow(approval=approval, hours=hours, estimated_cost=cost, can_decide=can_decide))
+    return rows

@@ -13,6 +13,7 @@ from portal.accounts.services import notify
 from portal.approvals.selectors import approval_get_for
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
+from portal.deployments.services import deployment_apply_scale
 from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.policy import hours_between
 from portal.workloads.services import workload_apply_extension, workload_approve, workload_reject
@@ -68,8 +69,6 @@ def approval_decide(
     elif approve and approval.kind == Approval.Kind.EXTEND:
         _extend(approval, sandbox, user)
     elif approve and approval.kind == Approval.Kind.SCALE:
-        from portal.deployments.services import deployment_apply_scale
-
         if sandbox.state not in (WorkloadState.PROVISIONING, WorkloadState.RUNNING):
             raise Conflict(f"Deployment {sandbox.name} is {sandbox.state}; it can no longer be scaled.")
         deployment_apply_scale(sandbox, replicas=approval.replicas, actor=user, now=now)

@@ -10,9 +10,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from portal.approvals.filters import ApprovalFilter
 from portal.approvals.forms import DecisionForm
-from portal.approvals.selectors import approval_get_for, approvals_visible_to
+from portal.approvals.selectors import approval_get_for, approval_rows, approvals_visible_to
 from portal.approvals.services import approval_decide
-from portal.approvals.view_selectors import approval_rows
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.workloads.models import Approval

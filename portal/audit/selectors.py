@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db.models import Q, QuerySet
 
-from portal.accounts.models import User
+if TYPE_CHECKING:  # audit sits below accounts: it knows users and teams as foreign keys only
+    from portal.accounts.models import User
 from portal.audit.models import AuditEvent
 
 
@@ -11,5 +14,13 @@ def audit_events_visible_to(user: User) -> QuerySet[AuditEvent]:
     events = AuditEvent.objects.select_related("actor", "team")
     if user.is_platform_admin:
         return events
-    lead_teams = user.memberships.filter(role="lead").values("team_id")
-    return events.filter(Q(team_id__in=lead_teams))
+    return events.filter(Q(team_id__in=_led_team_ids(user)))
+
+
+def audit_log_allowed(user: User) -> bool:
+    """The audit log is for platform admins and team leads."""
+    return user.is_platform_admin or _led_team_ids(user).exists()
+
+
+def _led_team_ids(user: User) -> QuerySet:
+    return user.memberships.filter(role="lead").values("team_id")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from portal.accounts.models import Team, User
 from portal.audit.models import AuditEvent
+
+if TYPE_CHECKING:  # audit sits below accounts: it knows users and teams as foreign keys only
+    from portal.accounts.models import Team, User
 
 
 def audit_record(

@@ -7,10 +7,9 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from portal.accounts.selectors import lead_team_ids
 from portal.audit.filters import AuditEventFilter
 from portal.audit.forms import style_audit_filter
-from portal.audit.selectors import audit_events_visible_to
+from portal.audit.selectors import audit_events_visible_to, audit_log_allowed
 from portal.core.views import login_required, page
 
 PAGE_SIZE = 50
@@ -20,7 +19,7 @@ PAGE_SIZE = 50
 @require_GET
 def audit(request: HttpRequest) -> HttpResponse:
     user = request.user
-    if not (user.is_platform_admin or lead_team_ids(user)):
+    if not audit_log_allowed(user):
         raise PermissionDenied("The audit log is for team leads and platform admins.")
     event_filter = AuditEventFilter(request.GET, queryset=audit_events_visible_to(user))
     style_audit_filter(event_filter.form)

@@ -13,8 +13,7 @@ from portal.catalog.models import CatalogModel
 from portal.catalog.sizing import GpuOffer, MigOffer, Sizing, size_model
 from portal.core.errors import NotFound, ValidationFailed
 from portal.fleet.models import Gpu, GpuType
-from portal.fleet.selectors import TypeCapacity, capacity_by_type, current_prices
-from portal.fleet.services import slice_share
+from portal.fleet.selectors import TypeCapacity, capacity_by_type, current_prices, slice_share
 
 DEFAULT_CONTEXT = 8192
 DEFAULT_CONCURRENCY = 8

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from portal.core.errors import DomainError
+from portal.core.models import IdempotencyKey
 
 
 class Pagination(PageNumberPagination):
@@ -74,8 +75,6 @@ def idempotent_create(request: Request, scope: str, create: Callable[[], Respons
     it, and a create that fails leaves no key, so the retry runs afresh. The same key with a
     different body is a 409, so a client bug cannot silently get the result of another request.
     """
-    from portal.core.models import IdempotencyKey
-
     key = request.headers.get("Idempotency-Key", "").strip()
     if not key:
         return create()

@@ -12,8 +12,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render, resolve_url
 from django.utils.http import urlencode
 
-from portal.accounts.selectors import lead_team_ids
-
 
 def wants_fragment(request: HttpRequest) -> bool:
     """An htmx request for part of a page (not a boosted link nor a history restore)."""
@@ -52,9 +50,6 @@ def page(
     if fragment is not None and wants_fragment(request):
         data["fragment"] = True
         return render(request, fragment, data, status=status)
-    user = request.user
-    # Called by the template only when the navigation is drawn.
-    data.setdefault("nav_leads_a_team", lambda: user.is_authenticated and bool(lead_team_ids(user)))
     return render(request, template, data, status=status)
 
 

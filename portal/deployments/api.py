@@ -8,12 +8,12 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.core.api import idempotent_create
+from portal.core.api import IDEMPOTENCY_KEY, idempotent_create
+from portal.core.serializers import validated
 from portal.deployments.selectors import deployment_get_for, deployments_visible_to, deployments_with_details
 from portal.deployments.serializers import DeploymentRequestSerializer, DeploymentSerializer, ScaleSerializer
 from portal.deployments.services import deployment_request, deployment_scale
-from portal.sandboxes.api import IDEMPOTENCY_KEY, WorkloadListView, workload_response
-from portal.sandboxes.serializers import validated
+from portal.workloads.api import WorkloadListView, workload_response
 from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.serializers import ExtendSerializer
 from portal.workloads.services import workload_extend, workload_terminate

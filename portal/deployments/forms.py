@@ -11,8 +11,8 @@ from portal.accounts.models import Team
 from portal.catalog.models import CatalogModel
 from portal.catalog.selectors import MAX_CONCURRENCY, default_request
 from portal.catalog.sizing import Sizing
+from portal.deployments.selectors import fit_label, fit_value, parse_fit_value
 from portal.deployments.services import DEFAULT_TTL_HOURS
-from portal.deployments.view_selectors import fit_label, fit_value, parse_fit_value
 from portal.workloads.forms import ServiceForm, number_input
 from portal.workloads.services import MAX_REPLICAS
 

@@ -8,23 +8,23 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal.core.serializers import HoursField, validated
 from portal.deployments.selectors import (
     deployment_endpoint,
     deployment_example,
     deployment_placements,
     deployment_serving,
 )
-from portal.sandboxes.serializers import (
-    WORKLOAD_COST_FIELDS,
-    WORKLOAD_STATUS_FIELDS,
-    GpuRequestSerializer,
-    HoursField,
-    WorkloadSerializer,
-    validated,
-)
 from portal.workloads.models import Workload, WorkloadState
 from portal.workloads.selectors import workload_latest_approval
-from portal.workloads.serializers import ApprovalBriefSerializer, approval_brief
+from portal.workloads.serializers import (
+    WORKLOAD_COST_FIELDS,
+    WORKLOAD_STATUS_FIELDS,
+    ApprovalBriefSerializer,
+    GpuRequestSerializer,
+    WorkloadSerializer,
+    approval_brief,
+)
 
 
 class DeploymentRequestSerializer(serializers.Serializer):

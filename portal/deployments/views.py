@@ -16,18 +16,18 @@ from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
 from portal.deployments.forms import SIZING_FIELDS, DeployForm, ScaleForm
-from portal.deployments.services import deployment_request, deployment_scale
-from portal.deployments.view_selectors import (
+from portal.deployments.selectors import (
     chosen_fit,
     dashboard_deployments,
     deploy_estimate,
     deployment_row_for,
     deployment_rows,
 )
-from portal.sandboxes.views import extend_posted, terminate_posted, workload_list_context
+from portal.deployments.services import deployment_request, deployment_scale
 from portal.workloads.forms import ExtendForm
 from portal.workloads.models import WorkloadKind
 from portal.workloads.selectors import progress_steps, workload_audit_trail
+from portal.workloads.views import extend_posted, terminate_posted, workload_list_context
 
 
 @login_required

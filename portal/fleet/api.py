@@ -10,9 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.fleet.api_selectors import gpu_type_catalog
 from portal.fleet.models import Gpu
-from portal.fleet.selectors import fleet_gpus
+from portal.fleet.selectors import fleet_gpus, gpu_type_catalog
 from portal.fleet.serializers import FleetGpuSerializer, GpuTypeSerializer
 
 

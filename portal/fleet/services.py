@@ -4,21 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 
-from portal.fleet.geometry import COMPUTE_SLICES, MEMORY_SLOTS, ProfileShape
+from portal.audit.services import audit_record
+from portal.core.errors import NotAllowed
+from portal.core.jobs import enqueue
 from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node
 from portal.fleet.placement import NoFit, Placement, SliceRequest, WholeRequest, place
 from portal.fleet.placement.queue import QueuedRequest, drain
-from portal.fleet.selectors import gpu_snapshot, price_per_hour
-
-
-def slice_share(shape: ProfileShape) -> tuple[int, int]:
-    """A MIG slice's share of a GPU, as (numerator, denominator), by the configured rule."""
-    if settings.PORTAL_MIG_SHARE_RULE == "memory":
-        return shape.size, MEMORY_SLOTS
-    return shape.compute_slices, COMPUTE_SLICES
+from portal.fleet.selectors import gpu_snapshot, price_per_hour, slice_share
 
 
 def placement_request(*, gpu_type: GpuType, count: int, mig_profile: str) -> WholeRequest | SliceRequest:
@@ -239,9 +233,6 @@ DISCOVER_TASK = "fleet.discover"
 
 def fleet_discovery_request(*, user) -> list[Cluster]:
     """Ask the workers to discover the GPU nodes of every Kubernetes cluster now (admins)."""
-    from portal.audit.services import audit_record
-    from portal.core.errors import NotAllowed
-    from portal.core.jobs import enqueue
 
     if not user.is_platform_admin:
         raise NotAllowed("Only platform admins may start node discovery.")

@@ -10,8 +10,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from portal.core.views import login_required, page
 from portal.core.web import run_service
+from portal.fleet.selectors import fleet_board, fleet_capacity, fleet_clusters
 from portal.fleet.services import fleet_discovery_request
-from portal.fleet.view_selectors import fleet_board, fleet_capacity, fleet_clusters
 
 
 @login_required

@@ -16,27 +16,12 @@ from portal.workloads.selectors import (
 from portal.workloads.serializers import (
     WORKLOAD_COST_FIELDS,
     WORKLOAD_STATUS_FIELDS,
+    GpuRequestSerializer,
     PlacementSerializer,
     WorkloadSerializer,
 )
 
 # Far beyond any team's maximum lifetime, yet small enough that the expiry stays a valid datetime.
-
-
-class GpuRequestSerializer(serializers.Serializer):
-    """`{"type", "count"}` for whole GPUs or `{"type", "mig_profile"}` for one MIG slice."""
-
-    type = serializers.CharField(max_length=50, help_text="GPU type slug, e.g. h100-80gb.")
-    count = serializers.IntegerField(
-        required=False, allow_null=True, help_text="Whole GPUs (default 1). Leave out for a MIG slice."
-    )
-    mig_profile = serializers.CharField(
-        required=False,
-        allow_null=True,
-        allow_blank=True,
-        max_length=30,
-        help_text="A MIG profile of the type, e.g. 1g.10gb, for one slice.",
-    )
 
 
 class SandboxRequestSerializer(serializers.Serializer):

@@ -7,8 +7,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.accounts.selectors import user_teams
-from portal.accounts.view_selectors import recent_notifications
+from portal.accounts.selectors import recent_notifications, user_teams
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.sandboxes.forms import QUOTA_RULE, SandboxRequestForm

@@ -9,8 +9,7 @@ from django.views.decorators.http import require_GET
 
 from portal.core.views import login_required, page
 from portal.spend.forms import GROUP_LABELS, SpendForm
-from portal.spend.selectors import spend_grouped
-from portal.spend.view_selectors import spend_teams, team_budgets
+from portal.spend.selectors import spend_grouped, spend_teams, team_budgets
 
 
 @login_required

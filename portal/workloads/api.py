@@ -7,14 +7,13 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.sandboxes.serializers import (
-    WorkloadSerializer,
-)
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.models import Workload
 from portal.workloads.selectors import (
     queue_positions,
+    user_standing,
 )
+from portal.workloads.serializers import MeSerializer, WorkloadSerializer
 
 
 def workload_response(
@@ -42,3 +41,13 @@ class WorkloadListView(generics.ListAPIView):
         context = {"request": request, "queue_positions": queue_positions(page)}
         serializer = self.get_serializer_class()(page, many=True, context=context)
         return self.get_paginated_response(serializer.data)
+
+
+class MeView(generics.GenericAPIView):
+    """The signed-in user, their teams with the role in each, quota and budget left."""
+
+    serializer_class = MeSerializer
+
+    def get(self, request: Request) -> Response:
+        context = {"standings": user_standing(request.user)}
+        return Response(MeSerializer(request.user, context=context).data)

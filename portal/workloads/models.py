@@ -5,6 +5,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 
 class Image(models.Model):
@@ -137,8 +138,6 @@ class Workload(models.Model):
         return f"{self.name} (#{self.pk})"
 
     def get_absolute_url(self) -> str:
-        from django.urls import reverse
-
         return reverse(f"{self.kind}-detail", args=[self.pk])
 
     @property

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from portal.accounts.models import Team
 from portal.fleet.geometry import ProfileShape
-from portal.fleet.services import slice_share
+from portal.fleet.selectors import slice_share
 from portal.workloads.models import LIVE_STATES, Workload, WorkloadState
 
 QUOTA_STATES = [s for s in LIVE_STATES if s != WorkloadState.TERMINATING]

@@ -11,13 +11,14 @@ from typing import Any
 from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from portal.accounts.models import User
+from portal.accounts.models import Membership, Team, User
 from portal.accounts.selectors import lead_team_ids
 from portal.audit.models import AuditEvent
 from portal.core.errors import NotFound
 from portal.fleet.models import Allocation
-from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
+from portal.spend.selectors import allocation_cost, hourly_rate, team_month_spend, to_cents
 from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadKind, WorkloadState
+from portal.workloads.policy import fraction_to_decimal, team_committed
 
 
 def workloads_visible_to(user: User, *, kind: str = WorkloadKind.SANDBOX) -> QuerySet[Workload]:
@@ -247,3 +248,40 @@ def progress_steps(sandbox: Workload, approval: Approval | None) -> list[Step]:
     else:
         steps.append(Step("Ended", "todo"))
     return steps
+
+
+@dataclass(frozen=True)
+class TeamStanding:
+    team: Team
+    role: str
+    quota_total: Decimal
+    quota_used: Decimal
+    quota_left: Decimal
+    budget_monthly: Decimal
+    budget_spent: Decimal
+    budget_left: Decimal
+
+
+def user_standing(user: User) -> list[TeamStanding]:
+    """Each of the user's teams with the role held, GPU equivalents committed and money spent
+    this month (two queries per team)."""
+    now = timezone.now()
+    standings = []
+    memberships = Membership.objects.filter(user=user).select_related("team").order_by("team__slug")
+    for membership in memberships:
+        team = membership.team
+        used = fraction_to_decimal(team_committed(team))
+        spent = team_month_spend(team=team, now=now)
+        standings.append(
+            TeamStanding(
+                team=team,
+                role=membership.role,
+                quota_total=team.quota_gpus,
+                quota_used=used,
+                quota_left=team.quota_gpus - used,
+                budget_monthly=team.monthly_budget,
+                budget_spent=spent,
+                budget_left=team.monthly_budget - spent,
+            )
+        )
+    return standings

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from portal.core.serializers import HoursField, money
 from portal.workloads.models import Approval, Workload
 from portal.workloads.selectors import (
+    TeamStanding,
     workload_cost_so_far,
     workload_hourly_cost,
     workload_latest_approval,
@@ -124,3 +125,75 @@ class WorkloadSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_queue_position(self, workload: Workload) -> int | None:
         return self.context.get("queue_positions", {}).get(workload.pk)
+
+
+class GpuRequestSerializer(serializers.Serializer):
+    """`{"type", "count"}` for whole GPUs or `{"type", "mig_profile"}` for one MIG slice."""
+
+    type = serializers.CharField(max_length=50, help_text="GPU type slug, e.g. h100-80gb.")
+    count = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Whole GPUs (default 1). Leave out for a MIG slice."
+    )
+    mig_profile = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=30,
+        help_text="A MIG profile of the type, e.g. 1g.10gb, for one slice.",
+    )
+
+
+class QuotaSerializer(serializers.Serializer):
+    """GPU equivalents: a whole GPU is 1, a MIG slice its compute slices / 7."""
+
+    total = serializers.DecimalField(max_digits=10, decimal_places=3, source="quota_total")
+    used = serializers.DecimalField(max_digits=10, decimal_places=3, source="quota_used")
+    left = serializers.DecimalField(max_digits=10, decimal_places=3, source="quota_left")
+
+
+class BudgetSerializer(serializers.Serializer):
+    """This calendar month (UTC), in USD."""
+
+    currency = serializers.SerializerMethodField()
+    monthly = serializers.DecimalField(max_digits=14, decimal_places=2, source="budget_monthly")
+    spent = serializers.DecimalField(max_digits=14, decimal_places=2, source="budget_spent")
+    left = serializers.DecimalField(max_digits=14, decimal_places=2, source="budget_left")
+
+    def get_currency(self, standing: TeamStanding) -> str:
+        return "USD"
+
+
+class PolicySerializer(serializers.Serializer):
+    max_lifetime_hours = serializers.DecimalField(max_digits=8, decimal_places=2)
+    auto_approve_max_gpus = serializers.IntegerField()
+    auto_approve_max_hours = serializers.DecimalField(max_digits=8, decimal_places=2)
+
+
+class TeamStandingSerializer(serializers.Serializer):
+    slug = serializers.CharField(source="team.slug")
+    name = serializers.CharField(source="team.name")
+    role = serializers.CharField()
+    quota = serializers.SerializerMethodField()
+    budget = serializers.SerializerMethodField()
+    policy = PolicySerializer(source="team")
+
+    @extend_schema_field(QuotaSerializer)
+    def get_quota(self, standing: TeamStanding) -> dict[str, Any]:
+        return QuotaSerializer(standing).data
+
+    @extend_schema_field(BudgetSerializer)
+    def get_budget(self, standing: TeamStanding) -> dict[str, Any]:
+        return BudgetSerializer(standing).data
+
+
+class MeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    username = serializers.CharField()
+    name = serializers.CharField(source="get_full_name")
+    email = serializers.EmailField()
+    is_platform_admin = serializers.BooleanField()
+    teams = serializers.SerializerMethodField()
+
+    @extend_schema_field(TeamStandingSerializer(many=True))
+    def get_teams(self, user: Any) -> list[dict[str, Any]]:
+        return TeamStandingSerializer(self.context["standings"], many=True).data

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from portal.core.demo import demo_seed
+from portal.demo.seed import demo_seed
 
 
 class Command(BaseCommand):
