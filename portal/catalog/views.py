@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
@@ -30,7 +29,7 @@ from portal.catalog.sizing import (
     gigabytes,
 )
 from portal.core.errors import NotFound, ValidationFailed
-from portal.core.views import page
+from portal.core.views import login_required, page
 
 PAGE_SIZE = 25
 

@@ -5,10 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.contrib import messages
 from django.http import HttpRequest
 
 from portal.core.errors import DomainError
+
+
+def form_refused(request: HttpRequest, form: forms.Form) -> bool:
+    """True when `form` is invalid, after showing its first error as a message: an invalid form
+    stops the request before any service sees it."""
+    if form.is_valid():
+        return False
+    field, errors = next(iter(form.errors.items()))
+    label = form.fields[field].label if field in form.fields else None
+    messages.error(request, f"{label}: {errors[0]}" if label else errors[0])
+    return True
 
 
 def run_service(request: HttpRequest, action: Callable[[], Any], *, success: str | None = None) -> Any:

@@ -14,7 +14,7 @@ from portal.catalog.selectors import catalog_entries, default_request, model_siz
 from portal.catalog.sizing import Sizing
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
-from portal.core.web import run_service
+from portal.core.web import form_refused, run_service
 from portal.deployments.forms import SIZING_FIELDS, DeployForm, ScaleForm
 from portal.deployments.selectors import (
     chosen_fit,
@@ -168,7 +168,9 @@ def deployment_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def deployment_scale_view(request: HttpRequest, pk: int) -> HttpResponse:
     form = ScaleForm(request.POST)
-    replicas = form.cleaned_data["replicas"] if form.is_valid() else request.POST.get("replicas")
+    if form_refused(request, form):
+        return redirect("deployment-detail", pk=pk)
+    replicas = form.cleaned_data["replicas"]
     workload = run_service(
         request, lambda: deployment_scale(user=request.user, deployment_id=pk, replicas=replicas)
     )

@@ -271,12 +271,12 @@ class NodeBoard:
         return self.gpus[0].gpu.gpu_type.name if self.gpus else "no GPUs"
 
 
-def _holder(allocation: Allocation, owners: dict[int, str]) -> Holder:
+def _holder(allocation: Allocation) -> Holder:
     sandbox = allocation.workload
     return Holder(
         workload_id=sandbox.pk if sandbox else None,
         sandbox_name=sandbox.name if sandbox else "",
-        owner=sandbox.owner.username if sandbox else owners.get(allocation.user_id, ""),
+        owner=sandbox.owner.username if sandbox else "",
         ending=allocation.ended_at is not None,
         url=sandbox.get_absolute_url() if sandbox else "",
     )
@@ -285,14 +285,13 @@ def _holder(allocation: Allocation, owners: dict[int, str]) -> Holder:
 def fleet_board() -> list[NodeBoard]:
     """Nodes in order, each GPU with its whole holder or its slices: a fixed number of queries."""
     gpus = list(fleet_gpus())
-    owners: dict[int, str] = {}  # holders' owners come with the selector's select_related
     boards: dict[int, NodeBoard] = {}
     for gpu in gpus:
         board = boards.setdefault(gpu.node_id, NodeBoard(node=gpu.node))
         bar = GpuBar(gpu=gpu)
         whole = next((a for a in gpu.live_holds if not a.mig_profile), None)
         if whole is not None:
-            bar.whole_holder = _holder(whole, owners)
+            bar.whole_holder = _holder(whole)
         for mig_slice in gpu.mig_slices.all():
             hold = mig_slice.live_holds[0] if mig_slice.live_holds else None
             bar.slices.append(
@@ -301,7 +300,7 @@ def fleet_board() -> list[NodeBoard]:
                     start=mig_slice.start,
                     size=mig_slice.size,
                     state=mig_slice.state,
-                    holder=_holder(hold, owners) if hold else None,
+                    holder=_holder(hold) if hold else None,
                 )
             )
         board.gpus.append(bar)
@@ -369,3 +368,12 @@ def slice_share(shape: ProfileShape) -> tuple[int, int]:
     if settings.PORTAL_MIG_SHARE_RULE == "memory":
         return shape.size, MEMORY_SLOTS
     return shape.compute_slices, COMPUTE_SLICES
+
+
+def share_rule_text() -> str:
+    """The configured slice share rule in words, as the request form states it."""
+    if settings.PORTAL_MIG_SHARE_RULE == "memory":
+        rule, example = f"its memory slots / {MEMORY_SLOTS}", f"a 1g.10gb is 1/{MEMORY_SLOTS}"
+    else:
+        rule, example = f"its compute slices / {COMPUTE_SLICES}", f"a 1g.10gb is 1/{COMPUTE_SLICES}"
+    return f"Quota is counted in GPU equivalents: a whole GPU is 1, a MIG slice {rule} ({example})."

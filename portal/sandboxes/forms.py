@@ -12,13 +12,9 @@ from django.utils import timezone
 
 from portal.accounts.models import Team
 from portal.fleet.models import GpuType
+from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.selectors import RequestChoices
 from portal.workloads.forms import ServiceForm, number_input
-
-QUOTA_RULE = (
-    "Quota is counted in GPU equivalents: a whole GPU is 1, a MIG slice its compute slices / 7 "
-    "(a 1g.10gb is 1/7)."
-)
 
 # Keys of DomainError.fields (the API's names) -> form fields.
 SERVICE_FIELDS = {
@@ -97,7 +93,7 @@ class SandboxRequestForm(ServiceForm):
         # Start on a type the fleet has as whole GPUs, since the form starts on whole GPUs.
         whole = [slug for slug, t in self.gpu_types.items() if t.pk in choices.whole_type_ids]
         self.initial.setdefault("gpu_type", whole[0] if whole else next(iter(self.gpu_types), ""))
-        self.fields["gpu_type"].help_text = QUOTA_RULE
+        self.fields["gpu_type"].help_text = share_rule_text()
         self.fields["mig_profile"].choices = self.profile_choices()
         in_eight_hours = timezone.now().replace(second=0, microsecond=0) + timedelta(hours=8)
         self.initial.setdefault("expires_at", in_eight_hours)

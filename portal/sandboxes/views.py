@@ -10,7 +10,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from portal.accounts.selectors import recent_notifications, user_teams
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
-from portal.sandboxes.forms import QUOTA_RULE, SandboxRequestForm
+from portal.fleet.selectors import share_rule_text
+from portal.sandboxes.forms import SandboxRequestForm
 from portal.sandboxes.selectors import dashboard_sandboxes, request_choices, sandbox_row_for, sandbox_rows
 from portal.workloads.forms import ExtendForm
 from portal.workloads.models import WorkloadKind
@@ -50,7 +51,7 @@ def sandbox_new(request: HttpRequest) -> HttpResponse:
                 return redirect("sandbox-detail", pk=sandbox.pk)
     else:
         form = _request_form(request)
-    return page(request, "sandboxes/request.html", {"form": form, "quota_rule": QUOTA_RULE})
+    return page(request, "sandboxes/request.html", {"form": form, "quota_rule": share_rule_text()})
 
 
 @login_required

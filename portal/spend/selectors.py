@@ -55,15 +55,6 @@ def allocation_cost(
     )
 
 
-def costs_by_sandbox(sandbox_ids: Iterable[int], *, now: datetime | None = None) -> dict[int, Decimal]:
-    """Cost so far, in cents, of each sandbox: one query for any number of sandboxes."""
-    now = now or timezone.now()
-    totals: dict[int, Decimal] = defaultdict(Decimal)
-    for allocation in Allocation.objects.filter(workload_id__in=list(sandbox_ids)):
-        totals[allocation.workload_id] += allocation_cost(allocation, now=now)
-    return {workload_id: to_cents(total) for workload_id, total in totals.items()}
-
-
 def hourly_rate(allocations: Iterable[Allocation]) -> Decimal:
     """What the live allocations cost per hour together."""
     return sum(

@@ -147,9 +147,6 @@ def pending_extension(sandbox: Workload) -> Approval | None:
     ).first()
 
 
-SCOPES = ("mine", "team")
-
-
 def in_scope(visible: QuerySet[Workload], *, user: User, scope: str) -> QuerySet[Workload]:
     """'mine': the user's own; 'team': everything they may see (their teams' as lead, all as admin)."""
     return visible if scope == "team" else visible.filter(owner=user)

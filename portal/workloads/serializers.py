@@ -144,7 +144,7 @@ class GpuRequestSerializer(serializers.Serializer):
 
 
 class QuotaSerializer(serializers.Serializer):
-    """GPU equivalents: a whole GPU is 1, a MIG slice its compute slices / 7."""
+    """GPU equivalents: a whole GPU is 1, a MIG slice its share by PORTAL_MIG_SHARE_RULE."""
 
     total = serializers.DecimalField(max_digits=10, decimal_places=3, source="quota_total")
     used = serializers.DecimalField(max_digits=10, decimal_places=3, source="quota_used")

@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from portal.accounts.selectors import lead_team_ids
-from portal.core.web import run_service
+from portal.core.web import form_refused, run_service
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
 from portal.workloads.models import Workload, WorkloadState
@@ -52,7 +52,9 @@ def workload_list_context(
 def extend_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
     """Extend a sandbox or deployment by the posted hours; the outcome goes to the messages."""
     form = ExtendForm(request.POST)
-    hours = form.cleaned_data["hours"] if form.is_valid() else request.POST.get("hours")
+    if form_refused(request, form):
+        return
+    hours = form.cleaned_data["hours"]
     workload = run_service(
         request, lambda: workload_extend(user=request.user, workload_id=pk, hours=hours, kind=kind)
     )

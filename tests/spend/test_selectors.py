@@ -8,8 +8,7 @@ from decimal import Decimal
 import pytest
 
 from portal.fleet.models import Allocation, Gpu
-from portal.spend.selectors import costs_by_sandbox, hold_cost, spend_grouped, team_month_spend
-from portal.workloads.models import Workload
+from portal.spend.selectors import hold_cost, spend_grouped, team_month_spend
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 11, 10, 22, 0, tzinfo=UTC)
@@ -124,22 +123,3 @@ def test_many_short_holds_add_up_like_one_long_one(fleet, h100, team, researcher
             denominator=7,
         )
     assert team_month_spend(team=team, now=datetime(2026, 11, 20, tzinfo=UTC)) == Decimal("0.98")  # 6.88 / 7
-
-
-def test_cost_so_far_of_each_sandbox_in_one_query(django_assert_num_queries, fleet, h100, team, researcher):
-    sandboxes = []
-    for number in range(5):
-        sandbox = Workload.objects.create(
-            name=f"s{number}",
-            team=team,
-            owner=researcher,
-            image=team.default_image,
-            gpu_type=h100,
-            state="terminated",
-            expires_at=T0,
-        )
-        hold(user=researcher, team=team, gpu_type=h100, hours=number, workload=sandbox)
-        sandboxes.append(sandbox)
-    with django_assert_num_queries(1):
-        costs = costs_by_sandbox([s.pk for s in sandboxes], now=T0)
-    assert costs[sandboxes[3].pk] == Decimal("20.64")
