@@ -55,7 +55,9 @@ def test_a_scale_that_the_form_refuses_never_reaches_the_service(client, researc
 
 
 def test_the_catalog_sends_a_signed_out_htmx_poll_to_the_sign_in_page(client, db):
-    response = client.get("/catalog/", HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL="http://testserver/catalog/")
+    response = client.get(
+        "/catalog/", HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL="http://testserver/catalog/"
+    )
 
     assert response.status_code == 204
     assert response["HX-Redirect"].startswith("/login/?next=")
