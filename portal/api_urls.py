@@ -2,14 +2,16 @@
 
 from django.urls import include, path
 
-urlpatterns = [
-    path("", include("portal.accounts.api_urls")),
-    path("", include("portal.workloads.api_urls")),
-    path("", include("portal.fleet.api_urls")),
-    path("", include("portal.sandboxes.api_urls")),
-    path("", include("portal.approvals.api_urls")),
-    path("", include("portal.spend.api_urls")),
-    path("", include("portal.audit.api_urls")),
-    path("", include("portal.catalog.api_urls")),
-    path("", include("portal.deployments.api_urls")),
-]
+APPS_WITH_ROUTES = (
+    "accounts",
+    "workloads",
+    "fleet",
+    "sandboxes",
+    "approvals",
+    "spend",
+    "audit",
+    "catalog",
+    "deployments",
+)
+
+urlpatterns = [path("", include(f"portal.{app}.api_urls")) for app in APPS_WITH_ROUTES]

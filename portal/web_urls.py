@@ -2,13 +2,6 @@
 
 from django.urls import include, path
 
-urlpatterns = [
-    path("", include("portal.accounts.urls")),
-    path("", include("portal.sandboxes.urls")),
-    path("", include("portal.approvals.urls")),
-    path("", include("portal.spend.urls")),
-    path("", include("portal.fleet.urls")),
-    path("", include("portal.audit.urls")),
-    path("", include("portal.catalog.urls")),
-    path("", include("portal.deployments.urls")),
-]
+APPS_WITH_PAGES = ("accounts", "sandboxes", "approvals", "spend", "fleet", "audit", "catalog", "deployments")
+
+urlpatterns = [path("", include(f"portal.{app}.urls")) for app in APPS_WITH_PAGES]

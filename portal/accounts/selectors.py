@@ -1,4 +1,4 @@
-"""Who may see and do what: role look-ups shared by every app."""
+"""Reads over accounts: roles (who may see and do what), notifications and tokens."""
 
 from __future__ import annotations
 

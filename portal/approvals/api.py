@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
-from rest_framework import generics
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -41,31 +41,31 @@ class ApprovalDetailView(generics.GenericAPIView):
         return _approval(request, pk)
 
 
-class ApprovalApproveView(generics.GenericAPIView):
+class _DecisionView(generics.GenericAPIView):
+    """Decide a request: the body's comment (or reason) reaches the requester."""
+
+    serializer_class = ApprovalSerializer
+    approve: bool
+    body_class: type[serializers.Serializer]
+    comment_field: str
+
+    def post(self, request: Request, pk: int) -> Response:
+        body = self.body_class(data=request.data)
+        body.is_valid(raise_exception=True)
+        comment = body.validated_data[self.comment_field]
+        approval_decide(user=request.user, approval_id=pk, approve=self.approve, comment=comment)
+        return _approval(request, pk)
+
+
+@extend_schema_view(post=extend_schema(request=ApproveSerializer, responses={200: ApprovalSerializer}))
+class ApprovalApproveView(_DecisionView):
     """Approve a request (a lead of the team who did not make it, or an admin)."""
 
-    serializer_class = ApprovalSerializer
-
-    @extend_schema(request=ApproveSerializer, responses={200: ApprovalSerializer})
-    def post(self, request: Request, pk: int) -> Response:
-        body = ApproveSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        approval_decide(
-            user=request.user, approval_id=pk, approve=True, comment=body.validated_data["comment"]
-        )
-        return _approval(request, pk)
+    approve, body_class, comment_field = True, ApproveSerializer, "comment"
 
 
-class ApprovalRejectView(generics.GenericAPIView):
+@extend_schema_view(post=extend_schema(request=RejectSerializer, responses={200: ApprovalSerializer}))
+class ApprovalRejectView(_DecisionView):
     """Reject a request; `reason` is required and reaches the requester."""
 
-    serializer_class = ApprovalSerializer
-
-    @extend_schema(request=RejectSerializer, responses={200: ApprovalSerializer})
-    def post(self, request: Request, pk: int) -> Response:
-        body = RejectSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        approval_decide(
-            user=request.user, approval_id=pk, approve=False, comment=body.validated_data["reason"]
-        )
-        return _approval(request, pk)
+    approve, body_class, comment_field = False, RejectSerializer, "reason"

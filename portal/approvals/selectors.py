@@ -1,3 +1,6 @@
+"""Reads over approvals: who may see which, the one a lead opens, the pending count for the badge,
+and the inbox rows with what each request would cost and who may decide it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,7 +14,7 @@ from portal.core.errors import NotFound
 from portal.fleet.selectors import current_prices
 from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval
-from portal.workloads.policy import fraction_to_decimal, workload_share
+from portal.workloads.policy import workload_hourly_cost
 
 
 def approvals_visible_to(user: User) -> QuerySet[Approval]:
@@ -62,8 +65,8 @@ def approval_rows(approvals: list[Approval], *, user: User) -> list[ApprovalRow]
             hours = approval.extend_hours
         else:
             hours = sandbox.lifetime_hours
-        share = fraction_to_decimal(workload_share(sandbox), "0.000001")
-        cost = to_cents(prices.get(sandbox.gpu_type_id, Decimal(0)) * share * hours)
+        price = prices.get(sandbox.gpu_type_id, Decimal(0))
+        cost = to_cents(workload_hourly_cost(workload=sandbox, price_per_gpu_hour=price) * hours)
         can_decide = (
             approval.state == Approval.State.PENDING
             and approval.requested_by_id != user.pk

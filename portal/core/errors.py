@@ -10,8 +10,15 @@ from typing import Any
 
 
 class DomainError(Exception):
+    """A rule said no: `message` for people, `fields` for the field errors, `code` for machines.
+    Each kind names its HTTP status and code in its class line."""
+
     status = 400
     code = "invalid"
+
+    def __init_subclass__(cls, *, status: int, code: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.status, cls.code = status, code
 
     def __init__(self, message: str, *, fields: dict[str, Any] | None = None, code: str | None = None):
         super().__init__(message)
@@ -21,30 +28,21 @@ class DomainError(Exception):
             self.code = code
 
 
-class ValidationFailed(DomainError):
+class ValidationFailed(DomainError, status=400, code="invalid"):
     """Bad input: nothing was changed."""
 
-    status = 400
-    code = "invalid"
+
+class QuotaExceeded(DomainError, status=400, code="quota_exceeded"):
+    """More than the team has left; `fields` says how much is left and how much was asked."""
 
 
-class QuotaExceeded(DomainError):
-    status = 400
-    code = "quota_exceeded"
+class NotAllowed(DomainError, status=403, code="forbidden"):
+    """The caller may see the object but not do this to it."""
 
 
-class NotAllowed(DomainError):
-    status = 403
-    code = "forbidden"
+class NotFound(DomainError, status=404, code="not_found"):
+    """No such object that the caller may see (what they may not see is never "forbidden")."""
 
 
-class NotFound(DomainError):
-    status = 404
-    code = "not_found"
-
-
-class Conflict(DomainError):
+class Conflict(DomainError, status=409, code="conflict"):
     """The object's state does not allow the action (e.g. extending a terminated sandbox)."""
-
-    status = 409
-    code = "conflict"

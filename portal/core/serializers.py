@@ -1,4 +1,4 @@
-"""TODO"""
+"""DRF helpers every API uses: field errors as dotted keys, money and hours fields."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+# Far beyond any team's maximum lifetime, yet small enough that the expiry stays a valid datetime.
 MAX_HOURS = Decimal(1_000_000)
 
 

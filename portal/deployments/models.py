@@ -7,8 +7,8 @@ class Serving(models.Model):
     """What a deployment serves and how: the catalog entry, the sizing it was deployed with, the
     container it runs, and what the cluster last said about its replicas.
 
-    The deployment itself is a workload row (`sandboxes.Sandbox` with kind "deployment"), so it
-    shares the sandboxes' lifecycle, quota, approval, placement, metering and audit path.
+    The deployment itself is a workload row (`workloads.Workload` with kind "deployment"), so it
+    shares every workload's lifecycle, quota, approval, placement, metering and audit path.
     """
 
     workload = models.OneToOneField(

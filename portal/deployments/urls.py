@@ -1,6 +1,7 @@
 from django.urls import path
 
 from portal.deployments import views
+from portal.workloads.urls import action_urls
 
 urlpatterns = [
     path("deployments/", views.deployments, name="deployments"),
@@ -9,6 +10,5 @@ urlpatterns = [
     path("deployments/new/estimate/", views.deployment_estimate_panel, name="deployment-estimate"),
     path("deployments/<int:pk>/", views.deployment_detail, name="deployment-detail"),
     path("deployments/<int:pk>/scale/", views.deployment_scale_view, name="deployment-scale"),
-    path("deployments/<int:pk>/extend/", views.deployment_extend_view, name="deployment-extend"),
-    path("deployments/<int:pk>/terminate/", views.deployment_terminate_view, name="deployment-terminate"),
+    *action_urls("deployment", "deployments"),
 ]

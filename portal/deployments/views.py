@@ -25,9 +25,8 @@ from portal.deployments.selectors import (
 )
 from portal.deployments.services import deployment_request, deployment_scale
 from portal.workloads.forms import ExtendForm
-from portal.workloads.models import WorkloadKind
 from portal.workloads.selectors import progress_steps, workload_audit_trail
-from portal.workloads.views import extend_posted, terminate_posted, workload_list_context
+from portal.workloads.views import workload_list_context
 
 
 @login_required
@@ -180,18 +179,4 @@ def deployment_scale_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.info(
             request, f"Scaling to {replicas} replicas needs a lead's approval; a lead has been asked."
         )
-    return redirect("deployment-detail", pk=pk)
-
-
-@login_required
-@require_POST
-def deployment_extend_view(request: HttpRequest, pk: int) -> HttpResponse:
-    extend_posted(request, pk, kind=WorkloadKind.DEPLOYMENT)
-    return redirect("deployment-detail", pk=pk)
-
-
-@login_required
-@require_POST
-def deployment_terminate_view(request: HttpRequest, pk: int) -> HttpResponse:
-    terminate_posted(request, pk, kind=WorkloadKind.DEPLOYMENT)
     return redirect("deployment-detail", pk=pk)

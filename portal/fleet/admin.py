@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from portal.core.admin import ReadOnlyAdmin
 from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node, PriceBookEntry
 
 
@@ -37,17 +38,8 @@ class MigSliceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Allocation)
-class AllocationAdmin(admin.ModelAdmin):
+class AllocationAdmin(ReadOnlyAdmin):
     """Read-only: spend derives from these rows, so they are never edited by hand."""
 
     list_display = ("gpu", "mig_profile", "workload", "team", "user", "started_at", "ended_at", "released_at")
     list_filter = ("team", "gpu_type")
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

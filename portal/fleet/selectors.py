@@ -1,4 +1,5 @@
-"""Reads over the fleet: prices, snapshots for placement, and who holds what."""
+"""Reads over the fleet: prices, snapshots for placement, the slice share rule, who holds what,
+the fleet page's boards and the GPU type catalogue."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Sandbox API views: parse, call one service or selector, return. The list view and the detail
-response serve the deployment API too."""
+"""Sandbox API views: parse, call one service or selector, return."""
 
 from __future__ import annotations
 

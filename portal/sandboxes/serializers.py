@@ -1,5 +1,5 @@
-"""Sandbox API: request bodies checked for shape and type (the rules live in the services), and the
-sandbox as the API shows it, on the base every workload (deployments too) shares."""
+"""Sandbox API: the request body checked for shape and type (the rules live in the services), the
+sandbox as the API shows it, and the estimate."""
 
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ from portal.workloads.serializers import (
     PlacementSerializer,
     WorkloadSerializer,
 )
-
-# Far beyond any team's maximum lifetime, yet small enough that the expiry stays a valid datetime.
 
 
 class SandboxRequestSerializer(serializers.Serializer):
@@ -62,12 +60,8 @@ class SandboxRequestSerializer(serializers.Serializer):
         }
 
 
-# Fields every workload shows, in this order, between its kind's own: where it stands (state, times,
-# approval, placement, access), then what it costs with its notes (message, purpose, why placed).
-
-
 class SandboxSerializer(WorkloadSerializer):
-    """A sandbox as the API shows it. Expects the prefetches of `sandboxes_with_details` and an
+    """A sandbox as the API shows it. Expects the prefetches of `workloads_with_details` and an
     optional `queue_positions` dict in the context."""
 
     image = serializers.CharField(source="image.slug", read_only=True)

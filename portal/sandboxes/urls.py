@@ -1,6 +1,7 @@
 from django.urls import path
 
 from portal.sandboxes import views
+from portal.workloads.urls import action_urls
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -8,6 +9,5 @@ urlpatterns = [
     path("sandboxes/estimate/", views.sandbox_estimate_panel, name="sandbox-estimate"),
     path("sandboxes/mig-profiles/", views.sandbox_mig_profiles, name="sandbox-mig-profiles"),
     path("sandboxes/<int:pk>/", views.sandbox_detail, name="sandbox-detail"),
-    path("sandboxes/<int:pk>/extend/", views.sandbox_extend_view, name="sandbox-extend"),
-    path("sandboxes/<int:pk>/terminate/", views.sandbox_terminate_view, name="sandbox-terminate"),
+    *action_urls("sandbox", "sandboxes"),
 ]

@@ -1,11 +1,10 @@
-"""Sandbox pages: the dashboard, the request form with its live estimate, and the detail page; and
-the list, extend and terminate steps the deployment pages share."""
+"""Sandbox pages: the dashboard, the request form with its live estimate, and the detail page."""
 
 from __future__ import annotations
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from portal.accounts.selectors import recent_notifications, user_teams
 from portal.core.errors import DomainError, NotFound
@@ -14,10 +13,9 @@ from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.forms import SandboxRequestForm
 from portal.sandboxes.selectors import dashboard_sandboxes, request_choices, sandbox_row_for, sandbox_rows
 from portal.workloads.forms import ExtendForm
-from portal.workloads.models import WorkloadKind
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import sandbox_estimate, sandbox_request
-from portal.workloads.views import extend_posted, terminate_posted, workload_list_context
+from portal.workloads.views import workload_list_context
 
 
 @login_required
@@ -96,17 +94,3 @@ def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context["extend_form"] = ExtendForm()
         context["audit_trail"] = workload_audit_trail(row.sandbox)
     return page(request, "sandboxes/detail.html", context, fragment="sandboxes/partials/detail_live.html")
-
-
-@login_required
-@require_POST
-def sandbox_extend_view(request: HttpRequest, pk: int) -> HttpResponse:
-    extend_posted(request, pk, kind=WorkloadKind.SANDBOX)
-    return redirect("sandbox-detail", pk=pk)
-
-
-@login_required
-@require_POST
-def sandbox_terminate_view(request: HttpRequest, pk: int) -> HttpResponse:
-    terminate_posted(request, pk, kind=WorkloadKind.SANDBOX)
-    return redirect("sandbox-detail", pk=pk)

@@ -1,4 +1,5 @@
-"""TODO"""
+"""API pieces every kind of workload shares (the list view, one workload with its queue place), and
+/me."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO"""
+"""Forms every kind of workload shares: a form that maps the services' field errors onto its own
+fields, the extension form, and number inputs."""
 
 from __future__ import annotations
 

@@ -58,6 +58,8 @@ END_STATES = (
 
 
 class WorkloadKind(models.TextChoices):
+    """What a workload is for; each kind has its own app (portal.sandboxes, portal.deployments)."""
+
     SANDBOX = "sandbox"
     DEPLOYMENT = "deployment"
 

@@ -1,5 +1,7 @@
-"""Reads over sandboxes, with visibility by role: researchers their own, leads their teams',
-admins all. An object the caller may not see is "not found", never "forbidden"."""
+"""Reads over workloads (sandboxes and deployments), with visibility by role: researchers their
+own, leads their teams', admins all. An object the caller may not see is "not found", never
+"forbidden". Also what their rows and pages show: cost, placement, queue place, progress line,
+audit trail, and each team's standing for /me."""
 
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ from portal.accounts.selectors import lead_team_ids
 from portal.audit.models import AuditEvent
 from portal.core.errors import NotFound
 from portal.fleet.models import Allocation
-from portal.spend.selectors import allocation_cost, hourly_rate, team_month_spend, to_cents
+from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
 from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadKind, WorkloadState
-from portal.workloads.policy import fraction_to_decimal, team_committed
+from portal.workloads.policy import budget_left, quota_left
 
 
 def workloads_visible_to(user: User, *, kind: str = WorkloadKind.SANDBOX) -> QuerySet[Workload]:
@@ -267,18 +269,18 @@ def user_standing(user: User) -> list[TeamStanding]:
     memberships = Membership.objects.filter(user=user).select_related("team").order_by("team__slug")
     for membership in memberships:
         team = membership.team
-        used = fraction_to_decimal(team_committed(team))
-        spent = team_month_spend(team=team, now=now)
+        left = quota_left(team=team)
+        money_left = budget_left(team=team, now=now)
         standings.append(
             TeamStanding(
                 team=team,
                 role=membership.role,
                 quota_total=team.quota_gpus,
-                quota_used=used,
-                quota_left=team.quota_gpus - used,
+                quota_used=team.quota_gpus - left,
+                quota_left=left,
                 budget_monthly=team.monthly_budget,
-                budget_spent=spent,
-                budget_left=team.monthly_budget - spent,
+                budget_spent=team.monthly_budget - money_left,
+                budget_left=money_left,
             )
         )
     return standings

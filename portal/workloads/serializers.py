@@ -1,4 +1,5 @@
-"""TODO"""
+"""The API shape every workload shares (a sandbox's or a deployment's serializer builds on it), the
+GPU part of a request, and /me with the quota and budget left in each team."""
 
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ def approval_brief(approval: Approval) -> dict[str, Any]:
     }
 
 
+# Fields every workload shows, in this order, between its kind's own: where it stands (state, times,
+# approval, placement, access), then what it costs with its notes (message, purpose, why placed).
 WORKLOAD_STATUS_FIELDS = [
     "state",
     "expires_at",

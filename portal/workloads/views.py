@@ -1,4 +1,5 @@
-"""TODO"""
+"""Web pieces every kind of workload shares: its list page's context, and the extend and end
+actions whose outcome goes to the messages."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from typing import Any
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
 
 from portal.accounts.selectors import lead_team_ids
+from portal.core.views import login_required
 from portal.core.web import form_refused, run_service
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
@@ -74,3 +78,16 @@ def terminate_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
         lambda: workload_terminate(user=request.user, workload_id=pk, kind=kind),
         success=f"Ending the {kind}: billing stopped now.",
     )
+
+
+def action_view(kind: str, act: Callable[..., None]) -> Callable[..., HttpResponse]:
+    """A POST view that does `act` (extend_posted or terminate_posted) to a workload of `kind` and
+    goes back to its page, where the outcome shows as a message."""
+
+    @login_required
+    @require_POST
+    def view(request: HttpRequest, pk: int) -> HttpResponse:
+        act(request, pk, kind=kind)
+        return redirect(f"{kind}-detail", pk=pk)
+
+    return view
