@@ -26,6 +26,10 @@ def _schedule() -> dict:
             "task": "sandboxes.reconcile_due",
             "schedule": settings.PORTAL_RECONCILE_SECONDS,
         },
+        "apply-mig-layouts": {
+            "task": "fleet.apply_mig_layouts_due",
+            "schedule": settings.PORTAL_RECONCILE_SECONDS,
+        },
         "discover-gpu-nodes": {
             "task": "fleet.discover_all",
             "schedule": settings.PORTAL_DISCOVERY_SECONDS,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -15,7 +15,7 @@ from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.deployments.services import deployment_apply_scale
 from portal.workloads.models import Approval, Workload, WorkloadState
-from portal.workloads.policy import hours_between
+from portal.workloads.policy import extended_expiry, extension_verdict
 from portal.workloads.services import workload_apply_extension, workload_approve, workload_reject
 
 
@@ -23,6 +23,7 @@ from portal.workloads.services import workload_apply_extension, workload_approve
 def approval_decide(
     *, user: User, approval_id: int, approve: bool, comment: str = "", now: datetime | None = None
 ) -> Approval:
+    """Approve or reject a pending request, extension or scale, and act on it at once."""
     now = now or timezone.now()
     # Lock order, as everywhere: the workload row, then its approvals (then GPU types).
     approval = approval_get_for(user=user, approval_id=approval_id)
@@ -63,15 +64,15 @@ def approval_decide(
     )
     if approval.kind == Approval.Kind.CREATE:
         if approve:
-            workload_approve(sandbox, actor=user, now=now)
+            workload_approve(workload=sandbox, actor=user, now=now)
         else:
-            workload_reject(sandbox, actor=user, reason=comment, now=now)
+            workload_reject(workload=sandbox, actor=user, reason=comment, now=now)
     elif approve and approval.kind == Approval.Kind.EXTEND:
-        _extend(approval, sandbox, user)
+        _extend(approval, sandbox, user, now=now)
     elif approve and approval.kind == Approval.Kind.SCALE:
         if sandbox.state not in (WorkloadState.PROVISIONING, WorkloadState.RUNNING):
             raise Conflict(f"Deployment {sandbox.name} is {sandbox.state}; it can no longer be scaled.")
-        deployment_apply_scale(sandbox, replicas=approval.replicas, actor=user, now=now)
+        deployment_apply_scale(workload=sandbox, replicas=approval.replicas, actor=user, now=now)
     verb = "approved" if approve else "rejected"
     what = {
         Approval.Kind.CREATE: "request for",
@@ -88,12 +89,15 @@ def approval_decide(
     return approval
 
 
-def _extend(approval: Approval, sandbox: Workload, user: User) -> None:
+def _extend(approval: Approval, sandbox: Workload, user: User, *, now: datetime) -> None:
+    """The lead's yes overrides the auto-approval line and the budget, never the maximum lifetime."""
     if not sandbox.is_live:
         raise Conflict(
             f"{sandbox.kind.capitalize()} {sandbox.name} is {sandbox.state}; it can no longer be extended."
         )
-    new_expiry = sandbox.expires_at + timedelta(seconds=float(approval.extend_hours * 3600))
-    if hours_between(sandbox.created_at, new_expiry) > sandbox.team.max_lifetime_hours:
+    hours = approval.extend_hours
+    if extension_verdict(workload=sandbox, hours=hours, now=now).refusal is not None:
         raise ValidationFailed("The extension would pass the team's maximum lifetime.")
-    workload_apply_extension(sandbox, new_expiry=new_expiry, actor=user, hours=approval.extend_hours)
+    workload_apply_extension(
+        workload=sandbox, new_expiry=extended_expiry(workload=sandbox, hours=hours), actor=user, hours=hours
+    )

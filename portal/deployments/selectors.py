@@ -19,9 +19,16 @@ from portal.catalog.sizing import Fit
 from portal.core.errors import NotFound, ValidationFailed
 from portal.deployments.models import Serving
 from portal.fleet.models import Allocation, GpuType
-from portal.spend.selectors import team_month_spend, to_cents
+from portal.fleet.selectors import price_per_hour
+from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
-from portal.workloads.policy import fraction_to_decimal, request_share, team_committed, verdict
+from portal.workloads.policy import (
+    fraction_to_decimal,
+    request_share,
+    request_verdict,
+    share_hourly_cost,
+    within_max_lifetime,
+)
 from portal.workloads.selectors import common_row_fields, in_scope, placement_label, workloads_visible_to
 
 # States in which the endpoint answers: running, or provisioning while it scales.
@@ -39,7 +46,7 @@ def deployments_visible_to(user: User) -> QuerySet[Workload]:
 
 def deployments_with_details(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
     """The serving row joined, and allocations (with their nodes) and approvals prefetched: three
-    queries for any number of deployments. Same attribute names as `sandboxes_with_details`, so
+    queries for any number of deployments. Same attribute names as `workloads_with_details`, so
     the shared cost and approval selectors use the prefetches."""
     return queryset.select_related("serving__model", "serving__runtime").prefetch_related(
         Prefetch(
@@ -306,38 +313,42 @@ class DeployEstimate:
 def deploy_estimate(
     *, user: User, team: str, fit: Fit, replicas: int, lifetime_hours: Decimal, now: datetime | None = None
 ) -> DeployEstimate:
-    """The fit's price x replicas, and the team's auto-approval lines applied as the service will."""
+    """The fit's price x replicas, and the verdict `deployment_request` will act on (the same
+    policy call, on the same price-book price)."""
     now = now or timezone.now()
     team_obj = Team.objects.filter(slug=team, memberships__user=user).first()
     if team_obj is None:
         message = f"You are not a member of a team called {team!r}."
         raise ValidationFailed(message, fields={"team": [message]})
-    if lifetime_hours > team_obj.max_lifetime_hours:
+    if not within_max_lifetime(team=team_obj, lifetime_hours=lifetime_hours):
         message = f"Team {team_obj.slug} allows at most {team_obj.max_lifetime_hours.normalize():f} hours."
         raise ValidationFailed(message, fields={"ttl_hours": [message]})
     gpu_type = GpuType.objects.get(slug=fit.gpu_type)
     shape = gpu_type.model.profile(fit.mig_profile) if fit.mig_profile and gpu_type.model else None
-    share = fraction_to_decimal(request_share(count=fit.gpus, shape=shape, replicas=replicas))
-    quota_left = team_obj.quota_gpus - fraction_to_decimal(team_committed(team_obj))
-    hourly = fit.price_per_hour * replicas
-    decision = verdict(
+    share = request_share(count=fit.gpus, shape=shape, replicas=replicas)
+    decision = request_verdict(
         team=team_obj,
         count=fit.gpus,
         is_slice=fit.mig_profile is not None,
+        share=share,
         lifetime_hours=lifetime_hours,
-        hourly_cost=hourly,
-        budget_left=team_obj.monthly_budget - team_month_spend(team=team_obj, now=now),
+        hourly_cost=share_hourly_cost(
+            price_per_gpu_hour=price_per_hour(gpu_type=gpu_type, at=now), share=share
+        ),
+        now=now,
         replicas=replicas,
     )
+    assert decision.quota_left is not None
+    hourly = fit.price_per_hour * replicas  # shown as the fit list shows it, in cents per replica
     return DeployEstimate(
         fit=fit,
         replicas=replicas,
         lifetime_hours=lifetime_hours,
         hourly_cost=to_cents(hourly),
         total_cost=to_cents(hourly * lifetime_hours),
-        gpu_equivalents=share,
-        quota_left=quota_left,
-        fits_quota=share <= quota_left,
+        gpu_equivalents=fraction_to_decimal(share),
+        quota_left=decision.quota_left,
+        fits_quota=decision.fits_quota,
         auto_approved=decision.auto_approved,
         why_needed=decision.why_needed,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
@@ -16,37 +17,28 @@ from portal.catalog.models import CatalogModel
 from portal.catalog.runtimes import RUNTIMES, UnsupportedChoice, container_spec
 from portal.catalog.selectors import entry_sizing, fleet_offers, sizing_request
 from portal.catalog.sizing import Fit, Sizing
-from portal.core.errors import Conflict, NotAllowed, QuotaExceeded, ValidationFailed
+from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.jobs import enqueue
 from portal.deployments.models import Serving
 from portal.fleet.models import Allocation, GpuType
 from portal.fleet.placement import NoFit, place
 from portal.fleet.selectors import gpu_snapshot
 from portal.fleet.services import allocation_record, mig_layouts_free, placement_request
-from portal.spend.selectors import hourly_rate
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
-from portal.workloads.policy import (
-    fraction_to_decimal,
-    hours_between,
-    request_share,
-    team_committed,
-    verdict,
-    workload_share,
-)
+from portal.workloads.policy import fraction_to_decimal, scale_verdict, workload_share
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
     MAX_REPLICAS,
+    GpuAsk,
+    Lifetime,
     move,
-    resolve_request,
-    team_budget_left,
     tell_deciders,
-    workload_create,
+    workload_request,
 )
 
 DEFAULT_TTL_HOURS = 24
 S = WorkloadState
 RECONCILE_TASK = "sandboxes.reconcile"
-MIG_LAYOUT_TASK = "fleet.apply_mig_layout"
 
 
 def _entry(slug: str) -> CatalogModel:
@@ -100,7 +92,7 @@ def deployment_request(
     count: int | None = None,
     mig_profile: str | None = None,
     replicas: int = 1,
-    ttl_hours: object = None,
+    ttl_hours: Decimal | float | None = None,
     expires_at: datetime | None = None,
     dtype: str | None = None,
     context: int | None = None,
@@ -129,20 +121,6 @@ def deployment_request(
         raise ValidationFailed(str(error), fields={"gpu": [str(error)]}) from None
     if ttl_hours in (None, "") and expires_at is None:
         ttl_hours = DEFAULT_TTL_HOURS
-    resolved = resolve_request(
-        user=user,
-        team=team,
-        name=name,
-        gpu_type=fit.gpu_type,
-        count=None if fit.mig_profile else fit.gpus,
-        mig_profile=fit.mig_profile,
-        ttl_hours=ttl_hours,
-        expires_at=expires_at,
-        purpose=purpose,
-        kind=WorkloadKind.DEPLOYMENT,
-        replicas=replicas,
-        now=now,
-    )
 
     def add_serving(workload: Workload) -> None:
         Serving.objects.create(
@@ -160,12 +138,25 @@ def deployment_request(
             api=entry.runtime.api,
         )
 
-    return workload_create(user=user, resolved=resolved, now=now, before_placing=add_serving)
+    return workload_request(
+        user=user,
+        kind=WorkloadKind.DEPLOYMENT,
+        team=team,
+        name=name,
+        gpu=GpuAsk(
+            type=fit.gpu_type, count=None if fit.mig_profile else fit.gpus, mig_profile=fit.mig_profile
+        ),
+        lifetime=Lifetime(ttl_hours=ttl_hours, expires_at=expires_at),
+        purpose=purpose,
+        replicas=replicas,
+        now=now,
+        before_placing=add_serving,
+    )
 
 
 @transaction.atomic
 def deployment_scale(
-    *, user: User, deployment_id: int, replicas: object, now: datetime | None = None
+    *, user: User, deployment_id: int, replicas: int, now: datetime | None = None
 ) -> Workload:
     """Scale a live deployment. Up re-checks quota and policy (a lead decides beyond it) and
     needs free capacity now; down releases the extra replicas' GPUs at once."""
@@ -185,28 +176,17 @@ def deployment_scale(
     if replicas < workload.replicas:
         _scale_down(workload, replicas=replicas, actor=user, now=now)
         return workload
-    team = _check_scale_quota(workload, replicas=replicas)
-    shape = workload.gpu_type.model.profile(workload.mig_profile) if workload.mig_profile else None
-    share = request_share(count=workload.gpu_count, shape=shape, replicas=replicas)
-    live = [a for a in workload.allocations.all() if a.ended_at is None]
-    per_replica = hourly_rate(live) / max(workload.replicas, 1)
-    decision = verdict(
-        team=team,
-        count=workload.gpu_count,
-        is_slice=shape is not None,
-        lifetime_hours=hours_between(workload.created_at, workload.expires_at),
-        hourly_cost=per_replica * replicas,
-        budget_left=team_budget_left(team, now),
-        replicas=replicas,
-    )
+    team = _lock_team(workload)
+    decision = scale_verdict(workload=workload, team=team, replicas=replicas, now=now).enforce()
     deciding_lead = user.pk != workload.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))
     if decision.auto_approved or deciding_lead:
-        deployment_apply_scale(workload, replicas=replicas, actor=user, now=now)
+        deployment_apply_scale(workload=workload, replicas=replicas, actor=user, now=now)
         return workload
     if Approval.objects.filter(
         workload=workload, kind=Approval.Kind.SCALE, state=Approval.State.PENDING
     ).exists():
         raise Conflict("A scale request for this deployment already waits for a lead.")
+    share = workload_share(workload) / workload.replicas * replicas
     approval = Approval.objects.create(
         workload=workload,
         team=team,
@@ -224,33 +204,24 @@ def deployment_scale(
         detail=f"{workload.replicas} -> {replicas} replicas ({fraction_to_decimal(share)} GPU equivalents)",
     )
     tell_deciders(
-        approval,
-        f"{user.username} asks to scale {workload.name} to {replicas} replicas. {decision.why_needed}",
+        approval=approval,
+        message=f"{user.username} asks to scale {workload.name} to {replicas} replicas. {decision.why_needed}",
     )
     return workload
 
 
-def _check_scale_quota(workload: Workload, *, replicas: int) -> Team:
-    """Lock the team and refuse more replicas than its quota has room for."""
-    team = Team.objects.select_for_update(no_key=True).get(pk=workload.team_id)
-    extra = workload_share(workload) / workload.replicas * (replicas - workload.replicas)
-    left = team.quota_gpus - fraction_to_decimal(team_committed(team))
-    if fraction_to_decimal(extra) > left:
-        raise QuotaExceeded(
-            f"Team {team.slug} has {left.normalize():f} GPU equivalents left; "
-            f"{replicas - workload.replicas} more replicas need {fraction_to_decimal(extra).normalize():f}.",
-            fields={"quota_left": str(left), "requested": str(fraction_to_decimal(extra))},
-        )
-    return team
+def _lock_team(workload: Workload) -> Team:
+    """Lock the team row: quota checks of one team run one at a time."""
+    return Team.objects.select_for_update(no_key=True).get(pk=workload.team_id)
 
 
-def deployment_apply_scale(workload: Workload, *, replicas: int, actor: User | None, now: datetime) -> None:
+def deployment_apply_scale(*, workload: Workload, replicas: int, actor: User | None, now: datetime) -> None:
     """Place the added replicas now (all or none) and hand the deployment to the reconciler.
     Quota is checked again here: a lead may approve long after the request was made."""
     if replicas <= workload.replicas:
         _scale_down(workload, replicas=replicas, actor=actor, now=now)
         return
-    _check_scale_quota(workload, replicas=replicas)
+    scale_verdict(workload=workload, team=_lock_team(workload), replicas=replicas, now=now).enforce()
     gpu_type = GpuType.objects.select_for_update().get(pk=workload.gpu_type_id)
     request = placement_request(gpu_type=gpu_type, count=workload.gpu_count, mig_profile=workload.mig_profile)
     for replica in range(workload.replicas, replicas):
@@ -277,7 +248,7 @@ def _scale_down(workload: Workload, *, replicas: int, actor: User | None, now: d
 def _rescaled(workload: Workload, *, replicas: int, actor: User | None, now: datetime) -> None:
     previous = workload.replicas
     move(
-        workload,
+        workload=workload,
         to=S.PROVISIONING,
         from_states=[S.PROVISIONING, S.RUNNING],
         actor=actor,
@@ -310,9 +281,14 @@ def deployment_observed(
         Workload.objects.filter(pk=deployment_id, state=S.RUNNING).update(**changes)
 
 
+@transaction.atomic
 def deployment_release_scaled_away(*, deployment_id: int, now: datetime) -> int:
-    """The cluster no longer runs the replicas scaled away: free their GPUs for others."""
-    workload = Workload.objects.get(pk=deployment_id)
+    """The cluster no longer runs the replicas scaled away: free their GPUs for others.
+
+    Its own transaction, as the GPU type lock needs one (the worker calls it outside any). Lock
+    order, as everywhere: the workload row (a scale in flight waits), then the GPU type.
+    """
+    workload = Workload.objects.select_for_update(of=("self",)).get(pk=deployment_id)
     # On a live deployment an ended but unreleased hold is a replica scaled away (even if the
     # deployment was scaled up again meanwhile and its replica number reused).
     extra = Allocation.objects.filter(workload=workload, ended_at__isnull=False, released_at__isnull=True)
@@ -321,7 +297,6 @@ def deployment_release_scaled_away(*, deployment_id: int, now: datetime) -> int:
     GpuType.objects.select_for_update().filter(pk=workload.gpu_type_id).first()
     gpu_ids = list(extra.values_list("gpu_id", flat=True))
     released = extra.update(released_at=now)
-    for node_id in mig_layouts_free(gpu_ids=gpu_ids):
-        enqueue(MIG_LAYOUT_TASK, node_id)
+    mig_layouts_free(gpu_ids=gpu_ids)  # hands any freed MIG layout to the nodes' MIG job
     enqueue("sandboxes.drain_queue")
     return released

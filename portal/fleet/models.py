@@ -75,6 +75,15 @@ class Cluster(models.Model):
 
 
 class Node(models.Model):
+    """A GPU node of a cluster, and the state of the job that applies its MIG layout.
+
+    One writer per MIG field. The portal owns the intent: its fleet services bump
+    `mig_layout_wanted` whenever the node's slices change. The workers own what they observe and
+    their job state: `mig_config_state` is the cluster's `nvidia.com/mig.config.state` label as
+    last read (by discovery or by the MIG reconciler), and the `mig_layout_*` job fields are
+    written by the MIG reconciler alone. So the portal never claims to know what the cluster did.
+    """
+
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
     name = models.CharField(max_length=253)
     gpu_type = models.ForeignKey(
@@ -83,7 +92,19 @@ class Node(models.Model):
     product = models.CharField(max_length=100, blank=True, help_text="nvidia.com/gpu.product")
     unknown_product = models.BooleanField(default=False, help_text="Product not mapped to a GPU type.")
     schedulable = models.BooleanField(default=True)
-    mig_config_state = models.CharField(max_length=20, blank=True)
+    mig_config_state = models.CharField(
+        max_length=20, blank=True, help_text="nvidia.com/mig.config.state as the workers last saw it."
+    )
+    mig_layout_wanted = models.PositiveIntegerField(
+        default=0, help_text="Version of the MIG layout the portal intends; bumped on every change."
+    )
+    mig_layout_applied = models.PositiveIntegerField(
+        default=0, help_text="The wanted version the cluster last reported applied."
+    )
+    mig_layout_attempts = models.PositiveIntegerField(default=0)
+    mig_layout_next_attempt_at = models.DateTimeField(null=True, blank=True)
+    mig_layout_last_error = models.TextField(blank=True)
+    mig_layout_lease_until = models.DateTimeField(null=True, blank=True)
     labels = models.JSONField(default=dict, blank=True)
 
     class Meta:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.db.models import F
 
+from portal.accounts.models import User
 from portal.audit.services import audit_record
 from portal.core.errors import NotAllowed
 from portal.core.jobs import enqueue
@@ -13,6 +16,11 @@ from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Nod
 from portal.fleet.placement import NoFit, Placement, SliceRequest, WholeRequest, place
 from portal.fleet.placement.queue import QueuedRequest, drain
 from portal.fleet.selectors import gpu_snapshot, price_per_hour, slice_share
+
+if TYPE_CHECKING:  # portal.workloads sits above the fleet: named in annotations only
+    from portal.workloads.models import Workload
+
+MIG_LAYOUT_TASK = "fleet.apply_mig_layout"
 
 
 def placement_request(*, gpu_type: GpuType, count: int, mig_profile: str) -> WholeRequest | SliceRequest:
@@ -30,7 +38,7 @@ class _NoRoom(Exception):
 
 
 @transaction.atomic
-def allocation_place(*, holder, now: datetime) -> Placement | NoFit:
+def allocation_place(*, holder: Workload, now: datetime) -> Placement | NoFit:
     """Place every replica of `holder` (a sandbox or deployment) and record its allocations, or
     none of them. Returns the first replica's placement.
 
@@ -63,7 +71,7 @@ def allocation_place(*, holder, now: datetime) -> Placement | NoFit:
 
 @transaction.atomic
 def allocations_place_queued(
-    *, holders: list, now: datetime, starvation_seconds: float
+    *, holders: list[Workload], now: datetime, starvation_seconds: float
 ) -> dict[int, Placement]:
     """Place what fits of a queue (priority, arrival, no starvation; see placement.queue.drain).
 
@@ -103,7 +111,7 @@ def allocations_place_queued(
 
 def allocation_record(
     *,
-    holder,
+    holder: Workload,
     gpu_type: GpuType,
     request: WholeRequest | SliceRequest,
     decision: Placement,
@@ -127,6 +135,7 @@ def allocation_record(
         if decision.slice_id is None:
             # A new GPU instance: it exists in the cluster only once the node's MIG layout is
             # applied, so it starts as "creating" and nothing else is cut on its GPU meanwhile.
+            mig_layout_changed(node_ids=[gpu.node_id])
             mig_slice = MigSlice.objects.create(
                 gpu=gpu,
                 profile=request.profile.name,
@@ -155,16 +164,16 @@ def allocation_record(
     holder.placement_reason = decision.reason[:300]
 
 
-def allocations_end(*, holder, at: datetime) -> int:
+def allocations_end(*, holder: Workload, at: datetime) -> int:
     """Stop billing the holder's allocations at `at` (those still billing)."""
     return Allocation.objects.filter(workload=holder, ended_at__isnull=True).update(ended_at=at)
 
 
-def allocations_release(*, holder, at: datetime) -> list[int]:
+def allocations_release(*, holder: Workload, at: datetime) -> list[int]:
     """Free the holder's GPUs and slices for others (billing stops too, if it had not).
 
-    A MIG GPU left with no slice in use gets its layout freed: its free slices are deleted, and
-    the ids of the nodes whose layout changed are returned so the caller can apply them. The
+    A MIG GPU left with no slice in use gets its layout freed: its free slices are deleted and
+    the change is handed to the MIG job (see mig_layout_changed); returns those nodes' ids. The
     GPU type is locked as placement locks it, so a slice being freed is never one a concurrent
     placement has just taken.
     """
@@ -188,8 +197,9 @@ def mig_layouts_free(*, gpu_ids: list[int]) -> list[int]:
     doomed = list(
         MigSlice.objects.filter(gpu_id__in=empty, gpu__mig_enabled=True).values_list("pk", "gpu__node_id")
     )
+    changed = mig_layout_changed(node_ids=[node_id for _, node_id in doomed])
     MigSlice.objects.filter(pk__in=[pk for pk, _ in doomed]).delete()
-    return sorted({node_id for _, node_id in doomed})
+    return changed
 
 
 def mig_slices_abandon(*, node_id: int) -> list[int]:
@@ -202,17 +212,42 @@ def mig_slices_abandon(*, node_id: int) -> list[int]:
         )
     )
     doomed = [pk for pk in creating.values_list("pk", flat=True) if pk not in held]
+    if not doomed:
+        return []
+    mig_layout_changed(node_ids=[node_id])
     MigSlice.objects.filter(pk__in=doomed).delete()
-    return [node_id] if doomed else []
+    return [node_id]
 
 
-def mig_layout_settled(*, node_id: int, succeeded: bool) -> int:
-    """The node's MIG layout was applied (or failed): creating slices become ready, or go."""
-    Node.objects.filter(pk=node_id).update(mig_config_state="success" if succeeded else "failed")
-    creating = MigSlice.objects.filter(gpu__node_id=node_id, state=MigSlice.State.CREATING)
-    if succeeded:
-        return creating.update(state=MigSlice.State.READY)
-    return 0
+def mig_layout_changed(*, node_ids: list[int]) -> list[int]:
+    """Record that these nodes' intended MIG layout changed, and ask a worker to apply it.
+
+    The portal's one write to a node's MIG job: `mig_layout_wanted` moves past
+    `mig_layout_applied`, which makes the node due for the periodic re-drive, so a lost message
+    only delays the change. Called before the slices change, so the node row is always locked
+    before its slices (the order the MIG reconciler takes them in too). Returns the sorted ids.
+    """
+    changed = sorted(set(node_ids))
+    for node_id in changed:  # one row at a time, in id order: concurrent callers never deadlock
+        Node.objects.filter(pk=node_id).update(mig_layout_wanted=F("mig_layout_wanted") + 1)
+        enqueue(MIG_LAYOUT_TASK, node_id)
+    return changed
+
+
+@transaction.atomic
+def mig_layout_settled(*, node_id: int, version: int) -> bool:
+    """The cluster reports layout `version` of the node applied: its slices being cut are ready.
+
+    False, changing nothing, when the wanted layout has moved on since that version was read:
+    the slices cut since are not in the cluster yet, and the next pass settles them.
+    """
+    node = Node.objects.select_for_update().filter(pk=node_id, mig_layout_wanted=version).first()
+    if node is None:
+        return False
+    MigSlice.objects.filter(gpu__node_id=node_id, state=MigSlice.State.CREATING).update(
+        state=MigSlice.State.READY
+    )
+    return True
 
 
 def mig_layout_of(*, node_id: int) -> dict[int, list[tuple[str, int]]]:
@@ -231,7 +266,7 @@ def mig_layout_of(*, node_id: int) -> dict[int, list[tuple[str, int]]]:
 DISCOVER_TASK = "fleet.discover"
 
 
-def fleet_discovery_request(*, user) -> list[Cluster]:
+def fleet_discovery_request(*, user: User) -> list[Cluster]:
     """Ask the workers to discover the GPU nodes of every Kubernetes cluster now (admins)."""
 
     if not user.is_platform_admin:

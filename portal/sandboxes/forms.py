@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -131,15 +130,13 @@ class SandboxRequestForm(ServiceForm):
             self.add_error("ttl_hours", "Give the number of hours it should live.")
         return data
 
-    def service_kwargs(self, *, for_estimate: bool = False) -> dict[str, Any]:
-        """Keyword arguments for `sandbox_request` / `sandbox_estimate` from the cleaned data."""
+    def service_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `sandbox_request` / `sandbox_estimate` from the cleaned data (the
+        estimate ignores the name, which the form may not have yet)."""
         data = self.cleaned_data
-        name = data.get("name") or ""
-        if for_estimate and not name.strip():
-            name = f"estimate-{secrets.token_hex(4)}"  # the price does not depend on the name
         kwargs: dict[str, Any] = {
             "team": data.get("team") or "",
-            "name": name,
+            "name": data.get("name") or "",
             "gpu_type": data.get("gpu_type") or "",
             "image": data.get("image") or None,
             "purpose": data.get("purpose") or "",

@@ -1,6 +1,5 @@
 """Reads the sandbox pages need on top of `portal.workloads.selectors`: table rows with their
-costs, the detail object with everything prefetched, its audit trail and its progress line. The
-deployment pages share the scope, the row costs, the audit trail and the progress line."""
+costs and placement, the detail row, and what the request form offers."""
 
 from __future__ import annotations
 
@@ -47,7 +46,7 @@ def dashboard_sandboxes(*, user: User, scope: str) -> QuerySet[Workload]:
 
 
 def sandbox_rows(sandboxes: list[Workload], *, now: datetime | None = None) -> list[SandboxRow]:
-    """Rows for sandboxes fetched with `sandboxes_with_details`: one more query for queue places."""
+    """Rows for sandboxes fetched with `workloads_with_details`: one more query for queue places."""
     return [
         SandboxRow(sandbox=sandbox, placement=workload_placement(sandbox), **costs)
         for sandbox, costs in zip(sandboxes, common_row_fields(sandboxes, now=now), strict=True)

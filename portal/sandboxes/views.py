@@ -60,7 +60,7 @@ def sandbox_estimate_panel(request: HttpRequest) -> HttpResponse:
     estimate = None
     if form.is_valid():
         try:
-            estimate = sandbox_estimate(user=request.user, **form.service_kwargs(for_estimate=True))
+            estimate = sandbox_estimate(user=request.user, **form.service_kwargs())
         except DomainError as error:
             form.add_service_errors(error)
     errors = [] if estimate is not None else form.labelled_errors()

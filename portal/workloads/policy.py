@@ -1,4 +1,6 @@
-"""A team's policy applied to one request: size in GPU equivalents, lifetime, and the verdict.
+"""A team's policy, in one place: quota left, budget left, and the verdict on a request, a scale
+and an extension. The estimates, the requests and the leads' approvals all call these, so what an
+estimate promises is what the request gets.
 
 Quota is counted in GPU equivalents: a whole GPU is 1, a MIG slice its compute slices / 7 (or
 memory slots / 8 when PORTAL_MIG_SHARE_RULE=memory). Billing uses the same rule.
@@ -7,13 +9,15 @@ memory slots / 8 when PORTAL_MIG_SHARE_RULE=memory). Billing uses the same rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 
 from portal.accounts.models import Team
+from portal.core.errors import DomainError, QuotaExceeded, ValidationFailed
 from portal.fleet.geometry import ProfileShape
-from portal.fleet.selectors import slice_share
+from portal.fleet.selectors import price_per_hour, slice_share
+from portal.spend.selectors import hourly_rate, team_month_spend
 from portal.workloads.models import LIVE_STATES, Workload, WorkloadState
 
 QUOTA_STATES = [s for s in LIVE_STATES if s != WorkloadState.TERMINATING]
@@ -47,24 +51,69 @@ def hours_between(start: datetime, end: datetime) -> Decimal:
     return Decimal((end - start).total_seconds()) / Decimal(3600)
 
 
+def quota_left(*, team: Team) -> Decimal:
+    """GPU equivalents the team may still ask for (one query). Lock the team row first when the
+    answer decides a write."""
+    return team.quota_gpus - fraction_to_decimal(team_committed(team))
+
+
+def budget_left(*, team: Team, now: datetime) -> Decimal:
+    """What is left of the team's monthly budget at `now`, in cents."""
+    return team.monthly_budget - team_month_spend(team=team, now=now)
+
+
+def share_hourly_cost(*, price_per_gpu_hour: Decimal, share: Fraction) -> Decimal:
+    """What `share` GPU equivalents cost an hour, unrounded (totals round to cents)."""
+    return price_per_gpu_hour * Decimal(share.numerator) / Decimal(share.denominator)
+
+
+def workload_hourly_cost(*, workload: Workload, price_per_gpu_hour: Decimal) -> Decimal:
+    """What a placed or waiting workload costs an hour at this price (its share to 6 places)."""
+    return price_per_gpu_hour * fraction_to_decimal(workload_share(workload), "0.000001")
+
+
+def within_max_lifetime(*, team: Team, lifetime_hours: Decimal) -> bool:
+    return lifetime_hours <= team.max_lifetime_hours
+
+
 @dataclass(frozen=True)
 class Verdict:
+    """Policy's answer: refused outright (`refusal`, e.g. over quota), approved at once, or for a
+    lead to decide and why. `quota_left` is known for requests and scales."""
+
     auto_approved: bool
     why_needed: str  # empty when auto-approved
+    refusal: DomainError | None = None
+    quota_left: Decimal | None = None
+
+    @property
+    def fits_quota(self) -> bool:
+        return not isinstance(self.refusal, QuotaExceeded)
+
+    def enforce(self) -> Verdict:
+        """Raise the refusal, if any; else return the verdict for the approval decision."""
+        if self.refusal is not None:
+            raise self.refusal
+        return self
 
 
-def verdict(
+def _needs_lead(reasons: list[str]) -> tuple[bool, str]:
+    if reasons:
+        return False, "Needs a lead's approval: " + " and ".join(reasons) + "."
+    return True, ""
+
+
+def _request_reasons(
     *,
     team: Team,
     count: int,
     is_slice: bool,
+    replicas: int,
     lifetime_hours: Decimal,
     hourly_cost: Decimal,
-    budget_left: Decimal,
-    replicas: int = 1,
-) -> Verdict:
-    """Approved at once within the team's auto-approval lines; otherwise a lead decides.
-    `count` is whole GPUs per replica; `hourly_cost` is for all replicas."""
+    now: datetime,
+) -> list[str]:
+    """Which of the team's auto-approval lines a request (all replicas) passes."""
     reasons = []
     if not is_slice and count * replicas > team.auto_approve_max_gpus:
         reasons.append(f"more than {team.auto_approve_max_gpus} whole GPU(s)")
@@ -72,8 +121,99 @@ def verdict(
         reasons.append("more than one MIG slice")
     if lifetime_hours > team.auto_approve_max_hours:
         reasons.append(f"longer than {team.auto_approve_max_hours.normalize():f} hours")
-    if hourly_cost * lifetime_hours > budget_left:
+    if hourly_cost * lifetime_hours > budget_left(team=team, now=now):
         reasons.append("over what is left of the team's monthly budget")
-    if reasons:
-        return Verdict(False, "Needs a lead's approval: " + " and ".join(reasons) + ".")
-    return Verdict(True, "")
+    return reasons
+
+
+def request_verdict(
+    *,
+    team: Team,
+    count: int,
+    is_slice: bool,
+    share: Fraction,
+    lifetime_hours: Decimal,
+    hourly_cost: Decimal,
+    now: datetime,
+    replicas: int = 1,
+) -> Verdict:
+    """A new request: refused beyond the quota left, approved at once within the team's
+    auto-approval lines, else a lead decides. `count` is whole GPUs per replica; `share` and
+    `hourly_cost` are for all replicas."""
+    left = quota_left(team=team)
+    wanted = fraction_to_decimal(share)
+    refusal = None
+    if wanted > left:
+        refusal = QuotaExceeded(
+            f"Team {team.slug} has {left.normalize():f} of {team.quota_gpus.normalize():f} GPU equivalents "
+            f"left; this request needs {wanted.normalize():f}.",
+            fields={"quota_left": str(left), "requested": str(wanted)},
+        )
+    reasons = _request_reasons(
+        team=team,
+        count=count,
+        is_slice=is_slice,
+        replicas=replicas,
+        lifetime_hours=lifetime_hours,
+        hourly_cost=hourly_cost,
+        now=now,
+    )
+    auto_approved, why_needed = _needs_lead(reasons)
+    return Verdict(auto_approved, why_needed, refusal=refusal, quota_left=left)
+
+
+def scale_verdict(*, workload: Workload, team: Team, replicas: int, now: datetime) -> Verdict:
+    """Scaling a deployment up to `replicas`: the added replicas must fit the quota left, and the
+    whole deployment is judged like a new request of that many replicas."""
+    added = replicas - workload.replicas
+    extra = workload_share(workload) / workload.replicas * added
+    left = quota_left(team=team)
+    refusal = None
+    if fraction_to_decimal(extra) > left:
+        refusal = QuotaExceeded(
+            f"Team {team.slug} has {left.normalize():f} GPU equivalents left; "
+            f"{added} more replicas need {fraction_to_decimal(extra).normalize():f}.",
+            fields={"quota_left": str(left), "requested": str(fraction_to_decimal(extra))},
+        )
+    live = [a for a in workload.allocations.all() if a.ended_at is None]
+    per_replica = hourly_rate(live) / max(workload.replicas, 1)
+    reasons = _request_reasons(
+        team=team,
+        count=workload.gpu_count,
+        is_slice=bool(workload.mig_profile),
+        replicas=replicas,
+        lifetime_hours=hours_between(workload.created_at, workload.expires_at),
+        hourly_cost=per_replica * replicas,
+        now=now,
+    )
+    auto_approved, why_needed = _needs_lead(reasons)
+    return Verdict(auto_approved, why_needed, refusal=refusal, quota_left=left)
+
+
+def extended_expiry(*, workload: Workload, hours: Decimal) -> datetime:
+    return workload.expires_at + timedelta(seconds=float(hours * 3600))
+
+
+def extension_verdict(*, workload: Workload, hours: Decimal, now: datetime) -> Verdict:
+    """Extending by `hours`: refused past the team's maximum lifetime, immediate while the whole
+    lifetime stays within the auto-approval line and the added hours within the budget left."""
+    team = workload.team
+    lifetime = hours_between(workload.created_at, extended_expiry(workload=workload, hours=hours))
+    if not within_max_lifetime(team=team, lifetime_hours=lifetime):
+        refusal = ValidationFailed(
+            f"That would make the {workload.kind} live {lifetime.quantize(Decimal('0.1'))} hours; "
+            f"team {team.slug} allows at most {team.max_lifetime_hours.normalize():f}.",
+            fields={"hours": ["Beyond the team's maximum lifetime."]},
+        )
+        return Verdict(False, "", refusal=refusal)
+    reasons = []
+    if lifetime > team.auto_approve_max_hours:
+        reasons.append(
+            f"the {workload.kind} would live longer than {team.auto_approve_max_hours.normalize():f} hours"
+        )
+    price = price_per_hour(gpu_type=workload.gpu_type, at=now)
+    hourly = workload_hourly_cost(workload=workload, price_per_gpu_hour=price)
+    if hourly * hours > budget_left(team=team, now=now):
+        reasons.append("the added hours cost more than is left of the team's monthly budget")
+    auto_approved, why_needed = _needs_lead(reasons)
+    return Verdict(auto_approved, why_needed)

@@ -81,10 +81,11 @@ def test_driver_errors_back_off_and_fail_after_the_last_attempt(
     now = timezone.now()
     delays = []
     for _ in range(2):
-        delays.append(reconcile_sandbox(sandbox.pk, now=now))
+        reconcile_sandbox(sandbox.pk, now=now)
         row = Workload.objects.get(pk=sandbox.pk)
         assert row.state == S.PROVISIONING
         assert "API server timed out" in row.last_error
+        delays.append((row.next_attempt_at - now).total_seconds())
     assert delays == [2.0, 4.0]
     reconcile_sandbox(sandbox.pk, now=now)
 
@@ -130,13 +131,17 @@ def test_forbidden_driver_error_fails_at_once(monkeypatch, fleet, researcher, sl
             raise DriverError("the portal's service account may not create namespaces", retryable=False)
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: Forbidden())
-    assert reconcile_sandbox(sandbox.pk) is None
+    reconcile_sandbox(sandbox.pk)
     row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.TERMINATING and row.ending_as == S.FAILED
+    assert row.next_attempt_at is None  # no retry of the create: its teardown is due at once
     assert "may not create namespaces" in row.message
 
 
 def test_reconcile_of_a_running_sandbox_does_nothing(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    assert reconcile_sandbox(sandbox.pk) is None
-    assert Workload.objects.get(pk=sandbox.pk).state == S.RUNNING
+    before = Workload.objects.get(pk=sandbox.pk)
+    reconcile_sandbox(sandbox.pk)
+    row = Workload.objects.get(pk=sandbox.pk)
+    assert row.state == S.RUNNING and row.next_attempt_at is None
+    assert (row.message, row.attempts, row.started_at) == (before.message, before.attempts, before.started_at)

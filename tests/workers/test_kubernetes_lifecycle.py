@@ -140,15 +140,20 @@ def test_server_errors_are_retried_with_growing_backoff_then_the_sandbox_runs(
     fake_kube.fail_next(500, times=2, method="POST", path_contains="/api/v1/namespaces")
     start = sandbox.created_at
 
-    assert reconcile_sandbox(sandbox.pk, now=start) == 2.0
+    reconcile_sandbox(sandbox.pk, now=start)
     row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.PROVISIONING and row.attempts == 1
+    assert row.next_attempt_at == start + timedelta(seconds=2)
     assert "failed to create namespaces" in row.last_error and "(500)" in row.last_error
     assert sandbox.pk not in workloads_due_for_reconcile(now=start + timedelta(seconds=1))
     assert sandbox.pk in workloads_due_for_reconcile(now=start + timedelta(seconds=2))
 
-    assert reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=2)) == 4.0
-    assert reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=6)) == 1.0  # applied, pod starting
+    reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=2))
+    row.refresh_from_db()
+    assert row.attempts == 2 and row.next_attempt_at == start + timedelta(seconds=6)
+    reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=6))  # applied, pod starting
+    row.refresh_from_db()
+    assert row.state == S.PROVISIONING and row.next_attempt_at == start + timedelta(seconds=7)
     fake_kube.pod_running(row.namespace)
     reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=7))
     row.refresh_from_db()

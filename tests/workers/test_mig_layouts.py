@@ -55,9 +55,9 @@ def test_failed_layout_change_requeues_the_request_unbilled(monkeypatch, fleet, 
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: FailingMig())
     monkeypatch.setattr("workers.reconcile.mig.driver_for", lambda cluster: FailingMig())
-    assert reconcile_sandbox(sandbox.pk) is None
+    reconcile_sandbox(sandbox.pk)
     sandbox.refresh_from_db()
-    assert sandbox.state == S.QUEUED
+    assert sandbox.state == S.QUEUED and sandbox.next_attempt_at is None
     assert "MIG layout change on gpu-h100-b failed" in sandbox.message
     allocation = Allocation.objects.get(workload=sandbox)
     assert allocation.ended_at == allocation.started_at and allocation.released_at is not None

@@ -129,53 +129,47 @@ def sandbox_spec(sandbox: Workload) -> SandboxSpec:
     )
 
 
-def reconcile_sandbox(workload_id: int, *, now: datetime | None = None) -> float | None:
-    """One step towards what the row intends. Returns seconds until it should be looked at
-    again, or None when nothing is left to do."""
+def reconcile_sandbox(workload_id: int, *, now: datetime | None = None) -> None:
+    """One step towards what the row intends. When to look again is kept on the row
+    (`next_attempt_at`), where the periodic reconcile_due finds it."""
     now = now or timezone.now()
     if not _claim(workload_id, now):
-        return None  # another worker is on it (or there is no such row)
+        return  # another worker is on it (or there is no such row)
     try:
         sandbox = (
             Workload.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
             .filter(pk=workload_id)
             .first()
         )
-        return _step(sandbox, now) if sandbox is not None else None
+        if sandbox is not None:
+            _step(sandbox, now)
     finally:
         Workload.objects.filter(pk=workload_id).update(lease_until=None)
 
 
-def _step(sandbox: Workload, now: datetime) -> float | None:
+def _step(sandbox: Workload, now: datetime) -> None:
     watching = sandbox.state == WorkloadState.RUNNING and sandbox.kind == WorkloadKind.DEPLOYMENT
     if sandbox.state not in (WorkloadState.PROVISIONING, WorkloadState.TERMINATING) and not watching:
-        return None
+        return
     if sandbox.cluster is None:
         workload_mark_failed(workload_id=sandbox.pk, message="placed on no cluster", now=now)
-        return None
+        return
     spec = sandbox_spec(sandbox)
     if not sandbox.namespace:
         Workload.objects.filter(pk=sandbox.pk).update(namespace=spec.namespace)
     driver = driver_for(sandbox.cluster)
     try:
         if watching:
-            return _watch_serving(driver, sandbox, spec, now)
-        if sandbox.state == WorkloadState.PROVISIONING:
-            return _provision(driver, sandbox, spec, now)
-        return _teardown(driver, sandbox, spec, now)
+            _watch_serving(driver, sandbox, spec, now)
+        elif sandbox.state == WorkloadState.PROVISIONING:
+            _provision(driver, sandbox, spec, now)
+        else:
+            _teardown(driver, sandbox, spec, now)
     except DriverError as error:
         log.warning("sandbox %s: %s (retryable=%s)", sandbox.pk, error.message, error.retryable)
         workload_attempt_failed(
             workload_id=sandbox.pk, error=error.message, retryable=error.retryable, now=now
         )
-        refreshed = Workload.objects.filter(pk=sandbox.pk).values_list("next_attempt_at", "state").first()
-        if (
-            refreshed
-            and refreshed[0]
-            and refreshed[1] in (WorkloadState.PROVISIONING, WorkloadState.TERMINATING)
-        ):
-            return max(0.0, (refreshed[0] - now).total_seconds())
-        return None
 
 
 def _claim(workload_id: int, now: datetime) -> bool:
@@ -190,19 +184,19 @@ def _claim(workload_id: int, now: datetime) -> bool:
     )
 
 
-def _provision(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime) -> float | None:
+def _provision(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime) -> None:
     waiting_for_slice = _slice_being_cut(sandbox)
     if waiting_for_slice is not None:
         from workers.reconcile.mig import reconcile_node_mig
 
-        state = reconcile_node_mig(waiting_for_slice.gpu.node_id)
+        state = reconcile_node_mig(waiting_for_slice.gpu.node_id, now=now)
         if state == "failed":
             workload_requeue(
                 workload_id=sandbox.pk,
                 message=f"The MIG layout change on {sandbox.node_name} failed.",
                 now=now,
             )
-            return None
+            return
         if state == "pending":
             workload_mark_waiting(
                 workload_id=sandbox.pk,
@@ -213,7 +207,7 @@ def _provision(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now:
                 now=now,
                 recheck_seconds=RECHECK_SECONDS,
             )
-            return RECHECK_SECONDS
+            return
     driver.apply_sandbox(spec)  # for a deployment this also removes replicas scaled away
     if spec.serving is not None:
         deployment_release_scaled_away(deployment_id=sandbox.pk, now=now)
@@ -222,24 +216,21 @@ def _provision(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now:
         deployment_observed(deployment_id=sandbox.pk, ready_replicas=status.ready_replicas, now=now)
     if status.phase == "running":
         workload_mark_running(workload_id=sandbox.pk, access=status.access, now=now)
-        return None
+        return
     if status.phase == "failed":
         workload_mark_failed(workload_id=sandbox.pk, message=status.message, now=now)
-        return None
+        return
     workload_mark_waiting(
         workload_id=sandbox.pk, message=status.message.capitalize(), now=now, recheck_seconds=RECHECK_SECONDS
     )
-    return RECHECK_SECONDS
 
 
-def _watch_serving(
-    driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime
-) -> float | None:
+def _watch_serving(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime) -> None:
     """A running deployment: keep its replica health current; a replica that cannot run fails it."""
     status = driver.sandbox_status(spec)
     if status.phase == "failed":
         workload_mark_failed(workload_id=sandbox.pk, message=status.message, now=now)
-        return None
+        return
     deployment_observed(
         deployment_id=sandbox.pk,
         ready_replicas=status.ready_replicas,
@@ -247,7 +238,6 @@ def _watch_serving(
         message="Running." if status.phase == "running" else status.message.capitalize(),
         recheck_seconds=SERVING_WATCH_SECONDS,
     )
-    return SERVING_WATCH_SECONDS
 
 
 def _slice_being_cut(sandbox: Workload) -> MigSlice | None:
@@ -262,11 +252,10 @@ def _slice_being_cut(sandbox: Workload) -> MigSlice | None:
     return allocation.mig_slice if allocation else None
 
 
-def _teardown(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime) -> float | None:
+def _teardown(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime) -> None:
     if driver.delete_sandbox(spec):
         workload_mark_ended(workload_id=sandbox.pk, now=now)
-        return None
+        return
     Workload.objects.filter(pk=sandbox.pk, state=WorkloadState.TERMINATING).update(
         message="Removing it from the cluster.", next_attempt_at=now + timedelta(seconds=RECHECK_SECONDS)
     )
-    return RECHECK_SECONDS

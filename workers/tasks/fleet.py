@@ -1,27 +1,34 @@
-"""Fleet jobs: applying MIG layouts, discovering GPU nodes, repairing drift."""
+"""Fleet jobs: applying MIG layouts, discovering GPU nodes, repairing drift. Each takes ids,
+calls one reconcile function, and returns."""
 
 from __future__ import annotations
 
+import contextlib
+
 from celery import shared_task
+from django.utils import timezone
 
 from workers.drivers.base import DriverError
 from workers.reconcile.discovery import clusters_to_discover, discover_cluster
 from workers.reconcile.drift import clusters_to_repair
 from workers.reconcile.drift import repair_drift as repair_cluster_drift
-from workers.reconcile.mig import reconcile_node_mig
-
-LAYOUT_RECHECK_SECONDS = 2.0
-LAYOUT_MAX_CHECKS = 150  # about five minutes, past the 40-112 s the GPU Operator needs
+from workers.reconcile.mig import mig_layouts_due, reconcile_node_mig
 
 
 @shared_task(name="fleet.apply_mig_layout", ignore_result=True)
-def apply_mig_layout(node_id: int, checks: int = 0) -> None:
-    try:
-        state = reconcile_node_mig(node_id)
-    except DriverError:
-        state = "pending"
-    if state == "pending" and checks < LAYOUT_MAX_CHECKS and not apply_mig_layout.app.conf.task_always_eager:
-        apply_mig_layout.apply_async(args=(node_id, checks + 1), countdown=LAYOUT_RECHECK_SECONDS)
+def apply_mig_layout(node_id: int) -> None:
+    """One pass over one node's MIG layout. Its next pass comes from the periodic
+    apply_mig_layouts_due, which reads the node row, so no message carries a count."""
+    # A driver error is recorded on the node row and retried after its back-off; nothing to add.
+    with contextlib.suppress(DriverError):
+        reconcile_node_mig(node_id)
+
+
+@shared_task(name="fleet.apply_mig_layouts_due", ignore_result=True)
+def apply_mig_layouts_due() -> None:
+    """One job per node whose layout change is due, so one slow node never holds up the others."""
+    for node_id in mig_layouts_due(now=timezone.now()):
+        apply_mig_layout.delay(node_id)
 
 
 @shared_task(name="fleet.discover", ignore_result=True)

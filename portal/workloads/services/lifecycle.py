@@ -32,7 +32,6 @@ from portal.workloads.services.transitions import move
 log = logging.getLogger(__name__)
 RECONCILE_TASK = "sandboxes.reconcile"
 DRAIN_TASK = "sandboxes.drain_queue"
-MIG_LAYOUT_TASK = "fleet.apply_mig_layout"
 S = WorkloadState
 
 
@@ -40,23 +39,23 @@ def _link(sandbox: Workload) -> str:
     return sandbox.get_absolute_url()
 
 
-def workload_try_place(sandbox: Workload, *, now: datetime, actor: User | None = None) -> bool:
-    """Place a queued sandbox if capacity allows; otherwise leave it queued with the reason."""
+def workload_try_place(*, workload: Workload, now: datetime, actor: User | None = None) -> bool:
+    """Place a queued workload if capacity allows; otherwise leave it queued with the reason."""
     with transaction.atomic():
-        decision = allocation_place(holder=sandbox, now=now)
+        decision = allocation_place(holder=workload, now=now)
         if isinstance(decision, NoFit):
             message = f"Waiting for capacity: {decision.reason}."
-            if sandbox.message != message:
-                Workload.objects.filter(pk=sandbox.pk, state=S.QUEUED).update(message=message)
-                sandbox.message = message
+            if workload.message != message:
+                Workload.objects.filter(pk=workload.pk, state=S.QUEUED).update(message=message)
+                workload.message = message
             return False
-        _placed(sandbox, reason=decision.reason, actor=actor, now=now)
+        _placed(workload, reason=decision.reason, actor=actor, now=now)
     return True
 
 
 def _placed(sandbox: Workload, *, reason: str, actor: User | None, now: datetime) -> None:
     move(
-        sandbox,
+        workload=sandbox,
         to=S.PROVISIONING,
         from_states=[S.QUEUED],
         actor=actor,
@@ -102,7 +101,7 @@ def workload_queue_drain(*, now: datetime | None = None) -> list[int]:
                 placed.append(sandbox.pk)
         # Deployments with several replicas are placed all at once or not at all, after the rest.
         for workload in queued:
-            if workload.replicas > 1 and workload_try_place(workload, now=now):
+            if workload.replicas > 1 and workload_try_place(workload=workload, now=now):
                 placed.append(workload.pk)
     return placed
 
@@ -114,7 +113,7 @@ def workload_requeue(*, workload_id: int, message: str, now: datetime) -> None:
     sandbox = Workload.objects.select_related("team").get(pk=workload_id)
     try:
         move(
-            sandbox,
+            workload=sandbox,
             to=S.QUEUED,
             from_states=[S.PROVISIONING],
             actor=None,
@@ -133,27 +132,27 @@ def workload_requeue(*, workload_id: int, message: str, now: datetime) -> None:
     ):
         Allocation.objects.filter(pk=allocation.pk).update(ended_at=allocation.started_at)
         nodes.add(allocation.gpu.node_id)
-    changed = set(allocations_release(holder=sandbox, at=now))
-    for node_id in nodes:
-        changed.update(mig_slices_abandon(node_id=node_id))
-    _apply_layouts(sorted(changed))
+    # Both hand the layout changes they make to the nodes' MIG job (fleet's mig_layout_changed).
+    allocations_release(holder=sandbox, at=now)
+    for node_id in sorted(nodes):
+        mig_slices_abandon(node_id=node_id)
     enqueue(DRAIN_TASK)
 
 
-def _apply_layouts(node_ids: list[int]) -> None:
-    for node_id in node_ids:
-        enqueue(MIG_LAYOUT_TASK, node_id)
-
-
-def workload_approve(sandbox: Workload, *, actor: User, now: datetime) -> None:
-    if sandbox.expires_at <= now:
+def workload_approve(*, workload: Workload, actor: User, now: datetime) -> None:
+    """A lead said yes: queue it and try to place it (or end it if its time ran out meanwhile)."""
+    if workload.expires_at <= now:
         # Approved too late: its time is over before it could start.
         workload_end(
-            sandbox, ending_as=S.EXPIRED, actor=actor, at=now, detail="expired before it was approved"
+            workload=workload,
+            ending_as=S.EXPIRED,
+            actor=actor,
+            at=now,
+            detail="expired before it was approved",
         )
         return
     move(
-        sandbox,
+        workload=workload,
         to=S.QUEUED,
         from_states=[S.PENDING_APPROVAL],
         actor=actor,
@@ -161,12 +160,13 @@ def workload_approve(sandbox: Workload, *, actor: User, now: datetime) -> None:
         queued_at=now,
         message=f"Approved by {actor.username}.",
     )
-    workload_try_place(sandbox, now=now, actor=actor)
+    workload_try_place(workload=workload, now=now, actor=actor)
 
 
-def workload_reject(sandbox: Workload, *, actor: User, reason: str, now: datetime) -> None:
+def workload_reject(*, workload: Workload, actor: User, reason: str, now: datetime) -> None:
+    """A lead said no: it ends as rejected, with the reason."""
     move(
-        sandbox,
+        workload=workload,
         to=S.REJECTED,
         from_states=[S.PENDING_APPROVAL],
         actor=actor,
@@ -177,11 +177,13 @@ def workload_reject(sandbox: Workload, *, actor: User, reason: str, now: datetim
     )
 
 
-def workload_end(sandbox: Workload, *, ending_as: str, actor: User | None, at: datetime, detail: str) -> None:
-    """Begin ending a sandbox. Billing stops at `at`; what holds no GPU ends at once."""
-    if sandbox.state in (S.PENDING_APPROVAL, S.QUEUED):
+def workload_end(
+    *, workload: Workload, ending_as: str, actor: User | None, at: datetime, detail: str
+) -> None:
+    """Begin ending a workload. Billing stops at `at`; what holds no GPU ends at once."""
+    if workload.state in (S.PENDING_APPROVAL, S.QUEUED):
         move(
-            sandbox,
+            workload=workload,
             to=ending_as,
             from_states=[S.PENDING_APPROVAL, S.QUEUED],
             actor=actor,
@@ -190,14 +192,14 @@ def workload_end(sandbox: Workload, *, ending_as: str, actor: User | None, at: d
             ended_at=at,
             message=detail.capitalize() + ".",
         )
-        Approval.objects.filter(workload=sandbox, state=Approval.State.PENDING).update(
+        Approval.objects.filter(workload=workload, state=Approval.State.PENDING).update(
             state=Approval.State.CANCELLED, decided_at=at
         )
         return
-    if sandbox.state not in (S.PROVISIONING, S.RUNNING):
-        raise Conflict(f"{sandbox.kind.capitalize()} {sandbox.name} is already {sandbox.state}.")
+    if workload.state not in (S.PROVISIONING, S.RUNNING):
+        raise Conflict(f"{workload.kind.capitalize()} {workload.name} is already {workload.state}.")
     move(
-        sandbox,
+        workload=workload,
         to=S.TERMINATING,
         from_states=[S.PROVISIONING, S.RUNNING],
         actor=actor,
@@ -209,18 +211,18 @@ def workload_end(sandbox: Workload, *, ending_as: str, actor: User | None, at: d
         attempts=0,
         next_attempt_at=None,  # due at once
     )
-    Approval.objects.filter(workload=sandbox, state=Approval.State.PENDING).update(
+    Approval.objects.filter(workload=workload, state=Approval.State.PENDING).update(
         state=Approval.State.CANCELLED, decided_at=at
     )
-    allocations_end(holder=sandbox, at=at)
-    enqueue(RECONCILE_TASK, sandbox.pk)
+    allocations_end(holder=workload, at=at)
+    enqueue(RECONCILE_TASK, workload.pk)
 
 
 def workload_mark_running(*, workload_id: int, access: str, now: datetime) -> None:
     sandbox = Workload.objects.select_related("team", "owner").get(pk=workload_id)
     try:
         move(
-            sandbox,
+            workload=sandbox,
             to=S.RUNNING,
             from_states=[S.PROVISIONING],
             actor=None,
@@ -258,7 +260,7 @@ def workload_mark_failed(*, workload_id: int, message: str, now: datetime) -> No
     sandbox = Workload.objects.select_related("team", "owner").get(pk=workload_id)
     try:
         move(
-            sandbox,
+            workload=sandbox,
             to=S.TERMINATING,
             from_states=[S.PROVISIONING, S.RUNNING],
             actor=None,
@@ -300,7 +302,7 @@ def workload_mark_ended(*, workload_id: int, now: datetime, note: str = "") -> N
         fields["message"] = f"{fields.get('message', sandbox.message)} {note}".strip()[:500]
     try:
         move(
-            sandbox,
+            workload=sandbox,
             to=ending_as,
             from_states=[S.TERMINATING],
             actor=None,
@@ -309,7 +311,7 @@ def workload_mark_ended(*, workload_id: int, now: datetime, note: str = "") -> N
         )
     except Conflict:
         return
-    _apply_layouts(allocations_release(holder=sandbox, at=now))
+    allocations_release(holder=sandbox, at=now)  # freed MIG layouts go to the nodes' MIG job
     enqueue(DRAIN_TASK)
 
 

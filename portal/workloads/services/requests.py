@@ -1,10 +1,11 @@
-"""What users do to sandboxes: request, estimate, extend, terminate."""
+"""What users do to sandboxes and deployments: request, estimate, extend, terminate. The policy
+verdicts come from `portal.workloads.policy`; these act on them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
@@ -15,20 +16,20 @@ from portal.accounts.models import Team, User
 from portal.accounts.selectors import can_manage, is_lead, team_leads
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
-from portal.core.errors import Conflict, NotAllowed, QuotaExceeded, ValidationFailed
-from portal.fleet.selectors import capacity_free_now, price_per_hour
-from portal.spend.selectors import team_month_spend, to_cents
+from portal.core.errors import Conflict, NotAllowed, ValidationFailed
+from portal.fleet.selectors import capacity_free_now
+from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
 from portal.workloads.policy import (
+    Verdict,
+    extended_expiry,
+    extension_verdict,
     fraction_to_decimal,
-    hours_between,
-    team_committed,
-    verdict,
-    workload_share,
+    request_verdict,
 )
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services.lifecycle import workload_end, workload_try_place
-from portal.workloads.services.resolve import ResolvedRequest, resolve_request
+from portal.workloads.services.resolve import GpuAsk, Lifetime, ResolvedRequest, resolve_request
 
 
 @dataclass(frozen=True)
@@ -43,30 +44,49 @@ class Estimate:
     capacity_free_now: bool
 
 
-def team_budget_left(team: Team, now: datetime) -> Decimal:
-    return team.monthly_budget - team_month_spend(team=team, now=now)
-
-
-def sandbox_estimate(*, user: User, now: datetime | None = None, **fields: object) -> Estimate:
-    """What a request would cost, whether it would be approved at once, and whether it fits now."""
+def workload_estimate(
+    *,
+    user: User,
+    kind: str,
+    team: str,
+    gpu: GpuAsk,
+    lifetime: Lifetime,
+    name: str = "",
+    image: str | None = None,
+    cpu: int | None = None,
+    memory_gb: int | None = None,
+    storage_gb: int | None = None,
+    purpose: str = "",
+    replicas: int = 1,
+    now: datetime | None = None,
+) -> Estimate:
+    """What a request would cost, whether it would be approved at once, and whether it fits now:
+    the same policy verdict `workload_request` acts on."""
     now = now or timezone.now()
-    resolved = resolve_request(user=user, now=now, check_name=False, **fields)
-    left = resolved.team.quota_gpus - fraction_to_decimal(team_committed(resolved.team))
-    decision = verdict(
-        team=resolved.team,
-        count=resolved.count,
-        is_slice=resolved.shape is not None,
-        lifetime_hours=resolved.lifetime_hours,
-        hourly_cost=resolved.hourly_cost,
-        budget_left=team_budget_left(resolved.team, now),
-        replicas=resolved.replicas,
+    resolved = resolve_request(
+        user=user,
+        kind=kind,
+        team=team,
+        name=name,
+        gpu=gpu,
+        lifetime=lifetime,
+        image=image,
+        cpu=cpu,
+        memory_gb=memory_gb,
+        storage_gb=storage_gb,
+        purpose=purpose,
+        replicas=replicas,
+        check_name=False,
+        now=now,
     )
+    decision = _verdict(resolved=resolved, team=resolved.team, now=now)
+    assert decision.quota_left is not None
     return Estimate(
         hourly_cost=to_cents(resolved.hourly_cost),
         total_cost=to_cents(resolved.hourly_cost * resolved.lifetime_hours),
         gpu_equivalents=fraction_to_decimal(resolved.share),
-        quota_left=left,
-        fits_quota=fraction_to_decimal(resolved.share) <= left,
+        quota_left=decision.quota_left,
+        fits_quota=decision.fits_quota,
         auto_approved=decision.auto_approved,
         why_needed=decision.why_needed,
         capacity_free_now=capacity_free_now(
@@ -75,26 +95,113 @@ def sandbox_estimate(*, user: User, now: datetime | None = None, **fields: objec
     )
 
 
-def sandbox_request(*, user: User, now: datetime | None = None, **fields: object) -> Workload:
-    """Request a sandbox: checked, counted against quota under a team lock, then approved at once
-    (and placed) or sent to the team's leads."""
-    now = now or timezone.now()
-    resolved = resolve_request(user=user, now=now, **fields)
-    return workload_create(user=user, resolved=resolved, now=now)
-
-
-def workload_create(
+def sandbox_estimate(
     *,
     user: User,
-    resolved: ResolvedRequest,
-    now: datetime,
+    team: str,
+    gpu_type: str,
+    name: str = "",
+    count: int | None = None,
+    mig_profile: str | None = None,
+    ttl_hours: Decimal | float | None = None,
+    expires_at: datetime | None = None,
+    image: str | None = None,
+    cpu: int | None = None,
+    memory_gb: int | None = None,
+    storage_gb: int | None = None,
+    purpose: str = "",
+    now: datetime | None = None,
+) -> Estimate:
+    """`workload_estimate` for a sandbox, in the flat fields of the request form and API body."""
+    return workload_estimate(
+        user=user,
+        kind=WorkloadKind.SANDBOX,
+        team=team,
+        name=name,
+        gpu=GpuAsk(type=gpu_type, count=count, mig_profile=mig_profile),
+        lifetime=Lifetime(ttl_hours=ttl_hours, expires_at=expires_at),
+        image=image,
+        cpu=cpu,
+        memory_gb=memory_gb,
+        storage_gb=storage_gb,
+        purpose=purpose,
+        now=now,
+    )
+
+
+def sandbox_request(
+    *,
+    user: User,
+    team: str,
+    name: str,
+    gpu_type: str,
+    count: int | None = None,
+    mig_profile: str | None = None,
+    ttl_hours: Decimal | float | None = None,
+    expires_at: datetime | None = None,
+    image: str | None = None,
+    cpu: int | None = None,
+    memory_gb: int | None = None,
+    storage_gb: int | None = None,
+    purpose: str = "",
+    now: datetime | None = None,
+) -> Workload:
+    """`workload_request` for a sandbox, in the flat fields of the request form and API body."""
+    return workload_request(
+        user=user,
+        kind=WorkloadKind.SANDBOX,
+        team=team,
+        name=name,
+        gpu=GpuAsk(type=gpu_type, count=count, mig_profile=mig_profile),
+        lifetime=Lifetime(ttl_hours=ttl_hours, expires_at=expires_at),
+        image=image,
+        cpu=cpu,
+        memory_gb=memory_gb,
+        storage_gb=storage_gb,
+        purpose=purpose,
+        now=now,
+    )
+
+
+def workload_request(
+    *,
+    user: User,
+    kind: str,
+    team: str,
+    name: str,
+    gpu: GpuAsk,
+    lifetime: Lifetime,
+    image: str | None = None,
+    cpu: int | None = None,
+    memory_gb: int | None = None,
+    storage_gb: int | None = None,
+    purpose: str = "",
+    replicas: int = 1,
+    now: datetime | None = None,
     before_placing: Callable[[Workload], None] | None = None,
 ) -> Workload:
-    """Create a checked request (a sandbox or a deployment) under the team's quota lock.
+    """Request a sandbox or deployment: checked, counted against quota under a team lock, then
+    approved at once (and placed) or sent to the team's leads.
 
     `before_placing` runs on the new row inside the same transaction, before it is placed, so a
     deployment's serving details exist before any worker sees it.
     """
+    now = now or timezone.now()
+    resolved = resolve_request(
+        user=user,
+        kind=kind,
+        team=team,
+        name=name,
+        gpu=gpu,
+        lifetime=lifetime,
+        image=image,
+        cpu=cpu,
+        memory_gb=memory_gb,
+        storage_gb=storage_gb,
+        purpose=purpose,
+        replicas=replicas,
+        now=now,
+    )
     try:
         with transaction.atomic():
             return _create(user=user, resolved=resolved, now=now, before_placing=before_placing)
@@ -104,28 +211,24 @@ def workload_create(
         raise ValidationFailed(message, fields={"name": [message]}) from None
 
 
+def _verdict(*, resolved: ResolvedRequest, team: Team, now: datetime) -> Verdict:
+    return request_verdict(
+        team=team,
+        count=resolved.count,
+        is_slice=resolved.shape is not None,
+        share=resolved.share,
+        lifetime_hours=resolved.lifetime_hours,
+        hourly_cost=resolved.hourly_cost,
+        now=now,
+        replicas=resolved.replicas,
+    )
+
+
 def _create(
     *, user: User, resolved: ResolvedRequest, now: datetime, before_placing: Callable[[Workload], None] | None
 ) -> Workload:
     team = Team.objects.select_for_update(no_key=True).get(pk=resolved.team.pk)
-    used = fraction_to_decimal(team_committed(team))
-    wanted = fraction_to_decimal(resolved.share)
-    left = team.quota_gpus - used
-    if wanted > left:
-        message = (
-            f"Team {team.slug} has {left.normalize():f} of {team.quota_gpus.normalize():f} GPU equivalents "
-            f"left; this request needs {wanted.normalize():f}."
-        )
-        raise QuotaExceeded(message, fields={"quota_left": str(left), "requested": str(wanted)})
-    decision = verdict(
-        team=team,
-        count=resolved.count,
-        is_slice=resolved.shape is not None,
-        lifetime_hours=resolved.lifetime_hours,
-        hourly_cost=resolved.hourly_cost,
-        budget_left=team_budget_left(team, now),
-        replicas=resolved.replicas,
-    )
+    decision = _verdict(resolved=resolved, team=team, now=now).enforce()
     state = WorkloadState.QUEUED if decision.auto_approved else WorkloadState.PENDING_APPROVAL
     sandbox = Workload.objects.create(
         kind=resolved.kind,
@@ -158,18 +261,20 @@ def _create(
     if before_placing is not None:
         before_placing(sandbox)
     if decision.auto_approved:
-        workload_try_place(sandbox, now=now)
+        workload_try_place(workload=sandbox, now=now)
     else:
         approval = Approval.objects.create(
             workload=sandbox, team=team, requested_by=user, why_needed=decision.why_needed
         )
         tell_deciders(
-            approval, f"{user.username} asks for {sandbox.gpu_label} ({sandbox.name}). {decision.why_needed}"
+            approval=approval,
+            message=f"{user.username} asks for {sandbox.gpu_label} ({sandbox.name}). {decision.why_needed}",
         )
     return sandbox
 
 
-def tell_deciders(approval: Approval, message: str) -> None:
+def tell_deciders(*, approval: Approval, message: str) -> None:
+    """Tell the team's leads (or, with none but the requester, the admins) that a request waits."""
     deciders = [lead for lead in team_leads(approval.team) if lead.pk != approval.requested_by_id]
     if not deciders:
         deciders = list(User.objects.filter(is_staff=True).exclude(pk=approval.requested_by_id))
@@ -195,7 +300,7 @@ def workload_extend(
     *,
     user: User,
     workload_id: int,
-    hours: object,
+    hours: Decimal | float,
     now: datetime | None = None,
     kind: str = WorkloadKind.SANDBOX,
 ) -> Workload:
@@ -217,33 +322,21 @@ def workload_extend(
             f"{sandbox.kind.capitalize()} {sandbox.name} is {sandbox.state}; only a live {sandbox.kind} can be extended."
         )
     team = sandbox.team
-    new_expiry = sandbox.expires_at + timedelta(seconds=float(extra * 3600))
-    lifetime = hours_between(sandbox.created_at, new_expiry)
-    if lifetime > team.max_lifetime_hours:
-        raise ValidationFailed(
-            f"That would make the {sandbox.kind} live {lifetime.quantize(Decimal('0.1'))} hours; "
-            f"team {team.slug} allows at most {team.max_lifetime_hours.normalize():f}.",
-            fields={"hours": ["Beyond the team's maximum lifetime."]},
-        )
+    decision = extension_verdict(workload=sandbox, hours=extra, now=now).enforce()
     deciding_lead = user.pk != sandbox.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))
-    reasons = []
-    if lifetime > team.auto_approve_max_hours:
-        reasons.append(
-            f"the {sandbox.kind} would live longer than {team.auto_approve_max_hours.normalize():f} hours"
+    if deciding_lead or decision.auto_approved:
+        workload_apply_extension(
+            workload=sandbox,
+            new_expiry=extended_expiry(workload=sandbox, hours=extra),
+            actor=user,
+            hours=extra,
         )
-    hourly = price_per_hour(gpu_type=sandbox.gpu_type, at=now) * fraction_to_decimal(
-        workload_share(sandbox), "0.000001"
-    )
-    if hourly * extra > team_budget_left(team, now):
-        reasons.append("the added hours cost more than is left of the team's monthly budget")
-    if deciding_lead or not reasons:
-        workload_apply_extension(sandbox, new_expiry=new_expiry, actor=user, hours=extra)
         return sandbox
     if Approval.objects.filter(
         workload=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
     ).exists():
         raise Conflict(f"An extension of this {sandbox.kind} already waits for a lead.")
-    why = "Needs a lead's approval: " + " and ".join(reasons) + "."
+    why = decision.why_needed
     approval = Approval.objects.create(
         workload=sandbox,
         team=team,
@@ -261,25 +354,27 @@ def workload_extend(
         detail=f"+{extra} h",
     )
     tell_deciders(
-        approval, f"{user.username} asks to extend {sandbox.name} by {extra.normalize():f} h. {why}"
+        approval=approval,
+        message=f"{user.username} asks to extend {sandbox.name} by {extra.normalize():f} h. {why}",
     )
     return sandbox
 
 
 def workload_apply_extension(
-    sandbox: Workload, *, new_expiry: datetime, actor: User | None, hours: Decimal
+    *, workload: Workload, new_expiry: datetime, actor: User | None, hours: Decimal
 ) -> None:
-    Workload.objects.filter(pk=sandbox.pk).update(expires_at=new_expiry, expiry_warned_at=None)
+    """Move the expiry now (policy or a lead has said yes) and audit it."""
+    Workload.objects.filter(pk=workload.pk).update(expires_at=new_expiry, expiry_warned_at=None)
     audit_record(
         actor=actor,
-        action=f"{sandbox.kind}.extend",
-        obj=sandbox,
-        object_type=sandbox.kind,
-        team=sandbox.team,
+        action=f"{workload.kind}.extend",
+        obj=workload,
+        object_type=workload.kind,
+        team=workload.team,
         detail=f"+{hours.normalize():f} h, expires {new_expiry.isoformat(timespec='seconds')}",
     )
-    sandbox.expires_at = new_expiry
-    sandbox.expiry_warned_at = None
+    workload.expires_at = new_expiry
+    workload.expiry_warned_at = None
 
 
 @transaction.atomic
@@ -292,5 +387,7 @@ def workload_terminate(
     sandbox = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
     if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
         raise NotAllowed(f"Only the owner, a lead of the team or an admin may end this {sandbox.kind}.")
-    workload_end(sandbox, ending_as=WorkloadState.TERMINATED, actor=user, at=now, detail="ended on request")
+    workload_end(
+        workload=sandbox, ending_as=WorkloadState.TERMINATED, actor=user, at=now, detail="ended on request"
+    )
     return sandbox

@@ -1,4 +1,5 @@
-"""Checking a sandbox request against the catalogue, the fleet and the team's policy.
+"""Checking a request (a sandbox or a deployment) against the catalogue, the fleet and the team's
+policy.
 
 `resolve_request` gathers every field error before raising, so a form or an API client sees all
 that is wrong at once, and nothing is written.
@@ -18,7 +19,7 @@ from portal.fleet.geometry import ProfileShape
 from portal.fleet.models import GpuType
 from portal.fleet.selectors import max_gpus_per_node, price_per_hour
 from portal.workloads.models import LIVE_STATES, Image, Workload, WorkloadKind
-from portal.workloads.policy import request_share
+from portal.workloads.policy import request_share, share_hourly_cost, within_max_lifetime
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 MIN_LEAD_TIME = timedelta(minutes=1)
@@ -27,6 +28,25 @@ MAX_REPLICAS = 16
 # CPU, memory and scratch storage of one serving replica (no image template to take them from).
 DEPLOYMENT_DEFAULTS = (8, 64, 100)
 LIMITS = {"cpu": (1, 256), "memory_gb": (1, 2048), "storage_gb": (1, 10240)}
+
+
+@dataclass(frozen=True)
+class GpuAsk:
+    """The GPUs asked for, per replica: `count` whole GPUs of `type` (1 when left out), or one MIG
+    slice of `mig_profile`."""
+
+    type: str
+    count: int | None = None
+    mig_profile: str | None = None
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """How long it lives: `ttl_hours` from now (fractions allowed) or until `expires_at`, one of
+    the two."""
+
+    ttl_hours: Decimal | float | None = None
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -60,8 +80,10 @@ def _decimal(value: object) -> Decimal | None:
 
 
 def resolve_lifetime(
-    *, team: Team | None, ttl_hours: object, expires_at: datetime | None, now: datetime, errors: dict
+    *, team: Team | None, lifetime: Lifetime, now: datetime, errors: dict[str, list[str]]
 ) -> tuple[datetime | None, Decimal | None]:
+    """The expiry and length in hours of `lifetime`, or (None, None) with the error in `errors`."""
+    ttl_hours, expires_at = lifetime.ttl_hours, lifetime.expires_at
     if ttl_hours in (None, "") and expires_at is None:
         errors["ttl_hours"] = ["Give ttl_hours or expires_at."]
         return None, None
@@ -84,7 +106,7 @@ def resolve_lifetime(
             return None, None
         hours = Decimal((expires_at - now).total_seconds()) / Decimal(3600)
     # Checked before any date arithmetic, so an absurd value is an error, never an overflow.
-    if team is not None and hours > team.max_lifetime_hours:
+    if team is not None and not within_max_lifetime(team=team, lifetime_hours=hours):
         errors[field] = [
             f"Team {team.slug} allows at most {team.max_lifetime_hours.normalize():f} hours per sandbox."
         ]
@@ -100,19 +122,16 @@ def resolve_lifetime(
 def resolve_request(
     *,
     user: User,
+    kind: str,
     team: str,
     name: str,
-    gpu_type: str,
-    count: int | None = None,
-    mig_profile: str | None = None,
-    ttl_hours: object = None,
-    expires_at: datetime | None = None,
+    gpu: GpuAsk,
+    lifetime: Lifetime,
     image: str | None = None,
     cpu: int | None = None,
     memory_gb: int | None = None,
     storage_gb: int | None = None,
     purpose: str = "",
-    kind: str = WorkloadKind.SANDBOX,
     replicas: int = 1,
     check_name: bool = True,
     now: datetime,
@@ -120,6 +139,7 @@ def resolve_request(
     """Check a request and work out what it stands for. `check_name=False` (estimates) skips
     the name, which a form may not have yet."""
     errors: dict[str, list[str]] = {}
+    gpu_type, count, mig_profile = gpu.type, gpu.count, gpu.mig_profile
     team_obj = Team.objects.select_related("default_image").filter(slug=team).first()
     if team_obj is None or not Membership.objects.filter(user=user, team=team_obj).exists():
         errors["team"] = [f"You are not a member of a team called {team!r}."]
@@ -167,8 +187,8 @@ def resolve_request(
         elif count > per_node:
             errors["gpu.count"] = [f"At most {per_node} {gpu_type_obj.slug} GPUs fit on one node."]
 
-    resolved_expires, lifetime = resolve_lifetime(
-        team=team_obj, ttl_hours=ttl_hours, expires_at=expires_at, now=now, errors=errors
+    resolved_expires, lifetime_hours = resolve_lifetime(
+        team=team_obj, lifetime=lifetime, now=now, errors=errors
     )
 
     image_obj = None
@@ -194,7 +214,7 @@ def resolve_request(
         first = next(iter(errors.values()))[0]
         raise ValidationFailed(first, fields=errors)
 
-    assert team_obj and gpu_type_obj and resolved_expires and lifetime is not None
+    assert team_obj and gpu_type_obj and resolved_expires and lifetime_hours is not None
     count = 1 if shape is not None else int(count or 1)
     share = request_share(count=count, shape=shape, replicas=replicas)
     price = price_per_hour(gpu_type=gpu_type_obj, at=now)
@@ -205,7 +225,7 @@ def resolve_request(
         else DEPLOYMENT_DEFAULTS
     )
     default_cpu = base_cpu if shape is None else max(2, base_cpu // 4)
-    hourly = price * Decimal(share.numerator) / Decimal(share.denominator)  # all replicas
+    hourly = share_hourly_cost(price_per_gpu_hour=price, share=share)  # all replicas
     return ResolvedRequest(
         team=team_obj,
         name=name,
@@ -215,7 +235,7 @@ def resolve_request(
         mig_profile=mig_profile if shape else "",
         shape=shape,
         expires_at=resolved_expires,
-        lifetime_hours=lifetime,
+        lifetime_hours=lifetime_hours,
         share=share,
         price_per_gpu_hour=price,
         hourly_cost=hourly,

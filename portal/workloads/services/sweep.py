@@ -46,7 +46,7 @@ def sandboxes_expire_overdue(*, now: datetime) -> list[int]:
                 if sandbox.expires_at > now:
                     continue  # extended meanwhile
                 workload_end(
-                    sandbox,
+                    workload=sandbox,
                     ending_as=S.EXPIRED,
                     actor=None,
                     at=min(now, sandbox.expires_at),

@@ -15,8 +15,8 @@ from portal.workloads.models import Workload
 
 
 def move(
-    sandbox: Workload,
     *,
+    workload: Workload,
     to: str,
     from_states: Iterable[str],
     actor: User | None,
@@ -24,25 +24,27 @@ def move(
     detail: str = "",
     **fields: object,
 ) -> None:
+    """Move `workload` to `to` if it is still in one of `from_states`, writing `fields` (columns of
+    the row) with it, and audit the move; Conflict when another process moved it first."""
     from_states = list(from_states)
-    previous = sandbox.state
-    updated = Workload.objects.filter(pk=sandbox.pk, state__in=from_states).update(state=to, **fields)
+    previous = workload.state
+    updated = Workload.objects.filter(pk=workload.pk, state__in=from_states).update(state=to, **fields)
     if not updated:
-        current = Workload.objects.filter(pk=sandbox.pk).values_list("state", flat=True).first()
+        current = Workload.objects.filter(pk=workload.pk).values_list("state", flat=True).first()
         raise Conflict(
-            f"{sandbox.kind.capitalize()} {sandbox.name} is {current}; it cannot go to {to} from there."
+            f"{workload.kind.capitalize()} {workload.name} is {current}; it cannot go to {to} from there."
         )
-    sandbox.state = to
+    workload.state = to
     for name, value in fields.items():
-        setattr(sandbox, name, value)
-    if sandbox.kind != "sandbox" and action.startswith("sandbox."):
-        action = sandbox.kind + action.removeprefix("sandbox")
+        setattr(workload, name, value)
+    if workload.kind != "sandbox" and action.startswith("sandbox."):
+        action = workload.kind + action.removeprefix("sandbox")
     audit_record(
         actor=actor,
         action=action,
-        obj=sandbox,
-        object_type=sandbox.kind,
-        team=sandbox.team,
+        obj=workload,
+        object_type=workload.kind,
+        team=workload.team,
         from_state=previous,
         to_state=to,
         detail=detail,
