@@ -2,7 +2,8 @@
 in, and the periodic reconcile job run by hand.
 
 A test module sets `pytestmark = BROWSER` and imports the `browser_page` fixture. Tests are skipped
-where /usr/bin/chromium (Debian's package) or Playwright is missing.
+where /usr/bin/chromium (Debian's package) or Playwright is missing, and fail the run instead with
+PORTAL_REQUIRE_BROWSER=1 (CI): see `pytest_collection_modifyitems` in tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -23,15 +24,13 @@ CHROMIUM_ARGS = [
 ]
 POD_START_SECONDS = 2.0
 
-BROWSER = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
+BROWSER = [pytest.mark.browser]
 
 
 @pytest.fixture
 def browser_page(monkeypatch):
-    sync_api = pytest.importorskip("playwright.sync_api")
+    from playwright import sync_api
+
     # Playwright's sync API keeps an event loop on this thread; the ORM calls the test makes
     # between browser steps are plain synchronous code.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

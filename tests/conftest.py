@@ -1,17 +1,30 @@
-"""Shared fixtures: a small fleet, a team with a researcher and a lead, a second team, an admin.
+"""Shared fixtures: a small fleet, a team with a researcher and a lead, a second team, an admin,
+API clients with a personal access token for each (`alice`, `bob`, `carol`, `admin`) and signed-in
+web clients (`researcher_client`, `lead_client`, `other_client`). Rows with known values are made
+with `tests/rows.py`.
 
 Unit tests run on SQLite with Celery eager; jobs enqueued on commit run when the test's
-`on_commit` callbacks are executed (see `run_jobs`).
+`on_commit` callbacks are executed (see `run_jobs`). `make unit-pg` runs them on PostgreSQL.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
 from celery import current_app
+from django.conf import settings
+from django.core.cache import cache
+from django.test import Client
+from rest_framework.test import APIClient
 
-from portal.accounts.models import Membership
+from portal.accounts.models import Membership, User
+from portal.accounts.services import token_create
+from portal.fleet.models import Gpu
+from tests.browser_support import CHROMIUM
 from tests.factories import (
     ClusterFactory,
     GpuTypeFactory,
@@ -22,6 +35,84 @@ from tests.factories import (
     UserFactory,
     make_node,
 )
+
+# What a run needs and may lack: the integration tests need PostgreSQL and Redis, the browser tests
+# Chromium and Playwright, and any test run against a PostgreSQL DATABASE_URL (`make unit-pg`) needs
+# that server. A test whose needs are missing is skipped with the reason, unless the variable of its
+# kind is 1 (CI sets all three): then the run stops at once with that reason and fails.
+REQUIRE_INTEGRATION = "PORTAL_REQUIRE_INTEGRATION"
+REQUIRE_BROWSER = "PORTAL_REQUIRE_BROWSER"
+REQUIRE_POSTGRES = "PORTAL_REQUIRE_POSTGRES"
+
+
+def _postgres_problem() -> str | None:
+    """Why the PostgreSQL server of DATABASE_URL cannot be used, if it points at one."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        return None
+    import psycopg
+
+    where = f"{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}"
+    try:  # the maintenance database: the test database is created from there
+        psycopg.connect(
+            host=db["HOST"] or None,
+            port=db["PORT"] or None,
+            user=db["USER"] or None,
+            password=db["PASSWORD"] or None,
+            dbname="postgres",
+            connect_timeout=3,
+        ).close()
+    except psycopg.Error as error:
+        return f"PostgreSQL at {where} (DATABASE_URL) is not reachable: {str(error).strip()}"
+    return None
+
+
+def _integration_problem() -> str | None:
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        return "DATABASE_URL does not point at PostgreSQL (run `make integration`)"
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        return "CELERY_BROKER_URL does not point at Redis (run `make integration`)"
+    problem = _postgres_problem()
+    if problem:
+        return problem
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as error:
+        return f"Redis at {settings.CELERY_BROKER_URL} is not reachable: {error}"
+    return None
+
+
+def _browser_problem() -> str | None:
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)"
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed (make install-dev)"
+    return _postgres_problem()
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` has deselected: only the tests that will run count
+def pytest_collection_modifyitems(config, items):
+    kinds = {
+        "integration": (REQUIRE_INTEGRATION, _integration_problem),
+        "browser": (REQUIRE_BROWSER, _browser_problem),
+        "unit": (REQUIRE_POSTGRES, _postgres_problem),
+    }
+    by_kind: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        kind = next((k for k in ("integration", "browser") if item.get_closest_marker(k)), "unit")
+        by_kind.setdefault(kind, []).append(item)
+    for kind, selected in by_kind.items():
+        variable, find_problem = kinds[kind]
+        problem = find_problem()
+        if problem is None:
+            continue
+        if os.environ.get(variable) == "1":
+            raise pytest.UsageError(f"the {kind} tests must run ({variable}=1), but {problem}")
+        skip = pytest.mark.skip(reason=f"{problem} (with {variable}=1 this fails the run)")
+        for item in selected:
+            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)
@@ -123,3 +214,94 @@ def slice_request():
         "mig_profile": "1g.10gb",
         "ttl_hours": 1,
     }
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle():
+    """API throttle counters live in the cache; start every test with none."""
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def whole_gpus(fleet) -> list[Gpu]:
+    """The eight whole (non-MIG) H100s of the test fleet."""
+    return list(Gpu.objects.filter(node=fleet["whole"]).order_by("index"))
+
+
+# API clients: each sends `Authorization: Bearer <token>` for a new personal access token.
+
+
+@pytest.fixture
+def client_for(db) -> Callable[[User], APIClient]:
+    """An APIClient sending `Authorization: Bearer <token>` for a new token of the user."""
+
+    def make(user: User) -> APIClient:
+        _, raw = token_create(user=user, name="tests")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def alice(client_for, researcher) -> APIClient:
+    return client_for(researcher)
+
+
+@pytest.fixture
+def bob(client_for, lead) -> APIClient:
+    return client_for(lead)
+
+
+@pytest.fixture
+def carol(client_for, other_researcher) -> APIClient:
+    return client_for(other_researcher)
+
+
+@pytest.fixture
+def admin(client_for, admin_user) -> APIClient:
+    return client_for(admin_user)
+
+
+@pytest.fixture
+def slice_body() -> dict:
+    """A one-hour 1g.10gb request for team vision, as the API takes it."""
+    return {
+        "name": "mig-small",
+        "team": "vision",
+        "gpu": {"type": "h100-80gb", "mig_profile": "1g.10gb"},
+        "ttl_hours": 1,
+    }
+
+
+@pytest.fixture
+def big_body() -> dict:
+    """Four whole H100s for two days: over the auto-approval line."""
+    return {"name": "big-train", "team": "vision", "gpu": {"type": "h100-80gb", "count": 4}, "ttl_hours": 48}
+
+
+# Web clients: signed in with a session (pytest-django's `admin_client` signs in `admin_user`).
+
+
+def signed_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def researcher_client(researcher) -> Client:
+    return signed_in(researcher)
+
+
+@pytest.fixture
+def lead_client(lead) -> Client:
+    return signed_in(lead)
+
+
+@pytest.fixture
+def other_client(other_researcher) -> Client:
+    return signed_in(other_researcher)

@@ -1,7 +1,8 @@
 """One end-to-end run in headless Chromium: size a big model in the catalog, deploy a small one,
 watch it start, use its endpoint's example, scale it, end it.
 
-Skipped where /usr/bin/chromium (Debian's package) or Playwright is missing.
+Skipped where /usr/bin/chromium (Debian's package) or Playwright is missing; with
+PORTAL_REQUIRE_BROWSER=1 (CI) that fails the run instead.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Integration tests: PostgreSQL and a real Celery worker subprocess on Redis.
 
 Run by `make integration` (which points DATABASE_URL and CELERY_BROKER_URL at 127.0.0.1). They
-skip when those services are not configured, unless PORTAL_REQUIRE_INTEGRATION=1 (CI), where a
-missing service fails the run instead.
+skip when those services are not configured or not reachable, unless PORTAL_REQUIRE_INTEGRATION=1
+(CI), where a missing service fails the run instead (see `pytest_collection_modifyitems` in
+tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -20,34 +21,6 @@ from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _problem() -> str | None:
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        return "DATABASE_URL does not point at PostgreSQL (run `make integration`)"
-    if not settings.CELERY_BROKER_URL.startswith("redis://"):
-        return "CELERY_BROKER_URL does not point at Redis (run `make integration`)"
-    import redis
-
-    try:
-        redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=2).ping()
-    except redis.RedisError as error:
-        return f"Redis is not reachable: {error}"
-    return None
-
-
-def pytest_collection_modifyitems(config, items):
-    if "integration" not in (config.option.markexpr or "").replace("not integration", ""):
-        return  # a run that does not select the integration tests (make unit, make browser)
-    problem = _problem()
-    if problem is None:
-        return
-    for item in items:
-        if item.get_closest_marker("integration") is None:
-            continue
-        if os.environ.get("PORTAL_REQUIRE_INTEGRATION") == "1":
-            raise pytest.UsageError(f"integration tests required but {problem}")
-        item.add_marker(pytest.mark.skip(reason=problem))
 
 
 @pytest.fixture

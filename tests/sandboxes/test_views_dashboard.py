@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from portal.accounts.models import Notification
 from portal.workloads.models import Approval, WorkloadState
-from tests.web.conftest import HTMX, make_sandbox
+from tests.rows import HTMX, make_sandbox
 
 
 def test_dashboard_lists_my_sandboxes_and_not_other_peoples(

@@ -13,7 +13,7 @@ from django.utils.dateparse import parse_datetime
 
 from portal.fleet.models import Gpu
 from portal.workloads.models import Approval, Workload
-from tests.api.conftest import make_hold, make_sandbox
+from tests.rows import make_hold, make_sandbox
 
 URL = "/api/v1/sandboxes"
 
@@ -139,8 +139,10 @@ def test_a_second_live_sandbox_with_the_same_name_is_refused(
 
 
 def test_an_ended_sandbox_name_may_be_used_again(fleet, h100, team, researcher, alice, slice_body):
-    make_sandbox(owner=researcher, team=team, gpu_type=h100, name="mig-small", state="terminated")
-    assert alice.post(URL, slice_body, format="json").status_code == 201
+    ended = make_sandbox(owner=researcher, team=team, gpu_type=h100, name="mig-small", state="terminated")
+    response = alice.post(URL, slice_body, format="json")
+    assert response.status_code == 201
+    assert response.json()["name"] == "mig-small" and response.json()["id"] != ended.pk
 
 
 def test_over_quota_says_how_much_is_left_and_creates_nothing(fleet, team, alice, slice_body):
@@ -287,9 +289,9 @@ def test_a_request_that_cannot_be_placed_shows_its_queue_position(run_jobs, flee
 
 @pytest.fixture
 def three_owners(h100, team, other_team, researcher, lead, other_researcher):
-    make_sandbox(owner=researcher, team=team, gpu_type=h100, name="alices")
+    make_sandbox(owner=researcher, team=team, gpu_type=h100, name="alices", state="terminated")
     make_sandbox(owner=lead, team=team, gpu_type=h100, name="bobs", state="running")
-    make_sandbox(owner=other_researcher, team=other_team, gpu_type=h100, name="carols")
+    make_sandbox(owner=other_researcher, team=other_team, gpu_type=h100, name="carols", state="terminated")
 
 
 @pytest.mark.parametrize(
@@ -311,7 +313,7 @@ def test_the_list_shows_what_each_role_may_see(three_owners, alice, bob, carol, 
 def test_the_list_is_newest_first_and_paginated(h100, team, researcher, alice):
     now = timezone.now()
     for age, name in [(3, "oldest"), (1, "newest"), (2, "middle")]:
-        sandbox = make_sandbox(owner=researcher, team=team, gpu_type=h100, name=name)
+        sandbox = make_sandbox(owner=researcher, team=team, gpu_type=h100, name=name, state="terminated")
         Workload.objects.filter(pk=sandbox.pk).update(created_at=now - timedelta(hours=age))
     first = alice.get(URL, {"page_size": 2}).json()
     assert [s["name"] for s in first["results"]] == ["newest", "middle"]

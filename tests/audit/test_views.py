@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from portal.audit.services import audit_record
 from portal.workloads.models import WorkloadState
-from tests.web.conftest import HTMX, make_sandbox
+from tests.rows import HTMX, make_sandbox
 
 
 def test_researchers_get_a_403_page(researcher_client, researcher):

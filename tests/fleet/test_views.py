@@ -1,13 +1,17 @@
-"""The fleet page: admins only; every GPU as eight memory slots with who holds what."""
+"""The fleet page: admins only; every GPU as eight memory slots with who holds what; admins start
+node discovery there and see unrecognised GPU nodes flagged."""
 
 from __future__ import annotations
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from portal.audit.models import AuditEvent
+from portal.fleet.models import Node
 from portal.workloads.services import sandbox_request
-from tests.factories import make_node
-from tests.web.conftest import HTMX, make_sandbox
+from tests.conftest import signed_in
+from tests.factories import ClusterFactory, make_node
+from tests.rows import HTMX, make_sandbox
 
 
 def test_researchers_and_leads_get_a_403_page(researcher_client, lead_client, fleet):
@@ -58,3 +62,31 @@ def test_the_fleet_page_queries_stay_bounded(admin_client, fleet, researcher, te
 
     assert response.content.decode().count('class="gpu-bar"') == 48
     assert len(large) == len(small) <= 20
+
+
+# Node discovery
+
+
+def test_admin_starts_discovery_on_kubernetes_clusters(monkeypatch, admin_user, fleet):
+    cluster = ClusterFactory(name="prod", driver="kubernetes", api_url="http://127.0.0.1:1")
+    sent = []
+    monkeypatch.setattr("portal.core.jobs.transaction.on_commit", lambda send: sent.append(send))
+    response = signed_in(admin_user).post("/fleet/discover/", follow=True)
+    assert response.status_code == 200
+    assert "Node discovery started on prod" in response.content.decode()
+    assert len(sent) == 1
+    assert AuditEvent.objects.filter(action="cluster.discovery_requested", object_id=str(cluster.pk)).exists()
+
+
+def test_researchers_cannot_start_discovery(researcher, fleet):
+    response = signed_in(researcher).post("/fleet/discover/", follow=True)
+    assert "Only platform admins may start node discovery." in response.content.decode()
+    assert not AuditEvent.objects.filter(action="cluster.discovery_requested").exists()
+
+
+def test_fleet_page_flags_nodes_with_unknown_products(admin_user, fleet):
+    cluster = ClusterFactory(name="prod", driver="kubernetes")
+    Node.objects.create(cluster=cluster, name="gpu-b200-a", product="NVIDIA-B200", unknown_product=True)
+    page = signed_in(admin_user).get("/fleet/").content.decode()
+    assert "gpu-b200-a: NVIDIA-B200" in page
+    assert "Discover GPU nodes now" in page

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from portal.fleet.models import Gpu
-from tests.api.conftest import make_hold
+from tests.rows import make_hold
 
 URL = "/api/v1/spend"
 WINDOW = {"start": "2026-03-01T00:00:00Z", "end": "2026-03-08T00:00:00Z"}

@@ -1,9 +1,11 @@
-"""GET /fleet/gpus: every GPU with its MIG layout and holders, for platform admins only."""
+"""GET /fleet/gpus: every GPU with its MIG layout and holders, for platform admins only; GET /gpu-types:
+the catalogue of GPU types with prices and free capacity, open to anyone."""
 
 from __future__ import annotations
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
 
 URL = "/api/v1/fleet/gpus"
 
@@ -63,3 +65,42 @@ def test_the_fleet_list_takes_a_bounded_number_of_queries(run_jobs, fleet, alice
         response = admin.get(URL, {"page_size": 100})
     assert len(response.json()["results"]) == 16
     assert len(queries) <= 8
+
+
+# GET /gpu-types
+
+
+def test_gpu_types_list_profiles_price_and_free_capacity(fleet, alice):
+    body = alice.get("/api/v1/gpu-types").json()
+    assert body["count"] == 1
+    h100 = body["results"][0]
+    assert h100["slug"] == "h100-80gb"
+    assert h100["name"] == "NVIDIA H100 80GB"
+    assert h100["memory_gb"] == 80
+    assert h100["price_per_hour"] == "6.88"
+    profiles = {p["name"]: p for p in h100["mig_profiles"]}
+    assert profiles["1g.10gb"]["compute_slices"] == 1
+    assert profiles["1g.10gb"]["memory_gb"] == 10
+    assert profiles["1g.10gb"]["gpu_equivalents"] == "0.143"
+    assert profiles["3g.40gb"]["price_per_hour"] == "2.95"  # 6.88 x 3/7
+    assert h100["capacity"]["gpus"] == 16
+    assert h100["capacity"]["free_gpus"] == 8
+    assert h100["capacity"]["free_slices"]["1g.10gb"] == 8
+
+
+def test_gpu_type_capacity_drops_when_gpus_are_taken(run_jobs, fleet, alice, slice_body):
+    whole = {"name": "one", "team": "vision", "gpu": {"type": "h100-80gb", "count": 1}, "ttl_hours": 1}
+    run_jobs(lambda: alice.post("/api/v1/sandboxes", whole, format="json"))
+    run_jobs(lambda: alice.post("/api/v1/sandboxes", slice_body, format="json"))
+    capacity = alice.get("/api/v1/gpu-types").json()["results"][0]["capacity"]
+    assert capacity["free_gpus"] == 7
+    # The cut GPU cannot take a full 7g.80gb any more; the other seven can.
+    assert capacity["free_slices"]["7g.80gb"] == 7
+    assert capacity["free_slices"]["1g.10gb"] == 8
+
+
+def test_gpu_types_are_open_to_anyone_but_me_needs_a_signed_in_user(fleet):
+    response = APIClient().get("/api/v1/gpu-types")
+    assert response.status_code == 200
+    assert {row["slug"] for row in response.json()["results"]} == {"h100-80gb"}
+    assert APIClient().get("/api/v1/me").status_code == 401

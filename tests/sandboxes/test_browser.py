@@ -1,11 +1,10 @@
 """One end-to-end run in headless Chromium: request a MIG slice, watch it start, end it.
 
-Skipped where /usr/bin/chromium (Debian's package) or Playwright is missing.
+Skipped where /usr/bin/chromium (Debian's package) or Playwright is missing; with
+PORTAL_REQUIRE_BROWSER=1 (CI) that fails the run instead.
 """
 
 from __future__ import annotations
-
-import os
 
 from portal.workloads.models import Workload, WorkloadState
 from tests import browser_support
@@ -27,6 +26,7 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
 
     sign_in_as_alice(page, live_server)
     expect(page.locator("h1")).to_have_text("My sandboxes")
+    expect(page.locator(".empty")).to_contain_text("No sandboxes here")
     page.screenshot(path="/tmp/ui-dashboard-empty.png", full_page=True)
 
     page.goto(f"{live_server.url}/sandboxes/new/")
@@ -70,6 +70,9 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
     page.click("button:has-text('Terminate')")
     expect(page.locator(".flash-success")).to_contain_text("billing stopped")
     expect(state).to_have_text("terminated")
+    expect(page.locator("#sandbox-actions")).to_have_count(0)  # nothing left to extend or end
     sandbox.refresh_from_db()
     assert sandbox.state == WorkloadState.TERMINATED
-    assert os.path.exists("/tmp/ui-request-form.png")
+
+    page.goto(f"{live_server.url}/")
+    expect(page.locator(f"#sandbox-row-{sandbox.pk} .state")).to_have_text("terminated")

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from portal.workloads.models import Workload, WorkloadState
 from tests.factories import GpuTypeFactory
-from tests.web.conftest import HTMX, make_sandbox
+from tests.rows import HTMX, make_sandbox
 
 SLICE = {
     "team": "vision",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 from django.core.management import call_command
 from rest_framework.test import APIClient
@@ -32,8 +33,16 @@ def test_the_openapi_schema_is_served_and_lists_the_endpoints(db):
     assert "bearerAuth" in response.json()["components"]["securitySchemes"]
 
 
-def test_the_schema_generates_without_warnings(db):
-    call_command("spectacular", "--validate", "--fail-on-warn", stdout=io.StringIO(), stderr=io.StringIO())
+def test_the_schema_generates_and_validates_without_warnings(db):
+    out, err = io.StringIO(), io.StringIO()
+    # --fail-on-warn raises on any warning, --validate on a schema that breaks the OpenAPI spec.
+    call_command(
+        "spectacular", "--validate", "--fail-on-warn", "--format", "openapi-json", stdout=out, stderr=err
+    )
+    schema = json.loads(out.getvalue())
+    assert schema["openapi"].startswith("3.")
+    assert "/api/v1/sandboxes" in schema["paths"]
+    assert err.getvalue() == ""
 
 
 def test_the_swagger_ui_is_served_from_local_assets(db):

@@ -7,7 +7,7 @@ from datetime import timedelta
 from portal.approvals.services import approval_decide
 from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.services import sandbox_request
-from tests.web.conftest import HTMX, make_sandbox
+from tests.rows import HTMX, make_sandbox
 
 
 def test_a_running_slice_shows_placement_access_expiry_and_cost(
@@ -71,7 +71,9 @@ def test_a_sandbox_of_another_user_is_not_found(other_client, researcher, team, 
 def test_the_lead_of_the_team_may_see_a_members_sandbox(lead_client, researcher, team, whole_gpus):
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
 
-    assert lead_client.get(f"/sandboxes/{sandbox.pk}/").status_code == 200
+    response = lead_client.get(f"/sandboxes/{sandbox.pk}/")
+    assert response.status_code == 200
+    assert f"<h1>{sandbox.name}</h1>" in response.content.decode()
 
 
 def test_extending_within_policy_moves_the_expiry(researcher_client, researcher, team, whole_gpus):

@@ -6,7 +6,7 @@ import pytest
 
 from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.services import sandbox_request
-from tests.web.conftest import HTMX, make_sandbox
+from tests.rows import HTMX, make_sandbox
 
 BIG = {"team": "vision", "name": "big-train", "gpu_type": "h100-80gb", "count": 2, "ttl_hours": 48}
 
