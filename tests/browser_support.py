@@ -60,7 +60,7 @@ def sign_in_as_alice(page, live_server) -> None:
 
 def reconcile_like_beat() -> None:
     """What the periodic `reconcile_due` job does in production: look at workloads that are due."""
-    from workers.tasks.sandboxes import reconcile_due
+    from workers.tasks.workloads import reconcile_due
 
     reconcile_due.apply()
 

@@ -10,7 +10,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("gpu_portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.imports = ("workers.tasks.sandboxes", "workers.tasks.fleet")
+app.conf.imports = ("workers.tasks.workloads", "workers.tasks.fleet")
 app.set_default()
 
 
@@ -18,12 +18,12 @@ def _schedule() -> dict:
     from django.conf import settings
 
     return {
-        "sweep-sandboxes": {
-            "task": "sandboxes.sweep",
+        "sweep-workloads": {
+            "task": "workloads.sweep",
             "schedule": settings.PORTAL_SWEEP_SECONDS,
         },
-        "reconcile-sandboxes": {
-            "task": "sandboxes.reconcile_due",
+        "reconcile-workloads": {
+            "task": "workloads.reconcile_due",
             "schedule": settings.PORTAL_RECONCILE_SECONDS,
         },
         "apply-mig-layouts": {

@@ -38,7 +38,7 @@ from portal.workloads.services import (
 
 DEFAULT_TTL_HOURS = 24
 S = WorkloadState
-RECONCILE_TASK = "sandboxes.reconcile"
+RECONCILE_TASK = "workloads.reconcile"
 
 
 def _entry(slug: str) -> CatalogModel:
@@ -298,5 +298,5 @@ def deployment_release_scaled_away(*, deployment_id: int, now: datetime) -> int:
     gpu_ids = list(extra.values_list("gpu_id", flat=True))
     released = extra.update(released_at=now)
     mig_layouts_free(gpu_ids=gpu_ids)  # hands any freed MIG layout to the nodes' MIG job
-    enqueue("sandboxes.drain_queue")
+    enqueue("workloads.drain_queue")
     return released

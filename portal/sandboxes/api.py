@@ -15,6 +15,7 @@ from portal.sandboxes.serializers import (
     SandboxSerializer,
     validated,
 )
+from portal.sandboxes.services import sandbox_estimate, sandbox_request
 from portal.workloads.api import WorkloadListView, workload_response
 from portal.workloads.models import Workload
 from portal.workloads.selectors import (
@@ -23,7 +24,7 @@ from portal.workloads.selectors import (
     workloads_with_details,
 )
 from portal.workloads.serializers import ExtendSerializer
-from portal.workloads.services import sandbox_estimate, sandbox_request, workload_extend, workload_terminate
+from portal.workloads.services import workload_extend, workload_terminate
 
 
 def _detail(request: Request, workload_id: int, *, status_code: int = status.HTTP_200_OK) -> Response:

@@ -12,9 +12,9 @@ from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.forms import SandboxRequestForm
 from portal.sandboxes.selectors import dashboard_sandboxes, request_choices, sandbox_row_for, sandbox_rows
+from portal.sandboxes.services import sandbox_estimate, sandbox_request
 from portal.workloads.forms import ExtendForm
 from portal.workloads.selectors import progress_steps, workload_audit_trail
-from portal.workloads.services import sandbox_estimate, sandbox_request
 from portal.workloads.views import workload_list_context
 
 

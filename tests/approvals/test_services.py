@@ -11,8 +11,9 @@ from django.core import mail
 from portal.accounts.models import Membership
 from portal.approvals.services import approval_decide
 from portal.core.errors import Conflict, NotAllowed, NotFound, ValidationFailed
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Approval, Workload, WorkloadState
-from portal.workloads.services import sandbox_request, workload_extend
+from portal.workloads.services import workload_extend
 from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

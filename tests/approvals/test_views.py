@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Approval, Workload, WorkloadState
-from portal.workloads.services import sandbox_request
 from tests.rows import HTMX, make_sandbox
 
 BIG = {"team": "vision", "name": "big-train", "gpu_type": "h100-80gb", "count": 2, "ttl_hours": 48}

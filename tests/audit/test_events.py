@@ -4,7 +4,7 @@ import pytest
 
 from portal.audit.models import AuditEvent
 from portal.audit.selectors import audit_events_visible_to
-from portal.workloads.services import sandbox_request
+from portal.sandboxes.services import sandbox_request
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,10 @@ from portal.core.errors import Conflict, QuotaExceeded, ValidationFailed
 from portal.deployments.models import Serving
 from portal.deployments.services import deployment_request, deployment_scale
 from portal.fleet.models import Allocation, SimulatedObject
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.selectors import workloads_visible_to
-from portal.workloads.services import sandbox_request, workload_terminate
+from portal.workloads.services import workload_terminate
 
 pytestmark = pytest.mark.django_db
 S = WorkloadState
@@ -140,9 +141,9 @@ def test_scaling_down_stops_billing_at_once_but_frees_the_gpu_only_after_teardow
     assert scaled_away.ended_at is not None
     assert scaled_away.released_at is None  # the pod may still be on the GPU
 
-    from workers.reconcile.sandboxes import reconcile_sandbox
+    from workers.reconcile.workloads import reconcile_workload
 
-    reconcile_sandbox(workload.pk)
+    reconcile_workload(workload.pk)
     scaled_away.refresh_from_db()
     assert scaled_away.released_at is not None
 
@@ -159,9 +160,9 @@ def test_scaling_down_then_up_before_the_reconciler_runs_frees_the_old_replica(
     deployment_scale(user=lead, deployment_id=workload.pk, replicas=1)  # no reconcile yet
     deployment_scale(user=lead, deployment_id=workload.pk, replicas=2)
 
-    from workers.reconcile.sandboxes import reconcile_sandbox
+    from workers.reconcile.workloads import reconcile_workload
 
-    reconcile_sandbox(workload.pk)
+    reconcile_workload(workload.pk)
     live = Allocation.objects.filter(workload=workload, released_at__isnull=True)
     assert live.count() == 2
     assert sorted(live.values_list("replica", flat=True)) == [0, 1]

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from portal.audit.models import AuditEvent
 from portal.fleet.models import Node
-from portal.workloads.services import sandbox_request
+from portal.sandboxes.services import sandbox_request
 from tests.conftest import signed_in
 from tests.factories import ClusterFactory, make_node
 from tests.rows import HTMX, make_sandbox

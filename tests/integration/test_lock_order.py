@@ -15,8 +15,9 @@ from django.utils import timezone
 from portal.approvals.services import approval_decide
 from portal.fleet import services as fleet_services
 from portal.fleet.models import Allocation
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Approval, Workload
-from portal.workloads.services import sandbox_request, workload_queue_drain
+from portal.workloads.services import workload_queue_drain
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

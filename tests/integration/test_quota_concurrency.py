@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 
 from portal.core.errors import QuotaExceeded
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Workload
-from portal.workloads.services import sandbox_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from portal.fleet.models import Allocation
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Workload, WorkloadState
-from portal.workloads.services import sandbox_request
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from portal.approvals.services import approval_decide
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Approval, Workload, WorkloadState
-from portal.workloads.services import sandbox_request
 from tests.rows import HTMX, make_sandbox
 
 

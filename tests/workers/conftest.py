@@ -8,12 +8,12 @@ from collections.abc import Callable
 import pytest
 
 from portal.fleet.models import Cluster
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Workload
-from portal.workloads.services import sandbox_request
 from tests.factories import ClusterFactory
 from tests.fakekube import FakeKube, fixtures
 from workers.reconcile.discovery import discover_cluster
-from workers.reconcile.sandboxes import reconcile_sandbox
+from workers.reconcile.workloads import reconcile_workload
 
 fake_kube = fixtures.fake_kube
 
@@ -51,9 +51,9 @@ def running_on_kube(request_on_kube, fake_kube: FakeKube) -> Callable[..., Workl
         sandbox = request_on_kube(**fields)
         if fake_kube.get("Namespace", sandbox.namespace) is None:  # waiting for the MIG manager
             fake_kube.set_mig_state(sandbox.node_name, "success")
-            reconcile_sandbox(sandbox.pk)
+            reconcile_workload(sandbox.pk)
         fake_kube.pod_running(sandbox.namespace)
-        reconcile_sandbox(sandbox.pk)
+        reconcile_workload(sandbox.pk)
         sandbox.refresh_from_db()
         assert sandbox.state == "running", sandbox.message
         return sandbox

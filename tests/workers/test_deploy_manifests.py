@@ -208,7 +208,7 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     """Drive every path of the driver that reaches the API; return the (group, resource, verb)
     triples the server saw."""
     spec = make_spec()
-    driver.apply_sandbox(spec)
+    driver.apply_workload(spec)
     changed = dataclasses.replace(
         spec,
         image_kind="shell",
@@ -217,23 +217,23 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
         expires_at=datetime(2026, 3, 1, tzinfo=UTC),
         user_identity="bob@firm.example",
     )
-    driver.apply_sandbox(changed)  # 409s, reads, patches of every kind
-    driver.apply_sandbox(dataclasses.replace(changed, user_identity=""))  # deletes the RoleBinding
-    driver.sandbox_status(changed)
+    driver.apply_workload(changed)  # 409s, reads, patches of every kind
+    driver.apply_workload(dataclasses.replace(changed, user_identity=""))  # deletes the RoleBinding
+    driver.workload_status(changed)
     driver.managed_namespaces()
     driver.discover_gpu_nodes()
     driver.apply_mig_layout("gpu-h100-a", {0: [("1g.10gb", 0)]})  # creates the ConfigMap
     driver.apply_mig_layout("gpu-h100-a", {0: [("3g.40gb", 0)]})  # reads and patches it
     driver.mig_layout_state("gpu-h100-a")
-    driver.delete_sandbox(changed)
+    driver.delete_workload(changed)
     serving = make_serving_spec(replicas=2)
-    driver.apply_sandbox(serving)  # one Deployment per replica
+    driver.apply_workload(serving)  # one Deployment per replica
     assert serving.serving is not None
     one = dataclasses.replace(
         serving, serving=dataclasses.replace(serving.serving, replicas=serving.serving.replicas[:1])
     )
-    driver.apply_sandbox(dataclasses.replace(one, cpu=12))  # patches, and deletes the replica scaled away
-    driver.sandbox_status(one)
+    driver.apply_workload(dataclasses.replace(one, cpu=12))  # patches, and deletes the replica scaled away
+    driver.workload_status(one)
     return {(r.group, r.resource, r.verb) for r in fake.requests}
 
 

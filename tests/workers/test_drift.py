@@ -11,8 +11,9 @@ from portal.workloads.services import workload_terminate
 from tests.fakekube import FakeKube
 from tests.fakekube.resources import BY_KIND
 from tests.workers.conftest import SLICE, WHOLE
+from workers.reconcile.clusters import driver_for
 from workers.reconcile.drift import repair_drift
-from workers.reconcile.sandboxes import driver_for, reconcile_sandbox
+from workers.reconcile.workloads import reconcile_workload
 from workers.tasks.fleet import repair_drift_all
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +67,7 @@ def test_a_namespace_naming_a_sandbox_newer_than_any_here_is_left_alone(fake_kub
 def test_the_namespace_left_by_a_failed_sandbox_is_deleted(fake_kube, request_on_kube):
     sandbox = request_on_kube(**WHOLE)
     fake_kube.pod_image_pull_failed(sandbox.namespace)
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     # The worker died before the teardown step: the row ended, its namespace stayed.
     Workload.objects.filter(pk=sandbox.pk).update(state=S.FAILED)
     assert fake_kube.get("Namespace", sandbox.namespace) is not None

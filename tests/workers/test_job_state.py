@@ -13,15 +13,17 @@ from celery import current_app
 
 from portal.fleet.models import Allocation, MigSlice, Node, SimulatedObject
 from portal.fleet.services import mig_layout_changed
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Workload, WorkloadState
-from portal.workloads.services import sandbox_request
+from portal.workloads.services import workload_terminate
 from workers import celery as celery_module
 from workers.drivers.base import DriverError
 from workers.drivers.factory import get_driver
 from workers.reconcile import mig as mig_module
+from workers.reconcile.clusters import cluster_config
 from workers.reconcile.mig import mig_layouts_due, reconcile_node_mig
-from workers.reconcile.sandboxes import reconcile_sandbox
-from workers.tasks import sandboxes as sandbox_tasks
+from workers.reconcile.workloads import reconcile_workload
+from workers.tasks import workloads as workload_tasks
 from workers.tasks.fleet import apply_mig_layout, apply_mig_layouts_due
 
 pytestmark = pytest.mark.django_db
@@ -90,7 +92,6 @@ def counting(monkeypatch):
 
 
 def _sim_config():
-    from workers.reconcile.sandboxes import cluster_config
 
     return cluster_config(mig_node().cluster)
 
@@ -123,7 +124,7 @@ def test_a_lost_layout_message_is_re_driven_by_the_beat_until_the_node_settles(
         assert node.mig_layout_next_attempt_at is None and node.mig_layout_lease_until is None
         assert MigSlice.objects.get(pk=mig_slice.pk).state == MigSlice.State.READY
         assert mig_layouts_due(now=START + timedelta(days=1)) == []
-        reconcile_sandbox(sandbox.pk)  # its own lost message: the periodic reconcile takes it on
+        reconcile_workload(sandbox.pk)  # its own lost message: the periodic reconcile takes it on
     assert Workload.objects.get(pk=sandbox.pk).state == WorkloadState.RUNNING
 
 
@@ -241,13 +242,12 @@ def test_a_layout_changed_while_it_was_applied_is_not_settled_as_the_old_one(
 def test_freeing_a_layout_hands_it_to_the_nodes_job_even_when_its_message_is_lost(
     run_jobs, fleet, researcher, slice_request
 ):
-    from portal.workloads.services import workload_terminate
 
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     cut = Allocation.objects.get(workload=sandbox).mig_slice
     index = str(cut.gpu.index)
     workload_terminate(user=researcher, workload_id=sandbox.pk)  # its jobs are lost
-    reconcile_sandbox(sandbox.pk)  # the periodic reconcile ends it; the freed layout's message is lost
+    reconcile_workload(sandbox.pk)  # the periodic reconcile ends it; the freed layout's message is lost
     assert not MigSlice.objects.exists()
     assert layout_request().body["layout"][index] == [["1g.10gb", cut.start]]  # the cluster not told yet
     node = mig_node()
@@ -263,9 +263,9 @@ def test_the_beat_re_drives_mig_layouts_and_every_task_takes_ids_only():
     schedule = celery_module._schedule()
     assert schedule["apply-mig-layouts"]["task"] == "fleet.apply_mig_layouts_due"
     ours = {
-        name: task for name, task in current_app.tasks.items() if name.split(".")[0] in ("fleet", "sandboxes")
+        name: task for name, task in current_app.tasks.items() if name.split(".")[0] in ("fleet", "workloads")
     }
-    assert "fleet.apply_mig_layout" in ours and sandbox_tasks.reconcile.name in ours
+    assert "fleet.apply_mig_layout" in ours and workload_tasks.reconcile.name in ours
     for name, task in ours.items():
         parameters = inspect.signature(task.run).parameters.values()
         assert all(p.name.endswith("_id") and p.annotation in (int, "int") for p in parameters), name

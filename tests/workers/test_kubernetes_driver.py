@@ -13,7 +13,7 @@ from tests.workers.test_manifests import SLICE, make_spec
 from workers.drivers.base import ClusterConfig, DriverError
 from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import gpu_type_slug, product_slug_table
-from workers.manifests import ManifestOptions, sandbox_objects
+from workers.manifests import ManifestOptions, workload_objects
 
 fake_kube = fixtures.fake_kube
 kube_driver = fixtures.kube_driver
@@ -30,7 +30,7 @@ def versions(fake: FakeKube) -> dict[str, str]:
 
 
 def _names() -> dict[str, str]:
-    return {obj["kind"]: obj["metadata"]["name"] for obj in sandbox_objects(SPEC)}
+    return {obj["kind"]: obj["metadata"]["name"] for obj in workload_objects(SPEC)}
 
 
 # --- apply ----------------------------------------------------------------------------------------
@@ -39,7 +39,7 @@ def _names() -> dict[str, str]:
 def test_apply_creates_every_object_the_builders_produce(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     assert fake_kube.get("Namespace", NS)["metadata"]["labels"]["gpu-portal/sandbox-id"] == "42"
     for kind in SANDBOX_KINDS:
         assert fake_kube.get(kind, _names()[kind], NS) is not None, kind
@@ -50,10 +50,10 @@ def test_apply_creates_every_object_the_builders_produce(
 def test_applying_twice_meets_conflicts_quietly_and_writes_nothing_new(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     before = versions(fake_kube)
     fake_kube.requests.clear()
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     assert versions(fake_kube) == before
     creates = [r for r in fake_kube.requests if r.verb == "create"]
     assert len(creates) == 7 and all(r.status == 409 for r in creates)
@@ -63,10 +63,10 @@ def test_applying_twice_meets_conflicts_quietly_and_writes_nothing_new(
 def test_applying_a_changed_spec_patches_what_differs(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     changed = dataclasses.replace(SPEC, image="registry.local/pytorch:2.9", cpu=12)
     fake_kube.requests.clear()
-    kube_driver.apply_sandbox(changed)
+    kube_driver.apply_workload(changed)
     patched = {r.resource for r in fake_kube.requests if r.verb == "patch"}
     assert patched == {"resourcequotas", "limitranges", "statefulsets"}
     assert all(
@@ -80,18 +80,18 @@ def test_applying_a_changed_spec_patches_what_differs(
 def test_dropping_the_cluster_identity_removes_the_owner_binding(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
-    kube_driver.apply_sandbox(dataclasses.replace(SPEC, user_identity=""))
+    kube_driver.apply_workload(SPEC)
+    kube_driver.apply_workload(dataclasses.replace(SPEC, user_identity=""))
     assert fake_kube.get("RoleBinding", "sandbox-owner", NS) is None
-    kube_driver.apply_sandbox(dataclasses.replace(SPEC, user_identity=""))  # nothing left to delete: fine
+    kube_driver.apply_workload(dataclasses.replace(SPEC, user_identity=""))  # nothing left to delete: fine
 
 
 def test_a_change_kubernetes_forbids_is_a_final_error_naming_the_field(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     with pytest.raises(DriverError) as caught:
-        kube_driver.apply_sandbox(dataclasses.replace(SPEC, storage_gb=500))
+        kube_driver.apply_workload(dataclasses.replace(SPEC, storage_gb=500))
     assert caught.value.retryable is False
     assert "cannot change volumeClaimTemplates in place" in caught.value.message
     stored = fake_kube.get("StatefulSet", "sandbox", NS)["spec"]["volumeClaimTemplates"][0]
@@ -101,11 +101,11 @@ def test_a_change_kubernetes_forbids_is_a_final_error_naming_the_field(
 def test_a_change_the_server_refuses_is_a_final_error_with_its_message(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     message = 'StatefulSet.apps "sandbox" is invalid: spec.template.spec.containers[0].image: Required value'
     fake_kube.fail_next(422, method="PATCH", message=message)
     with pytest.raises(DriverError) as caught:
-        kube_driver.apply_sandbox(dataclasses.replace(SPEC, image="registry.local/other:1"))
+        kube_driver.apply_workload(dataclasses.replace(SPEC, image="registry.local/other:1"))
     assert caught.value.retryable is False
     assert caught.value.message == f"the cluster rejected patch statefulsets/sandbox: {message}"
 
@@ -113,15 +113,15 @@ def test_a_change_the_server_refuses_is_a_final_error_with_its_message(
 def test_a_new_cluster_role_for_the_owner_replaces_the_binding(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     options = KubernetesOptions(manifests=ManifestOptions(user_cluster_role="view"))
-    KubernetesDriver(kube_driver.config, options).apply_sandbox(SPEC)
+    KubernetesDriver(kube_driver.config, options).apply_workload(SPEC)
     assert fake_kube.get("RoleBinding", "sandbox-owner", NS)["roleRef"]["name"] == "view"
 
 
 def test_an_unbuildable_spec_is_a_final_error(kube_driver: KubernetesDriver) -> None:
     with pytest.raises(DriverError) as caught:
-        kube_driver.apply_sandbox(dataclasses.replace(SPEC, cpu=0))
+        kube_driver.apply_workload(dataclasses.replace(SPEC, cpu=0))
     assert caught.value.retryable is False and "cpu must be at least 1" in caught.value.message
 
 
@@ -131,11 +131,11 @@ def test_an_unbuildable_spec_is_a_final_error(kube_driver: KubernetesDriver) -> 
 def test_status_is_absent_before_apply_and_pending_until_the_pod_is_ready(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    assert kube_driver.sandbox_status(SPEC).phase == "absent"
-    kube_driver.apply_sandbox(SPEC)
-    assert kube_driver.sandbox_status(SPEC).phase == "pending"
+    assert kube_driver.workload_status(SPEC).phase == "absent"
+    kube_driver.apply_workload(SPEC)
+    assert kube_driver.workload_status(SPEC).phase == "pending"
     fake_kube.pod_running(NS, ready=False)
-    status = kube_driver.sandbox_status(SPEC)
+    status = kube_driver.workload_status(SPEC)
     assert (status.phase, status.access) == ("pending", "")
     assert "accept connections" in status.message
 
@@ -143,9 +143,9 @@ def test_status_is_absent_before_apply_and_pending_until_the_pod_is_ready(
 def test_a_ready_jupyter_sandbox_is_running_with_its_url(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     fake_kube.pod_running(NS)
-    status = kube_driver.sandbox_status(SPEC)
+    status = kube_driver.workload_status(SPEC)
     assert status.phase == "running"
     assert status.access == "https://sbx-42.sandboxes.gpu.internal/"
 
@@ -154,17 +154,17 @@ def test_a_ready_shell_sandbox_is_running_with_an_ssh_command(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
     spec = dataclasses.replace(SPEC, image_kind="shell", gpu=SLICE)
-    kube_driver.apply_sandbox(spec)
+    kube_driver.apply_workload(spec)
     fake_kube.pod_running(NS)
-    assert kube_driver.sandbox_status(spec).access == "ssh -p 2222 alice@sbx-42.sandboxes.gpu.internal"
+    assert kube_driver.workload_status(spec).access == "ssh -p 2222 alice@sbx-42.sandboxes.gpu.internal"
 
 
 def test_an_image_pull_failure_fails_with_the_registrys_words(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     fake_kube.pod_image_pull_failed(NS, image="registry.local/nope:1")
-    status = kube_driver.sandbox_status(SPEC)
+    status = kube_driver.workload_status(SPEC)
     assert status.phase == "failed"
     assert status.message.startswith("image pull failed: ")
     assert 'registry.local/nope:1": not found' in status.message
@@ -173,9 +173,9 @@ def test_an_image_pull_failure_fails_with_the_registrys_words(
 def test_an_unschedulable_pod_waits_with_the_schedulers_reason(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     fake_kube.pod_unschedulable(NS)
-    status = kube_driver.sandbox_status(SPEC)
+    status = kube_driver.workload_status(SPEC)
     assert status.phase == "pending"
     assert status.message.startswith(
         "unschedulable: 0/4 nodes are available: 1 Insufficient nvidia.com/mig-1g.10gb"
@@ -185,9 +185,9 @@ def test_an_unschedulable_pod_waits_with_the_schedulers_reason(
 def test_a_sandbox_killed_again_and_again_for_memory_fails_as_oom_killed(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     fake_kube.pod_oom_killed(NS)
-    status = kube_driver.sandbox_status(SPEC)
+    status = kube_driver.workload_status(SPEC)
     assert status.phase == "failed"
     assert status.message.startswith("OOM-killed")
 
@@ -195,9 +195,9 @@ def test_a_sandbox_killed_again_and_again_for_memory_fails_as_oom_killed(
 def test_an_evicted_pod_is_pending_while_the_statefulset_recreates_it(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     fake_kube.pod_evicted(NS)
-    status = kube_driver.sandbox_status(SPEC)
+    status = kube_driver.workload_status(SPEC)
     assert status.phase == "pending"
     assert status.message.startswith("evicted: The node was low on resource: memory")
 
@@ -205,12 +205,12 @@ def test_an_evicted_pod_is_pending_while_the_statefulset_recreates_it(
 def test_a_pod_the_controller_cannot_create_is_pending_with_its_event(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     fake_kube.api.store.delete(("pods", NS, "sandbox-0"))
     fake_kube.add_event(
         NS, "StatefulSet", "sandbox", "FailedCreate", 'pods "sandbox-0" is forbidden: exceeded quota'
     )
-    status = kube_driver.sandbox_status(SPEC)
+    status = kube_driver.workload_status(SPEC)
     assert status.phase == "pending"
     assert (
         status.message == 'waiting for the pod to be created: pods "sandbox-0" is forbidden: exceeded quota'
@@ -223,32 +223,32 @@ def test_a_pod_the_controller_cannot_create_is_pending_with_its_event(
 def test_delete_removes_the_namespace_and_deleting_again_is_fine(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    kube_driver.apply_sandbox(SPEC)
-    assert kube_driver.delete_sandbox(SPEC) is True
+    kube_driver.apply_workload(SPEC)
+    assert kube_driver.delete_workload(SPEC) is True
     assert fake_kube.get("Namespace", NS) is None and fake_kube.list("StatefulSet", NS) == []
-    assert kube_driver.delete_sandbox(SPEC) is True
+    assert kube_driver.delete_workload(SPEC) is True
     assert [r.status for r in fake_kube.requests if r.verb == "delete"] == [200, 404]
-    assert kube_driver.sandbox_status(SPEC).phase == "absent"
+    assert kube_driver.workload_status(SPEC).phase == "absent"
 
 
 def test_delete_reports_a_terminating_namespace_until_it_is_gone() -> None:
     with FakeKube(slow_namespace_deletion=True) as fake:
         driver = KubernetesDriver(ClusterConfig("fake", "kubernetes", api_url=fake.url))
-        driver.apply_sandbox(SPEC)
-        assert driver.delete_sandbox(SPEC) is False
-        assert driver.sandbox_status(SPEC).phase == "terminating"
-        assert driver.delete_sandbox(SPEC) is False  # the server answers 409 while it empties it
+        driver.apply_workload(SPEC)
+        assert driver.delete_workload(SPEC) is False
+        assert driver.workload_status(SPEC).phase == "terminating"
+        assert driver.delete_workload(SPEC) is False  # the server answers 409 while it empties it
         with pytest.raises(DriverError) as caught:
-            driver.apply_sandbox(SPEC)
+            driver.apply_workload(SPEC)
         assert caught.value.retryable is True and "still being deleted" in caught.value.message
         fake.finish_namespace_deletions()
-        assert driver.delete_sandbox(SPEC) is True
+        assert driver.delete_workload(SPEC) is True
 
 
 def test_managed_namespaces_are_the_portal_labelled_ones(kube_driver: KubernetesDriver) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     other = make_spec(workload_id=7, name="other")
-    kube_driver.apply_sandbox(dataclasses.replace(other, namespace="sbx-vision-other-7"))
+    kube_driver.apply_workload(dataclasses.replace(other, namespace="sbx-vision-other-7"))
     found = sorted((ns.name, ns.workload_id, ns.kind) for ns in kube_driver.managed_namespaces())
     assert found == [(NS, 42, "sandbox"), ("sbx-vision-other-7", 7, "sandbox")]
 
@@ -261,19 +261,19 @@ def test_forbidden_is_a_final_error_saying_what_the_portal_may_not_do(
 ) -> None:
     fake_kube.fail_next(403, method="POST", path_contains="/namespaces")
     with pytest.raises(DriverError) as caught:
-        kube_driver.apply_sandbox(SPEC)
+        kube_driver.apply_workload(SPEC)
     assert caught.value.retryable is False
     assert caught.value.message.startswith("the portal's service account may not create namespaces")
 
 
 def test_a_server_error_is_retryable(fake_kube: FakeKube, kube_driver: KubernetesDriver) -> None:
-    kube_driver.apply_sandbox(SPEC)
+    kube_driver.apply_workload(SPEC)
     fake_kube.fail_next(500, path_contains="/statefulsets/")
     with pytest.raises(DriverError) as caught:
-        kube_driver.sandbox_status(SPEC)
+        kube_driver.workload_status(SPEC)
     assert caught.value.retryable is True
     assert "etcd timeout" in caught.value.message
-    assert kube_driver.sandbox_status(SPEC).phase == "pending"  # the next try goes through
+    assert kube_driver.workload_status(SPEC).phase == "pending"  # the next try goes through
 
 
 def test_a_slow_api_server_times_out_as_retryable(fake_kube: FakeKube) -> None:

@@ -12,11 +12,12 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from portal.fleet.models import Allocation, MigSlice, Node
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Workload, WorkloadState
-from portal.workloads.services import sandbox_request, workloads_due_for_reconcile, workloads_sweep
+from portal.workloads.services import workloads_due_for_reconcile, workloads_sweep
 from tests.fakekube import SCHEMA_VERSION, FakeKube
 from tests.workers.conftest import SLICE, WHOLE
-from workers.reconcile.sandboxes import reconcile_sandbox
+from workers.reconcile.workloads import reconcile_workload
 
 pytestmark = pytest.mark.django_db
 S = WorkloadState
@@ -51,7 +52,7 @@ def test_whole_gpu_sandbox_is_created_over_http_runs_and_expires_billed_to_its_e
     assert not any(key.startswith("requests.nvidia.com/mig-") for key in hard)
 
     fake_kube.pod_running(namespace)
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     sandbox.refresh_from_db()
     assert sandbox.state == S.RUNNING
     assert sandbox.access == f"https://{namespace}.sandboxes.gpu.internal/"
@@ -85,26 +86,26 @@ def test_mig_slice_sandbox_waits_for_the_mig_manager_then_runs_with_a_slice_quot
     assert cut == {"devices": [mig_slice.gpu.index], "mig-enabled": True, "mig-devices": {"1g.10gb": 1}}
     assert fake_kube.get("Namespace", sandbox.namespace) is None  # nothing is applied before the slice
 
-    reconcile_sandbox(sandbox.pk)  # the MIG manager is still at work
+    reconcile_workload(sandbox.pk)  # the MIG manager is still at work
     assert Workload.objects.get(pk=sandbox.pk).state == S.PROVISIONING
     assert fake_kube.get("Node", "gpu-h100-b")["metadata"]["labels"]["nvidia.com/mig.config"] == config_name
 
     fake_kube.set_mig_state("gpu-h100-b", "success")
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     assert MigSlice.objects.get(pk=mig_slice.pk).state == MigSlice.State.READY
     assert Node.objects.get(name="gpu-h100-b").mig_config_state == "success"
     hard = fake_kube.get("ResourceQuota", "sandbox-quota", sandbox.namespace)["spec"]["hard"]
     assert hard["requests.nvidia.com/mig-1g.10gb"] == "1"
     assert hard["requests.nvidia.com/gpu"] == "0"
     fake_kube.pod_running(sandbox.namespace)
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     assert Workload.objects.get(pk=sandbox.pk).state == S.RUNNING
 
 
 def test_image_pull_failure_fails_the_sandbox_with_the_kubelets_message(fake_kube, request_on_kube):
     sandbox = request_on_kube(**WHOLE)
     fake_kube.pod_image_pull_failed(sandbox.namespace, image="quay.io/jupyter/pytorch-notebook:latest")
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     sandbox.refresh_from_db()
     # Billing stops at once, but the pod still holds the GPU until its namespace is gone.
     assert sandbox.state == S.TERMINATING and sandbox.ending_as == S.FAILED
@@ -114,7 +115,7 @@ def test_image_pull_failure_fails_the_sandbox_with_the_kubelets_message(fake_kub
     allocation = Allocation.objects.get(workload=sandbox)
     assert allocation.ended_at is not None and allocation.released_at is None
 
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     sandbox.refresh_from_db()
     assert sandbox.state == S.FAILED
     assert sandbox.message.startswith("image pull failed")
@@ -140,7 +141,7 @@ def test_server_errors_are_retried_with_growing_backoff_then_the_sandbox_runs(
     fake_kube.fail_next(500, times=2, method="POST", path_contains="/api/v1/namespaces")
     start = sandbox.created_at
 
-    reconcile_sandbox(sandbox.pk, now=start)
+    reconcile_workload(sandbox.pk, now=start)
     row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.PROVISIONING and row.attempts == 1
     assert row.next_attempt_at == start + timedelta(seconds=2)
@@ -148,14 +149,14 @@ def test_server_errors_are_retried_with_growing_backoff_then_the_sandbox_runs(
     assert sandbox.pk not in workloads_due_for_reconcile(now=start + timedelta(seconds=1))
     assert sandbox.pk in workloads_due_for_reconcile(now=start + timedelta(seconds=2))
 
-    reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=2))
+    reconcile_workload(sandbox.pk, now=start + timedelta(seconds=2))
     row.refresh_from_db()
     assert row.attempts == 2 and row.next_attempt_at == start + timedelta(seconds=6)
-    reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=6))  # applied, pod starting
+    reconcile_workload(sandbox.pk, now=start + timedelta(seconds=6))  # applied, pod starting
     row.refresh_from_db()
     assert row.state == S.PROVISIONING and row.next_attempt_at == start + timedelta(seconds=7)
     fake_kube.pod_running(row.namespace)
-    reconcile_sandbox(sandbox.pk, now=start + timedelta(seconds=7))
+    reconcile_workload(sandbox.pk, now=start + timedelta(seconds=7))
     row.refresh_from_db()
     assert row.state == S.RUNNING and row.attempts == 0 and row.last_error == ""
     posts = [r.status for r in fake_kube.requests if r.verb == "create" and r.resource == "namespaces"]

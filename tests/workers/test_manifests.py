@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import UTC, datetime
 
 import kubernetes_validate
@@ -12,7 +13,6 @@ from hypothesis import strategies as st
 
 from tests.fakekube import SCHEMA_VERSION
 from tests.fakekube.validation import QUANTITY, is_dns_subdomain
-from workers.drivers.base import GpuClaim, SandboxSpec, ServingSpec
 from workers.manifests import (
     AccessPath,
     ManifestOptions,
@@ -22,10 +22,11 @@ from workers.manifests import (
     quota_hard,
     role_binding_manifest,
     sandbox_access,
-    sandbox_namespace_name,
-    sandbox_objects,
+    workload_namespace_name,
+    workload_objects,
 )
-from workers.manifests.names import is_dns_label, is_label_value, is_qualified_name
+from workers.manifests.names import MAX_LABEL, is_dns_label, is_qualified_name
+from workers.spec import GpuClaim, ServingSpec, WorkloadSpec
 
 WHOLE = GpuClaim(resource="nvidia.com/gpu", count=2, node="gpu-h100-a", gpu_indices=(0, 1))
 SLICE = GpuClaim(
@@ -37,14 +38,21 @@ SLICE = GpuClaim(
     mig_start=2,
 )
 
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
-def make_spec(**overrides: object) -> SandboxSpec:
+
+def is_label_value(value: str) -> bool:
+    """What the API server accepts as a label value."""
+    return len(value) <= MAX_LABEL and bool(LABEL_VALUE.match(value))
+
+
+def make_spec(**overrides: object) -> WorkloadSpec:
     values: dict = {
         "workload_id": 42,
         "name": "Llama finetune",
         "team": "vision",
         "owner": "alice",
-        "namespace": sandbox_namespace_name("vision", "Llama finetune", 42),
+        "namespace": workload_namespace_name("vision", "Llama finetune", 42),
         "image": "quay.io/jupyter/pytorch-notebook:cuda12-2025-10-20",
         "image_kind": "jupyter",
         "cpu": 8,
@@ -56,10 +64,10 @@ def make_spec(**overrides: object) -> SandboxSpec:
         "user_identity": "alice@firm.example",
     }
     values.update(overrides)
-    return SandboxSpec(**values)
+    return WorkloadSpec(**values)
 
 
-def make_serving_spec(replicas: int = 2, **overrides: object) -> SandboxSpec:
+def make_serving_spec(replicas: int = 2, **overrides: object) -> WorkloadSpec:
     """A vLLM deployment of `replicas` replicas, each one whole H100 on its own node."""
     claims = tuple(
         GpuClaim(resource="nvidia.com/gpu", count=1, node=f"gpu-h100-{'ab'[i % 2]}", gpu_indices=(i,))
@@ -78,7 +86,7 @@ def make_serving_spec(replicas: int = 2, **overrides: object) -> SandboxSpec:
     values: dict = {
         "workload_id": 77,
         "name": "llama8b",
-        "namespace": sandbox_namespace_name("vision", "llama8b", 77),
+        "namespace": workload_namespace_name("vision", "llama8b", 77),
         "image": serving.image,
         "gpu": claims[0],
         "storage_gb": 50,
@@ -93,8 +101,8 @@ def by_kind(objects: list[dict]) -> dict[str, dict]:
     return {obj["kind"]: obj for obj in objects}
 
 
-def pod_spec(spec: SandboxSpec, options: ManifestOptions | None = None) -> dict:
-    return by_kind(sandbox_objects(spec, options))["StatefulSet"]["spec"]["template"]["spec"]
+def pod_spec(spec: WorkloadSpec, options: ManifestOptions | None = None) -> dict:
+    return by_kind(workload_objects(spec, options))["StatefulSet"]["spec"]["template"]["spec"]
 
 
 VARIANTS = {
@@ -106,14 +114,14 @@ VARIANTS = {
 
 
 @pytest.mark.parametrize("spec", VARIANTS.values(), ids=VARIANTS.keys())
-def test_every_object_passes_the_strict_official_schema(spec: SandboxSpec) -> None:
-    for obj in sandbox_objects(spec):
+def test_every_object_passes_the_strict_official_schema(spec: WorkloadSpec) -> None:
+    for obj in workload_objects(spec):
         assert kubernetes_validate.validate(obj, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
 
 
 @pytest.mark.parametrize("spec", VARIANTS.values(), ids=VARIANTS.keys())
-def test_every_name_label_and_quantity_is_one_the_api_server_accepts(spec: SandboxSpec) -> None:
-    for obj in sandbox_objects(spec):
+def test_every_name_label_and_quantity_is_one_the_api_server_accepts(spec: WorkloadSpec) -> None:
+    for obj in workload_objects(spec):
         metadata = obj["metadata"]
         assert is_dns_label(metadata["name"]), metadata["name"]
         assert metadata.get("namespace", spec.namespace) == spec.namespace
@@ -126,7 +134,7 @@ def test_every_name_label_and_quantity_is_one_the_api_server_accepts(spec: Sandb
 
 
 def test_objects_come_namespace_first_and_workload_last() -> None:
-    kinds = [obj["kind"] for obj in sandbox_objects(make_spec())]
+    kinds = [obj["kind"] for obj in workload_objects(make_spec())]
     assert kinds == [
         "Namespace",
         "ResourceQuota",
@@ -139,7 +147,7 @@ def test_objects_come_namespace_first_and_workload_last() -> None:
 
 
 def test_building_twice_gives_identical_objects() -> None:
-    assert sandbox_objects(make_spec()) == sandbox_objects(make_spec())
+    assert workload_objects(make_spec()) == workload_objects(make_spec())
 
 
 @given(
@@ -148,25 +156,26 @@ def test_building_twice_gives_identical_objects() -> None:
     workload_id=st.integers(min_value=0, max_value=10**12),
 )
 def test_namespace_name_is_a_dns_label_ending_in_the_id(team: str, name: str, workload_id: int) -> None:
-    namespace = sandbox_namespace_name(team, name, workload_id)
+    namespace = workload_namespace_name(team, name, workload_id)
     assert is_dns_label(namespace)
     assert namespace.startswith("sbx-")
     assert namespace.rsplit("-", 1)[1] == str(workload_id)
-    assert sandbox_namespace_name(team, name, workload_id) == namespace
+    assert workload_namespace_name(team, name, workload_id) == namespace
 
 
 def test_namespace_name_keeps_team_and_name_readable_and_cuts_long_ones() -> None:
     assert (
-        sandbox_namespace_name("Vision", "Llama 3 \u2013 LoRA sweep!", 7) == "sbx-vision-llama-3-lora-sweep-7"
+        workload_namespace_name("Vision", "Llama 3 \u2013 LoRA sweep!", 7)
+        == "sbx-vision-llama-3-lora-sweep-7"
     )
-    long_name = sandbox_namespace_name("t" * 40, "n" * 100, 123456)
+    long_name = workload_namespace_name("t" * 40, "n" * 100, 123456)
     assert len(long_name) <= 63 and long_name.endswith("-123456")
-    assert sandbox_namespace_name("a", "b-1", 2) != sandbox_namespace_name("a", "b", 12)
+    assert workload_namespace_name("a", "b-1", 2) != workload_namespace_name("a", "b", 12)
 
 
 def test_label_values_are_sanitized_and_the_owner_is_kept_whole_in_an_annotation() -> None:
     spec = make_spec(owner="alice.o'neil@firm.example", team="R&D / Vision")
-    namespace = by_kind(sandbox_objects(spec))["Namespace"]
+    namespace = by_kind(workload_objects(spec))["Namespace"]
     labels = namespace["metadata"]["labels"]
     assert labels["gpu-portal/owner"] == "alice.o_neil_firm.example"
     assert labels["gpu-portal/team"] == "R_D___Vision"
@@ -177,26 +186,26 @@ def test_label_values_are_sanitized_and_the_owner_is_kept_whole_in_an_annotation
 
 def test_portal_labels_win_over_extra_labels_and_bad_label_keys_are_refused() -> None:
     spec = make_spec(labels={"gpu-portal/team": "spoofed", "cost-center": "ML 42"})
-    labels = by_kind(sandbox_objects(spec))["Namespace"]["metadata"]["labels"]
+    labels = by_kind(workload_objects(spec))["Namespace"]["metadata"]["labels"]
     assert labels["gpu-portal/team"] == "vision"
     assert labels["cost-center"] == "ML_42"
     with pytest.raises(ValueError, match="label key"):
-        sandbox_objects(make_spec(labels={"bad key!": "x"}))
+        workload_objects(make_spec(labels={"bad key!": "x"}))
 
 
 def test_namespace_carries_portal_labels_and_enforces_restricted_pod_security() -> None:
-    labels = by_kind(sandbox_objects(make_spec()))["Namespace"]["metadata"]["labels"]
+    labels = by_kind(workload_objects(make_spec()))["Namespace"]["metadata"]["labels"]
     assert labels["app.kubernetes.io/managed-by"] == "gpu-portal"
     assert labels["gpu-portal/sandbox-id"] == "42"
     assert labels["gpu-portal/team"] == "vision"
     assert labels["gpu-portal/owner"] == "alice"
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
-    baseline = by_kind(sandbox_objects(make_spec(), ManifestOptions(pod_security_level="baseline")))
+    baseline = by_kind(workload_objects(make_spec(), ManifestOptions(pod_security_level="baseline")))
     assert baseline["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
 def test_quota_equals_a_whole_gpu_allocation_exactly() -> None:
-    quota = by_kind(sandbox_objects(make_spec()))["ResourceQuota"]
+    quota = by_kind(workload_objects(make_spec()))["ResourceQuota"]
     assert quota["spec"]["hard"] == {
         "requests.cpu": "8",
         "limits.cpu": "8",
@@ -222,7 +231,7 @@ def test_quota_for_a_mig_slice_caps_that_profile_and_allows_no_whole_gpu() -> No
 
 def test_container_requests_fill_the_quota_exactly_so_nothing_else_fits() -> None:
     spec = make_spec(gpu=SLICE)
-    objects = by_kind(sandbox_objects(spec))
+    objects = by_kind(workload_objects(spec))
     resources = objects["StatefulSet"]["spec"]["template"]["spec"]["containers"][0]["resources"]
     hard = objects["ResourceQuota"]["spec"]["hard"]
     for name, amount in resources["requests"].items():
@@ -275,7 +284,7 @@ def test_the_pod_meets_pod_security_restricted() -> None:
 
 
 def test_home_lives_on_a_claim_from_the_statefulset_template() -> None:
-    objects = by_kind(sandbox_objects(make_spec(), ManifestOptions(storage_class="fast-nvme")))
+    objects = by_kind(workload_objects(make_spec(), ManifestOptions(storage_class="fast-nvme")))
     stateful_set = objects["StatefulSet"]["spec"]
     assert stateful_set["replicas"] == 1
     assert stateful_set["serviceName"] == objects["Service"]["metadata"]["name"]
@@ -287,7 +296,7 @@ def test_home_lives_on_a_claim_from_the_statefulset_template() -> None:
 
 def test_jupyter_serves_lab_on_8888_under_the_access_path() -> None:
     spec = make_spec(access_host="sandboxes.gpu.internal/s/sbx-42")
-    objects = by_kind(sandbox_objects(spec))
+    objects = by_kind(workload_objects(spec))
     container = objects["StatefulSet"]["spec"]["template"]["spec"]["containers"][0]
     assert container["command"][:2] == ["jupyter", "lab"]
     assert "--port=8888" in container["command"]
@@ -300,7 +309,7 @@ def test_jupyter_serves_lab_on_8888_under_the_access_path() -> None:
 
 def test_shell_serves_sshd_on_2222_and_the_access_is_an_ssh_command() -> None:
     spec = make_spec(image_kind="shell")
-    objects = by_kind(sandbox_objects(spec))
+    objects = by_kind(workload_objects(spec))
     container = objects["StatefulSet"]["spec"]["template"]["spec"]["containers"][0]
     assert "sshd -D -e -p 2222" in container["command"][-1]
     assert container["ports"][0]["containerPort"] == 2222
@@ -349,11 +358,11 @@ def test_the_owner_gets_edit_only_when_they_have_a_cluster_identity() -> None:
         {"kind": "ServiceAccount", "name": "runner", "namespace": "ci"}
     ]
     assert role_binding_manifest(make_spec(user_identity="")) is None
-    assert "RoleBinding" not in by_kind(sandbox_objects(make_spec(user_identity="")))
+    assert "RoleBinding" not in by_kind(workload_objects(make_spec(user_identity="")))
 
 
 def test_limit_range_defaults_fit_inside_the_allocation() -> None:
-    limits = by_kind(sandbox_objects(make_spec(cpu=1, memory_gb=1)))["LimitRange"]["spec"]["limits"]
+    limits = by_kind(workload_objects(make_spec(cpu=1, memory_gb=1)))["LimitRange"]["spec"]["limits"]
     container = next(item for item in limits if item["type"] == "Container")
     assert container["default"] == {"cpu": "1", "memory": "1Gi"}
     assert container["max"] == {"cpu": "1", "memory": "1Gi"}
@@ -382,19 +391,19 @@ def test_media_extension_profiles_get_a_resource_name_kubernetes_accepts() -> No
 )
 def test_a_spec_no_cluster_could_honour_is_refused(change: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        sandbox_objects(make_spec(**change))
+        workload_objects(make_spec(**change))
 
 
 def test_placement_is_recorded_for_operators_without_restarting_the_pod_on_extension() -> None:
     spec = make_spec(gpu=SLICE)
-    stateful_set = by_kind(sandbox_objects(spec))["StatefulSet"]
+    stateful_set = by_kind(workload_objects(spec))["StatefulSet"]
     assert stateful_set["metadata"]["annotations"] == {
         "gpu-portal/gpu-indices": "3",
         "gpu-portal/mig-profile": "1g.10gb",
         "gpu-portal/mig-start": "2",
     }
     extended = by_kind(
-        sandbox_objects(dataclasses.replace(spec, expires_at=datetime(2026, 2, 1, tzinfo=UTC)))
+        workload_objects(dataclasses.replace(spec, expires_at=datetime(2026, 2, 1, tzinfo=UTC)))
     )
     assert extended["StatefulSet"] == stateful_set
     assert is_dns_subdomain(stateful_set["metadata"]["name"])

@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from portal.fleet.models import Allocation, MigSlice, SimulatedObject
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Workload, WorkloadState
-from portal.workloads.services import sandbox_request, workload_terminate
+from portal.workloads.services import workload_terminate
 from workers.drivers.factory import get_driver
-from workers.reconcile import sandboxes as reconcile_module
-from workers.reconcile.sandboxes import reconcile_sandbox
+from workers.reconcile import mig as mig_module
+from workers.reconcile import workloads as reconcile_module
+from workers.reconcile.workloads import reconcile_workload
 
 pytestmark = pytest.mark.django_db
 S = WorkloadState
@@ -55,7 +57,7 @@ def test_failed_layout_change_requeues_the_request_unbilled(monkeypatch, fleet, 
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: FailingMig())
     monkeypatch.setattr("workers.reconcile.mig.driver_for", lambda cluster: FailingMig())
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     sandbox.refresh_from_db()
     assert sandbox.state == S.QUEUED and sandbox.next_attempt_at is None
     assert "MIG layout change on gpu-h100-b failed" in sandbox.message
@@ -79,3 +81,27 @@ def test_slices_still_in_use_keep_the_gpus_layout(run_jobs, fleet, researcher, s
     assert Allocation.objects.get(workload=first).gpu_id == Allocation.objects.get(workload=second).gpu_id
     run_jobs(lambda: workload_terminate(user=researcher, workload_id=first.pk))
     assert MigSlice.objects.count() == 2  # the freed slice stays cut for the next 1g.10gb
+
+
+def test_a_failed_layout_change_drops_the_slice_being_cut_even_beside_a_slice_in_use(
+    monkeypatch, run_jobs, fleet, researcher, slice_request
+):
+    first = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    gpu = Allocation.objects.get(workload=first).gpu
+    second = sandbox_request(
+        user=researcher, **{**slice_request, "name": "second"}
+    )  # cut beside it, not started
+    assert Allocation.objects.get(workload=second).gpu == gpu
+
+    class FailingMig:
+        def apply_mig_layout(self, node, layout):
+            pass
+
+        def mig_layout_state(self, node):
+            return "failed"
+
+    monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: FailingMig())
+    monkeypatch.setattr(mig_module, "driver_for", lambda cluster: FailingMig())
+    reconcile_workload(second.pk)
+    assert Workload.objects.get(pk=second.pk).state == S.QUEUED
+    assert list(MigSlice.objects.filter(gpu=gpu).values_list("state", flat=True)) == [MigSlice.State.READY]

@@ -12,7 +12,7 @@ from portal.catalog.demo import catalog_seed
 from portal.deployments.services import deployment_request, deployment_scale
 from portal.fleet.models import Allocation
 from portal.workloads.models import Approval, Workload, WorkloadState
-from workers.reconcile.sandboxes import reconcile_sandbox
+from workers.reconcile.workloads import reconcile_workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +39,7 @@ def test_scaling_down_frees_the_scaled_away_gpu_when_the_reconciler_runs_outside
     scaled_away = Allocation.objects.get(workload=workload, replica=1)
     assert scaled_away.ended_at is not None and scaled_away.released_at is None
 
-    reconcile_sandbox(workload.pk)
+    reconcile_workload(workload.pk)
 
     scaled_away.refresh_from_db()
     assert scaled_away.released_at is not None

@@ -10,7 +10,7 @@ import kubernetes_validate
 from tests.fakekube import SCHEMA_VERSION, FakeKube, fixtures
 from tests.workers.test_manifests import make_serving_spec
 from workers.drivers.kubernetes import KubernetesDriver
-from workers.manifests import sandbox_objects
+from workers.manifests import workload_objects
 from workers.manifests.names import is_dns_label
 
 fake_kube = fixtures.fake_kube
@@ -18,14 +18,14 @@ kube_driver = fixtures.kube_driver
 
 
 def test_serving_objects_pass_the_strict_official_schema() -> None:
-    for obj in sandbox_objects(make_serving_spec(replicas=3)):
+    for obj in workload_objects(make_serving_spec(replicas=3)):
         assert kubernetes_validate.validate(obj, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
         assert is_dns_label(obj["metadata"]["name"])
 
 
 def test_each_replica_is_a_deployment_pinned_to_its_node_with_its_gpu() -> None:
     spec = make_serving_spec(replicas=2)
-    deployments = [obj for obj in sandbox_objects(spec) if obj["kind"] == "Deployment"]
+    deployments = [obj for obj in workload_objects(spec) if obj["kind"] == "Deployment"]
     assert [d["metadata"]["name"] for d in deployments] == ["serve-0", "serve-1"]
     nodes = [d["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] for d in deployments]
     assert nodes == ["gpu-h100-a", "gpu-h100-b"]
@@ -35,12 +35,12 @@ def test_each_replica_is_a_deployment_pinned_to_its_node_with_its_gpu() -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == "/v1/models"
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert deployments[0]["spec"]["strategy"] == {"type": "Recreate"}
-    assert not any(obj["kind"] == "StatefulSet" for obj in sandbox_objects(spec))
+    assert not any(obj["kind"] == "StatefulSet" for obj in workload_objects(spec))
 
 
 def test_quota_counts_every_replica_exactly() -> None:
     spec = make_serving_spec(replicas=3)
-    quota = next(obj for obj in sandbox_objects(spec) if obj["kind"] == "ResourceQuota")["spec"]["hard"]
+    quota = next(obj for obj in workload_objects(spec) if obj["kind"] == "ResourceQuota")["spec"]["hard"]
     assert quota["requests.nvidia.com/gpu"] == "3"
     assert quota["pods"] == "3"
     assert quota["requests.cpu"] == str(spec.cpu * 3)
@@ -48,7 +48,7 @@ def test_quota_counts_every_replica_exactly() -> None:
 
 
 def test_service_selects_the_replicas_on_the_runtime_port() -> None:
-    service = next(obj for obj in sandbox_objects(make_serving_spec()) if obj["kind"] == "Service")
+    service = next(obj for obj in workload_objects(make_serving_spec()) if obj["kind"] == "Service")
     assert service["metadata"]["name"] == "model"
     assert service["spec"]["ports"][0]["port"] == 8000
     assert service["spec"]["selector"]["gpu-portal/sandbox-id"] == "77"
@@ -58,20 +58,20 @@ def test_scaling_down_deletes_the_replicas_scaled_away(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
     spec = make_serving_spec(replicas=2)
-    kube_driver.apply_sandbox(spec)
+    kube_driver.apply_workload(spec)
     assert fake_kube.get("Deployment", "serve-1", spec.namespace) is not None
     assert spec.serving is not None
     one = dataclasses.replace(
         spec, serving=dataclasses.replace(spec.serving, replicas=spec.serving.replicas[:1])
     )
-    kube_driver.apply_sandbox(one)
+    kube_driver.apply_workload(one)
     assert fake_kube.get("Deployment", "serve-0", spec.namespace) is not None
     assert fake_kube.get("Deployment", "serve-1", spec.namespace) is None
 
 
 def test_serving_status_waits_for_every_replica(fake_kube: FakeKube, kube_driver: KubernetesDriver) -> None:
     spec = make_serving_spec(replicas=1)
-    kube_driver.apply_sandbox(spec)
-    status = kube_driver.sandbox_status(spec)
+    kube_driver.apply_workload(spec)
+    status = kube_driver.workload_status(spec)
     assert status.phase == "pending"
     assert status.access == f"https://{spec.access_host}"

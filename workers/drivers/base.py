@@ -7,8 +7,9 @@ them into these specs, and call the driver.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Literal, Protocol
+
+from workers.spec import WorkloadSpec
 
 
 class DriverError(Exception):
@@ -34,58 +35,6 @@ class ClusterConfig:
     context: str = ""
     in_cluster: bool = False
     api_url: str = ""  # optional override of the API server address (used by tests)
-
-
-@dataclass(frozen=True)
-class GpuClaim:
-    """The GPU part of a workload: a resource name and a count, pinned to a node.
-
-    Whole GPUs: resource "nvidia.com/gpu", count N, gpu_indices the placed GPUs.
-    A MIG slice: resource "nvidia.com/mig-<profile>", count 1, gpu_indices (gpu,), mig_start set.
-    """
-
-    resource: str
-    count: int
-    node: str
-    gpu_indices: tuple[int, ...]
-    mig_profile: str | None = None
-    mig_start: int | None = None
-
-
-@dataclass(frozen=True)
-class ServingSpec:
-    """A model serving deployment: one pinned replica per placement, behind one Service."""
-
-    model: str  # the catalog slug
-    image: str
-    command: tuple[str, ...]
-    port: int
-    health_path: str
-    readiness_path: str
-    api: str  # "openai", "kserve-v2"
-    replicas: tuple[GpuClaim, ...]
-
-
-@dataclass(frozen=True)
-class SandboxSpec:
-    workload_id: int
-    name: str
-    team: str
-    owner: str
-    namespace: str
-    image: str  # container image reference
-    image_kind: Literal["jupyter", "shell"]
-    cpu: int
-    memory_gb: int
-    storage_gb: int
-    gpu: GpuClaim
-    expires_at: datetime
-    access_host: str  # the host users reach it at, from the portal's access path
-    user_identity: str = ""  # the user's cluster identity for a RoleBinding, when configured
-    labels: dict[str, str] = field(default_factory=dict)
-    # Set for a model serving deployment: then `gpu` is the first replica's claim, `image` the
-    # runtime's, and the workload is one Deployment per replica instead of a StatefulSet.
-    serving: ServingSpec | None = None
 
 
 WorkloadPhase = Literal["absent", "pending", "running", "failed", "terminating"]
@@ -125,17 +74,17 @@ MigLayoutState = Literal["pending", "success", "failed"]
 
 
 class ClusterDriver(Protocol):
-    def apply_sandbox(self, spec: SandboxSpec) -> None:
-        """Create what the sandbox needs, or patch what exists; safe to repeat."""
+    def apply_workload(self, spec: WorkloadSpec) -> None:
+        """Create what the workload needs, or patch what exists; safe to repeat."""
 
-    def sandbox_status(self, spec: SandboxSpec) -> WorkloadStatus:
-        """What the cluster says about the sandbox's workload now."""
+    def workload_status(self, spec: WorkloadSpec) -> WorkloadStatus:
+        """What the cluster says about the workload now."""
 
-    def delete_sandbox(self, spec: SandboxSpec) -> bool:
-        """Delete the sandbox's objects; True once nothing of it remains."""
+    def delete_workload(self, spec: WorkloadSpec) -> bool:
+        """Delete the workload's objects; True once nothing of it remains."""
 
-    def sandbox_manifests(self, spec: SandboxSpec) -> list[dict]:
-        """The objects apply_sandbox creates, as plain dicts (for dry runs)."""
+    def sandbox_manifests(self, spec: WorkloadSpec) -> list[dict]:
+        """The objects apply_workload creates, as plain dicts (for dry runs)."""
 
     def managed_namespaces(self) -> list[ManagedNamespace]:
         """Every namespace the portal labelled as its own."""

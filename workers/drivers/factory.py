@@ -4,25 +4,25 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from django.conf import settings
+
+from portal.fleet.geometry import GPU_MODELS
 from workers.drivers.base import ClusterConfig, ClusterDriver
+from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
+from workers.drivers.kubernetes_nodes import product_slug_table
+from workers.drivers.simulated import SimulatedDriver
+from workers.manifests.options import AccessPath, ManifestOptions
+from workers.simstore import DatabaseObjectStore
 
 
 @lru_cache(maxsize=32)
 def get_driver(config: ClusterConfig) -> ClusterDriver:
-    from django.conf import settings
-
-    from workers.manifests.options import AccessPath, ManifestOptions
-
     manifests = ManifestOptions(
         access_path=AccessPath(namespace=settings.PORTAL_ACCESS_NAMESPACE),
         storage_class=settings.PORTAL_STORAGE_CLASS,
         pod_security_level=settings.PORTAL_POD_SECURITY_LEVEL,
     )
     if config.driver == "kubernetes":
-        from portal.fleet.geometry import GPU_MODELS
-        from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
-        from workers.drivers.kubernetes_nodes import product_slug_table
-
         return KubernetesDriver(
             config,
             KubernetesOptions(
@@ -32,9 +32,6 @@ def get_driver(config: ClusterConfig) -> ClusterDriver:
                 product_slugs=product_slug_table(GPU_MODELS.values()),
             ),
         )
-    from workers.drivers.simulated import SimulatedDriver
-    from workers.simstore import DatabaseObjectStore
-
     return SimulatedDriver(
         store=DatabaseObjectStore(config.name),
         pod_start_seconds=settings.PORTAL_SIM_POD_START_SECONDS,

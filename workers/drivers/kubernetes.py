@@ -20,7 +20,6 @@ from workers.drivers.base import (
     ManagedNamespace,
     MigLayout,
     MigLayoutState,
-    SandboxSpec,
     WorkloadStatus,
 )
 from workers.drivers.kubernetes_api import DEFAULT_TIMEOUT, KubeApi, KubernetesApiError
@@ -46,10 +45,11 @@ from workers.manifests import (
     WORKLOAD_NAME,
     ManifestOptions,
     sandbox_access,
-    sandbox_objects,
+    workload_objects,
 )
 from workers.manifests.names import KIND_KEY
 from workers.manifests.serving import serving_access, serving_selector
+from workers.spec import WorkloadSpec
 
 log = logging.getLogger(__name__)
 
@@ -147,13 +147,13 @@ class KubernetesDriver:
 
     # --- sandboxes ----------------------------------------------------------------------------
 
-    def sandbox_manifests(self, spec: SandboxSpec) -> list[dict]:
+    def sandbox_manifests(self, spec: WorkloadSpec) -> list[dict]:
         try:
-            return sandbox_objects(spec, self.options.manifests)
+            return workload_objects(spec, self.options.manifests)
         except ValueError as exc:
             raise DriverError(f"sandbox {spec.workload_id} cannot be built: {exc}", retryable=False) from exc
 
-    def apply_sandbox(self, spec: SandboxSpec) -> None:
+    def apply_workload(self, spec: WorkloadSpec) -> None:
         """Create each object; where one exists, patch it only when it differs from the manifest.
 
         The owner's RoleBinding is deleted when the spec no longer names a cluster identity.
@@ -197,7 +197,7 @@ class KubernetesDriver:
         log.info("patching %s %s/%s", kind, namespace or "", metadata["name"])
         self.api.patch(kind, metadata["name"], patch_body(existing, obj), namespace)
 
-    def sandbox_status(self, spec: SandboxSpec) -> WorkloadStatus:
+    def workload_status(self, spec: WorkloadSpec) -> WorkloadStatus:
         if spec.serving is not None:
             return self._serving_status(spec)
         namespace = self.api.get("Namespace", spec.namespace)
@@ -219,7 +219,7 @@ class KubernetesDriver:
             access=sandbox_access(spec, self.options.manifests),
         )
 
-    def _serving_status(self, spec: SandboxSpec) -> WorkloadStatus:
+    def _serving_status(self, spec: WorkloadSpec) -> WorkloadStatus:
         assert spec.serving is not None
         namespace = self.api.get("Namespace", spec.namespace)
         pods: list[dict] = []
@@ -237,7 +237,7 @@ class KubernetesDriver:
             access=serving_access(spec),
         )
 
-    def delete_sandbox(self, spec: SandboxSpec) -> bool:
+    def delete_workload(self, spec: WorkloadSpec) -> bool:
         """Delete the namespace (and with it everything in it); True once it is gone."""
         try:
             self.api.delete("Namespace", spec.namespace)

@@ -18,11 +18,11 @@ from workers.drivers.base import (
     ManagedNamespace,
     MigLayout,
     MigLayoutState,
-    SandboxSpec,
     WorkloadStatus,
 )
-from workers.manifests import sandbox_access, sandbox_objects, serving_access
+from workers.manifests import sandbox_access, serving_access, workload_objects
 from workers.manifests.options import ManifestOptions
+from workers.spec import WorkloadSpec
 
 FAILING_IMAGE_MARK = "does-not-exist"
 MANAGED_LABEL = "app.kubernetes.io/managed-by"
@@ -66,12 +66,12 @@ class SimulatedDriver:
             message, self.fail_next = self.fail_next, None
             raise DriverError(message, retryable=True)
 
-    def sandbox_manifests(self, spec: SandboxSpec) -> list[dict]:
-        return sandbox_objects(spec, self.manifest_options)
+    def sandbox_manifests(self, spec: WorkloadSpec) -> list[dict]:
+        return workload_objects(spec, self.manifest_options)
 
-    def apply_sandbox(self, spec: SandboxSpec) -> None:
+    def apply_workload(self, spec: WorkloadSpec) -> None:
         self._maybe_fail()
-        wanted = sandbox_objects(spec, self.manifest_options)
+        wanted = workload_objects(spec, self.manifest_options)
         for obj in wanted:
             namespace = "" if obj["kind"] == "Namespace" else spec.namespace
             self.store.upsert(kind=obj["kind"], namespace=namespace, name=obj["metadata"]["name"], body=obj)
@@ -81,7 +81,7 @@ class SimulatedDriver:
             if namespace == spec.namespace and name not in names:
                 self.store.delete(kind="Deployment", namespace=namespace, name=name)
 
-    def sandbox_status(self, spec: SandboxSpec) -> WorkloadStatus:
+    def workload_status(self, spec: WorkloadSpec) -> WorkloadStatus:
         self._maybe_fail()
         workloads = self._workloads(spec)
         if not workloads:
@@ -103,10 +103,10 @@ class SimulatedDriver:
             ready_replicas=sum(ready),
         )
 
-    def _workloads(self, spec: SandboxSpec) -> list[datetime]:
+    def _workloads(self, spec: WorkloadSpec) -> list[datetime]:
         """When each of the spec's workload objects was created (missing ones left out)."""
         created = []
-        for obj in sandbox_objects(spec, self.manifest_options):
+        for obj in workload_objects(spec, self.manifest_options):
             if obj["kind"] in ("StatefulSet", "Deployment"):
                 found = self.store.get(
                     kind=obj["kind"], namespace=spec.namespace, name=obj["metadata"]["name"]
@@ -115,7 +115,7 @@ class SimulatedDriver:
                     created.append(found[1])
         return created
 
-    def delete_sandbox(self, spec: SandboxSpec) -> bool:
+    def delete_workload(self, spec: WorkloadSpec) -> bool:
         self._maybe_fail()
         self.store.delete_namespace(spec.namespace)
         return True

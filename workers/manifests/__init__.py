@@ -1,12 +1,11 @@
-"""Manifest builders: pure functions from a SandboxSpec to Kubernetes objects as plain dicts.
+"""Manifest builders: pure functions from a WorkloadSpec to Kubernetes objects as plain dicts.
 
-Both cluster drivers call `sandbox_objects`: the Kubernetes driver applies the result, the
+Both cluster drivers call `workload_objects`: the Kubernetes driver applies the result, the
 simulated one stores it. Nothing here touches the network, the ORM or the clock.
 """
 
 from __future__ import annotations
 
-from workers.drivers.base import SandboxSpec
 from workers.manifests.names import (
     MANAGED_BY,
     MANAGED_BY_KEY,
@@ -16,9 +15,9 @@ from workers.manifests.names import (
     WORKLOAD_NAME,
     label_value,
     mig_resource_name,
-    sandbox_labels,
-    sandbox_namespace_name,
     selector_labels,
+    workload_labels,
+    workload_namespace_name,
 )
 from workers.manifests.namespace import namespace_manifest, role_binding_manifest
 from workers.manifests.options import AccessPath, ManifestOptions
@@ -31,6 +30,7 @@ from workers.manifests.policy import (
 )
 from workers.manifests.serving import serving_access, serving_workload_objects
 from workers.manifests.workload import sandbox_access, service_manifest, stateful_set_manifest
+from workers.spec import WorkloadSpec
 
 __all__ = [
     "MANAGED_BY",
@@ -50,18 +50,18 @@ __all__ = [
     "resource_quota_manifest",
     "role_binding_manifest",
     "sandbox_access",
-    "sandbox_labels",
-    "sandbox_namespace_name",
-    "sandbox_objects",
     "selector_labels",
     "service_manifest",
     "serving_access",
     "serving_workload_objects",
     "stateful_set_manifest",
+    "workload_labels",
+    "workload_namespace_name",
+    "workload_objects",
 ]
 
 
-def sandbox_objects(spec: SandboxSpec, options: ManifestOptions | None = None) -> list[dict]:
+def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None) -> list[dict]:
     """Every object a sandbox needs, in the order they are applied.
 
     Namespace first (everything lives in it), then the quota and limits (so the pod is admitted

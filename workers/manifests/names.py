@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from workers.drivers.base import SandboxSpec
+from workers.spec import WorkloadSpec
 
 MANAGED_BY_KEY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpu-portal"
@@ -29,7 +29,6 @@ MAX_LABEL = 63
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 def is_dns_label(name: str) -> bool:
@@ -40,10 +39,6 @@ def is_dns_label(name: str) -> bool:
 def is_dns_subdomain(name: str) -> bool:
     """Whether `name` is a DNS-1123 subdomain (label key prefixes, ConfigMap names, nodes)."""
     return len(name) <= 253 and bool(_DNS_SUBDOMAIN.match(name))
-
-
-def is_label_value(value: str) -> bool:
-    return len(value) <= MAX_LABEL and bool(_LABEL_VALUE.match(value))
 
 
 def is_qualified_name(key: str) -> bool:
@@ -70,7 +65,7 @@ def label_value(text: str) -> str:
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
 
 
-def sandbox_namespace_name(team: str, name: str, workload_id: int) -> str:
+def workload_namespace_name(team: str, name: str, workload_id: int) -> str:
     """The namespace of one sandbox: `sbx-<team>-<name>-<id>`, a DNS-1123 label of at most 63.
 
     Team and name are slugged and cut to fit; the id is never cut and ends the name after the last
@@ -94,12 +89,12 @@ def mig_resource_name(profile: str) -> str:
     return f"nvidia.com/mig-{profile.replace('+', '.')}"
 
 
-def selector_labels(spec: SandboxSpec) -> dict[str, str]:
+def selector_labels(spec: WorkloadSpec) -> dict[str, str]:
     """The labels that pick the sandbox's pod (StatefulSet selector, Service, status lookups)."""
     return {NAME_KEY: WORKLOAD_NAME, SANDBOX_ID_KEY: str(spec.workload_id)}
 
 
-def sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
+def workload_labels(spec: WorkloadSpec) -> dict[str, str]:
     """Labels on every object of a sandbox: who manages it, which sandbox, team and owner.
 
     Extra `spec.labels` come first so they can never override the portal's own keys.
@@ -121,6 +116,6 @@ def sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
     return labels
 
 
-def object_meta(spec: SandboxSpec, name: str) -> dict:
+def object_meta(spec: WorkloadSpec, name: str) -> dict:
     """`metadata` for a namespaced object of the sandbox."""
-    return {"name": name, "namespace": spec.namespace, "labels": sandbox_labels(spec)}
+    return {"name": name, "namespace": spec.namespace, "labels": workload_labels(spec)}

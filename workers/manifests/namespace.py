@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from workers.drivers.base import SandboxSpec
 from workers.manifests.names import (
     OWNER_KEY,
     ROLE_BINDING_NAME,
     is_dns_label,
     object_meta,
-    sandbox_labels,
+    workload_labels,
 )
 from workers.manifests.options import ManifestOptions
+from workers.spec import WorkloadSpec
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
 
-def namespace_manifest(spec: SandboxSpec, options: ManifestOptions | None = None) -> dict:
+def namespace_manifest(spec: WorkloadSpec, options: ManifestOptions | None = None) -> dict:
     """The namespace, labelled as the portal's and with Pod Security admission enforced.
 
     The level is `restricted` unless options say otherwise (see ManifestOptions for why).
@@ -25,10 +25,10 @@ def namespace_manifest(spec: SandboxSpec, options: ManifestOptions | None = None
     options = options or ManifestOptions()
     if not is_dns_label(spec.namespace):
         raise ValueError(
-            f"namespace {spec.namespace!r} is not a DNS-1123 label (use sandbox_namespace_name())"
+            f"namespace {spec.namespace!r} is not a DNS-1123 label (use workload_namespace_name())"
         )
     level = options.pod_security_level
-    labels = sandbox_labels(spec)
+    labels = workload_labels(spec)
     for mode in ("enforce", "audit", "warn"):
         labels[f"pod-security.kubernetes.io/{mode}"] = level
         labels[f"pod-security.kubernetes.io/{mode}-version"] = "latest"
@@ -56,7 +56,7 @@ def role_binding_subject(identity: str) -> dict:
     return {"apiGroup": RBAC_GROUP, "kind": "User", "name": identity}
 
 
-def role_binding_manifest(spec: SandboxSpec, options: ManifestOptions | None = None) -> dict | None:
+def role_binding_manifest(spec: WorkloadSpec, options: ManifestOptions | None = None) -> dict | None:
     """Let the owner's own cluster identity work in the namespace (ClusterRole `edit`); None
     when the portal has no cluster identity for them."""
     if not spec.user_identity:

@@ -6,9 +6,9 @@ the cluster refuse anything more, whatever the owner later creates in the namesp
 
 from __future__ import annotations
 
-from workers.drivers.base import SandboxSpec
 from workers.manifests.names import is_qualified_name, object_meta
 from workers.manifests.options import AccessPath
+from workers.spec import WorkloadSpec
 
 WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
 QUOTA_NAME = "sandbox-quota"
@@ -18,7 +18,7 @@ JUPYTER_PORT = 8888
 SHELL_PORT = 2222
 
 
-def check_spec(spec: SandboxSpec) -> None:
+def check_spec(spec: WorkloadSpec) -> None:
     """Refuse a spec no cluster could honour, before any object is built from it."""
     for field_name in ("cpu", "memory_gb", "storage_gb"):
         if getattr(spec, field_name) < 1:
@@ -34,7 +34,7 @@ def check_spec(spec: SandboxSpec) -> None:
         raise ValueError("the GPU claim names no node: place the sandbox first")
 
 
-def sandbox_port(spec: SandboxSpec) -> int:
+def sandbox_port(spec: WorkloadSpec) -> int:
     """The one port users reach: JupyterLab's, the shell server's, or the model server's."""
     if spec.serving is not None:
         return spec.serving.port
@@ -49,7 +49,7 @@ def gib_quantity(gigabytes: int) -> str:
     return f"{gigabytes}Gi"
 
 
-def quota_hard(spec: SandboxSpec) -> dict[str, str]:
+def quota_hard(spec: WorkloadSpec) -> dict[str, str]:
     """The namespace's hard limits: CPU, memory, storage, the GPU resource claimed, one pod.
 
     Extended resources (GPUs, MIG slices) can only be capped on `requests.`; the device plugin
@@ -76,7 +76,7 @@ def quota_hard(spec: SandboxSpec) -> dict[str, str]:
     return hard
 
 
-def resource_quota_manifest(spec: SandboxSpec) -> dict:
+def resource_quota_manifest(spec: WorkloadSpec) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
@@ -85,7 +85,7 @@ def resource_quota_manifest(spec: SandboxSpec) -> dict:
     }
 
 
-def limit_range_manifest(spec: SandboxSpec) -> dict:
+def limit_range_manifest(spec: WorkloadSpec) -> dict:
     """Defaults for containers that name no resources (so the quota admits them), capped at the
     allocation; the sandbox's own container names its resources and ignores the defaults."""
     default_cpu = min(spec.cpu, 1)
@@ -108,7 +108,7 @@ def limit_range_manifest(spec: SandboxSpec) -> dict:
     }
 
 
-def network_policy_manifest(spec: SandboxSpec, access_path: AccessPath | None = None) -> dict:
+def network_policy_manifest(spec: WorkloadSpec, access_path: AccessPath | None = None) -> dict:
     """Deny all ingress into the namespace except the access path, and only on the sandbox port.
 
     Egress stays open: researchers pull packages and data sets.

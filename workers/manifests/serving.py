@@ -11,10 +11,10 @@ the placement do not have.
 
 from __future__ import annotations
 
-from workers.drivers.base import GpuClaim, SandboxSpec
-from workers.manifests.names import NAME_KEY, SANDBOX_ID_KEY, object_meta, sandbox_labels
+from workers.manifests.names import NAME_KEY, SANDBOX_ID_KEY, object_meta, workload_labels
 from workers.manifests.options import ManifestOptions
 from workers.manifests.policy import cpu_quantity, gib_quantity
+from workers.spec import GpuClaim, WorkloadSpec
 
 SERVICE_NAME = "model"
 REPLICA_KEY = "gpu-portal/replica"
@@ -29,17 +29,17 @@ def replica_name(index: int) -> str:
     return f"serve-{index}"
 
 
-def serving_selector(spec: SandboxSpec) -> dict[str, str]:
+def serving_selector(spec: WorkloadSpec) -> dict[str, str]:
     """Every replica's pods (the Service's selector, status look-ups)."""
     return {NAME_KEY: SERVICE_NAME, SANDBOX_ID_KEY: str(spec.workload_id)}
 
 
-def serving_access(spec: SandboxSpec) -> str:
+def serving_access(spec: WorkloadSpec) -> str:
     """The endpoint clients call (through the portal's access path)."""
     return f"https://{spec.access_host.rstrip('/')}"
 
 
-def serving_service_manifest(spec: SandboxSpec) -> dict:
+def serving_service_manifest(spec: WorkloadSpec) -> dict:
     assert spec.serving is not None
     return {
         "apiVersion": "v1",
@@ -58,7 +58,7 @@ def _probe(path: str, **timing: int) -> dict:
 
 
 def replica_deployment_manifest(
-    spec: SandboxSpec, index: int, claim: GpuClaim, options: ManifestOptions | None = None
+    spec: WorkloadSpec, index: int, claim: GpuClaim, options: ManifestOptions | None = None
 ) -> dict:
     """One replica: the runtime's container with its GPU claim, pinned to the placed node."""
     assert spec.serving is not None
@@ -138,12 +138,12 @@ def replica_deployment_manifest(
             "replicas": 1,
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": selector},
-            "template": {"metadata": {"labels": {**sandbox_labels(spec), **selector}}, "spec": pod_spec},
+            "template": {"metadata": {"labels": {**workload_labels(spec), **selector}}, "spec": pod_spec},
         },
     }
 
 
-def serving_workload_objects(spec: SandboxSpec, options: ManifestOptions | None = None) -> list[dict]:
+def serving_workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None) -> list[dict]:
     """The Service and one Deployment per replica."""
     assert spec.serving is not None
     return [

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from workers.drivers.base import SandboxSpec
 from workers.manifests.names import (
     WORKLOAD_NAME,
     object_meta,
-    sandbox_labels,
     selector_labels,
+    workload_labels,
 )
 from workers.manifests.options import ManifestOptions
 from workers.manifests.policy import (
@@ -25,6 +24,7 @@ from workers.manifests.policy import (
     gib_quantity,
     sandbox_port,
 )
+from workers.spec import WorkloadSpec
 
 HOME = "/home"
 HOME_VOLUME = "home"
@@ -50,13 +50,13 @@ def _access_parts(access_host: str) -> tuple[str, str]:
     return parts.netloc, parts.path.rstrip("/")
 
 
-def jupyter_base_url(spec: SandboxSpec) -> str:
+def jupyter_base_url(spec: WorkloadSpec) -> str:
     """The path JupyterLab is served under: `/` for a host of its own, else the path prefix."""
     _, path = _access_parts(spec.access_host)
     return f"{path}/"
 
 
-def sandbox_access(spec: SandboxSpec, options: ManifestOptions | None = None) -> str:
+def sandbox_access(spec: WorkloadSpec, options: ManifestOptions | None = None) -> str:
     """How the user reaches the sandbox: a URL for Jupyter, an ssh command for a shell."""
     if spec.image_kind == "jupyter":
         host, path = _access_parts(spec.access_host)
@@ -66,12 +66,12 @@ def sandbox_access(spec: SandboxSpec, options: ManifestOptions | None = None) ->
     return f"ssh -p {SHELL_PORT} {shell_user(spec, options)}@{host}"
 
 
-def shell_user(spec: SandboxSpec, options: ManifestOptions) -> str:
+def shell_user(spec: WorkloadSpec, options: ManifestOptions) -> str:
     """The ssh login name: the configured one, else the owner (as the simulated driver shows)."""
     return options.shell_user or spec.owner
 
 
-def container_command(spec: SandboxSpec) -> list[str]:
+def container_command(spec: WorkloadSpec) -> list[str]:
     """The entrypoint by image kind. Jupyter's own token is off: the portal's access path
     authenticates users, and the NetworkPolicy admits traffic from nowhere else."""
     if spec.image_kind == "jupyter":
@@ -89,7 +89,7 @@ def container_command(spec: SandboxSpec) -> list[str]:
     return ["/bin/sh", "-c", SHELL_SERVER_SCRIPT]
 
 
-def _resources(spec: SandboxSpec) -> dict:
+def _resources(spec: WorkloadSpec) -> dict:
     """Requests equal limits (Guaranteed QoS), GPU resource included, so the quota fits exactly."""
     amounts = {
         "cpu": cpu_quantity(spec.cpu),
@@ -99,7 +99,7 @@ def _resources(spec: SandboxSpec) -> dict:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def _placement_annotations(spec: SandboxSpec) -> dict[str, str]:
+def _placement_annotations(spec: WorkloadSpec) -> dict[str, str]:
     """What the portal placed, for operators: the device plugin picks the device itself."""
     annotations = {"gpu-portal/gpu-indices": ",".join(str(i) for i in spec.gpu.gpu_indices)}
     if spec.gpu.mig_profile:
@@ -109,7 +109,7 @@ def _placement_annotations(spec: SandboxSpec) -> dict[str, str]:
     return annotations
 
 
-def pod_template(spec: SandboxSpec, options: ManifestOptions | None = None) -> dict:
+def pod_template(spec: WorkloadSpec, options: ManifestOptions | None = None) -> dict:
     """The pod: pinned to the placed node, non-root, no privilege escalation, no capabilities,
     seccomp RuntimeDefault (Pod Security `restricted`), home on the PVC, shared memory for
     data loaders."""
@@ -171,10 +171,10 @@ def pod_template(spec: SandboxSpec, options: ManifestOptions | None = None) -> d
     }
     if options.tolerate_gpu_taint:
         pod_spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    return {"metadata": {"labels": {**sandbox_labels(spec), **selector_labels(spec)}}, "spec": pod_spec}
+    return {"metadata": {"labels": {**workload_labels(spec), **selector_labels(spec)}}, "spec": pod_spec}
 
 
-def stateful_set_manifest(spec: SandboxSpec, options: ManifestOptions | None = None) -> dict:
+def stateful_set_manifest(spec: WorkloadSpec, options: ManifestOptions | None = None) -> dict:
     options = options or ManifestOptions()
     claim_spec: dict = {
         "accessModes": ["ReadWriteOnce"],
@@ -203,7 +203,7 @@ def stateful_set_manifest(spec: SandboxSpec, options: ManifestOptions | None = N
     }
 
 
-def service_manifest(spec: SandboxSpec) -> dict:
+def service_manifest(spec: WorkloadSpec) -> dict:
     """A ClusterIP Service the access path routes to (`sandbox.<namespace>.svc`)."""
     port_name = "jupyter" if spec.image_kind == "jupyter" else "ssh"
     return {

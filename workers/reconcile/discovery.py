@@ -17,7 +17,7 @@ from portal.fleet.geometry import GPU_MODELS
 from portal.fleet.models import Cluster
 from workers.drivers.base import ClusterDriver, DiscoveredGpuNode, DriverError
 from workers.drivers.kubernetes_nodes import gpu_type_slug, product_slug_table
-from workers.reconcile.sandboxes import cluster_config, driver_for
+from workers.reconcile.clusters import cluster_config, driver_for
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,10 @@ from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
 from portal.fleet.models import Cluster
 from portal.workloads.models import END_STATES, Workload, WorkloadState
-from workers.drivers.base import ClusterDriver, DriverError, GpuClaim, ManagedNamespace, SandboxSpec
-from workers.reconcile.sandboxes import driver_for, sandbox_spec
+from workers.drivers.base import ClusterDriver, DriverError, ManagedNamespace
+from workers.reconcile.clusters import driver_for
+from workers.reconcile.workloads import workload_spec
+from workers.spec import GpuClaim, WorkloadSpec
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +95,7 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
         .order_by("pk")
     )
     for sandbox in running:
-        # sandbox_spec builds a sandbox's or a deployment's objects, by its kind.
+        # workload_spec builds a sandbox's or a deployment's objects, by its kind.
         _restore(driver, sandbox, report)
     if report.changed or report.errors:
         log.info(
@@ -131,7 +133,7 @@ def _delete_orphan(
     now: datetime,
 ) -> None:
     try:
-        driver.delete_sandbox(_namespace_only(namespace, now))
+        driver.delete_workload(_namespace_only(namespace, now))
     except DriverError as error:
         report.errors.append(f"deleting namespace {namespace.name}: {error.message}")
         return
@@ -150,10 +152,10 @@ def _delete_orphan(
         )
 
 
-def _namespace_only(namespace: ManagedNamespace, now: datetime) -> SandboxSpec:
+def _namespace_only(namespace: ManagedNamespace, now: datetime) -> WorkloadSpec:
     """A spec that names only the namespace: drivers delete a sandbox by deleting its namespace,
     and an orphan may have no sandbox row to build a full spec from."""
-    return SandboxSpec(
+    return WorkloadSpec(
         workload_id=namespace.workload_id or 0,
         name=namespace.name,
         team="",
@@ -173,13 +175,13 @@ def _namespace_only(namespace: ManagedNamespace, now: datetime) -> SandboxSpec:
 def _restore(driver: ClusterDriver, sandbox: Workload, report: DriftReport) -> None:
     """Apply a running sandbox again when the cluster holds no workload for it."""
     try:
-        spec = sandbox_spec(sandbox)
-        status = driver.sandbox_status(spec)
+        spec = workload_spec(sandbox)
+        status = driver.workload_status(spec)
         if status.phase != "absent":
             return  # present (or still being deleted by hand: applied on a later run, once gone)
         if not Workload.objects.filter(pk=sandbox.pk, state=WorkloadState.RUNNING).exists():
             return  # ended meanwhile: its teardown removed the objects on purpose
-        driver.apply_sandbox(spec)
+        driver.apply_workload(spec)
     except DriverError as error:
         report.errors.append(f"sandbox {sandbox.pk}: {error.message}")
         return

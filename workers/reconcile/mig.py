@@ -20,7 +20,7 @@ from django.utils import timezone
 from portal.fleet.models import Node
 from portal.fleet.services import mig_layout_of, mig_layout_settled
 from workers.drivers.base import DriverError, MigLayoutState
-from workers.reconcile.sandboxes import driver_for
+from workers.reconcile.clusters import driver_for
 
 log = logging.getLogger(__name__)
 LEASE_SECONDS = 60.0

@@ -16,8 +16,6 @@ from portal.workloads.services.lifecycle import (
 )
 from portal.workloads.services.requests import (
     Estimate,
-    sandbox_estimate,
-    sandbox_request,
     tell_deciders,
     workload_apply_extension,
     workload_estimate,
@@ -42,8 +40,6 @@ __all__ = [
     "SweepResult",
     "move",
     "resolve_request",
-    "sandbox_estimate",
-    "sandbox_request",
     "tell_deciders",
     "workload_apply_extension",
     "workload_approve",

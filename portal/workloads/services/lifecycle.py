@@ -30,8 +30,8 @@ from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadSt
 from portal.workloads.services.transitions import move
 
 log = logging.getLogger(__name__)
-RECONCILE_TASK = "sandboxes.reconcile"
-DRAIN_TASK = "sandboxes.drain_queue"
+RECONCILE_TASK = "workloads.reconcile"
+DRAIN_TASK = "workloads.drain_queue"
 S = WorkloadState
 
 
@@ -316,7 +316,10 @@ def workload_mark_ended(*, workload_id: int, now: datetime, note: str = "") -> N
 
 
 def workload_attempt_failed(*, workload_id: int, error: str, retryable: bool, now: datetime) -> None:
-    """A driver call failed: back off and try again, or give up after PORTAL_MAX_ATTEMPTS."""
+    """A driver call failed: back off and try again. Provisioning gives up after
+    PORTAL_MAX_ATTEMPTS, or at once on a final error. A teardown retries a transient error for as
+    long as it takes (the GPUs stay held until the objects are gone) and gives up only on a final
+    refusal after PORTAL_MAX_ATTEMPTS, leaving the namespace to an admin."""
     sandbox = Workload.objects.get(pk=workload_id)
     attempts = sandbox.attempts + 1
     giving_up = not retryable or attempts >= settings.PORTAL_MAX_ATTEMPTS

@@ -22,13 +22,14 @@ S = WorkloadState
 
 @dataclass
 class SweepResult:
+    """What one sweep did, by workload id (for logs and tests)."""
+
     expired: list[int] = field(default_factory=list)
     warned: list[int] = field(default_factory=list)
     placed: list[int] = field(default_factory=list)
-    due: list[int] = field(default_factory=list)
 
 
-def sandboxes_expire_overdue(*, now: datetime) -> list[int]:
+def workloads_expire_overdue(*, now: datetime) -> list[int]:
     """End every live sandbox past its expiry. Billing stops at `expires_at`, not at `now`, so a
     sweep that runs late (workers were down) never bills past the agreed time."""
     expired = []
@@ -58,7 +59,7 @@ def sandboxes_expire_overdue(*, now: datetime) -> list[int]:
     return expired
 
 
-def sandboxes_warn_expiring(*, now: datetime) -> list[int]:
+def workloads_warn_expiring(*, now: datetime) -> list[int]:
     """Tell owners once when their running sandbox has less than the warning window left."""
     window = now + timedelta(minutes=settings.PORTAL_EXPIRY_WARNING_MINUTES)
     warned = []
@@ -98,10 +99,11 @@ def workloads_due_for_reconcile(*, now: datetime) -> list[int]:
 
 
 def workloads_sweep(*, now: datetime | None = None) -> SweepResult:
+    """Expire the overdue, warn the nearly due, and drain the queue; reconcile steps that are due
+    come from `workloads_due_for_reconcile`, on their own schedule."""
     now = now or timezone.now()
     return SweepResult(
-        expired=sandboxes_expire_overdue(now=now),
-        warned=sandboxes_warn_expiring(now=now),
+        expired=workloads_expire_overdue(now=now),
+        warned=workloads_warn_expiring(now=now),
         placed=workload_queue_drain(now=now),
-        due=workloads_due_for_reconcile(now=now),
     )

@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from portal.workloads.models import LIVE_STATES, Workload
 from workers.drivers.base import DriverError
-from workers.reconcile.sandboxes import driver_for, sandbox_spec
+from workers.reconcile.clusters import driver_for
+from workers.reconcile.workloads import workload_spec
 
 
 class Command(BaseCommand):
@@ -32,7 +33,7 @@ class Command(BaseCommand):
             when = " yet" if sandbox.state in LIVE_STATES else ""
             raise CommandError(f"sandbox {workload_id} is {sandbox.state}: it has no placement{when}")
         try:
-            objects = driver_for(sandbox.cluster).sandbox_manifests(sandbox_spec(sandbox))
+            objects = driver_for(sandbox.cluster).sandbox_manifests(workload_spec(sandbox))
         except (DriverError, ValueError) as error:
             raise CommandError(f"sandbox {workload_id}: {error}") from error
         self.stdout.write(yaml.safe_dump_all(objects, explicit_start=True, sort_keys=False), ending="")

@@ -12,14 +12,10 @@ from django.utils import timezone
 from portal.audit.models import AuditEvent
 from portal.core.errors import Conflict, NotFound, QuotaExceeded, ValidationFailed
 from portal.fleet.models import Allocation
-from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.sandboxes.services import sandbox_estimate, sandbox_request
+from portal.workloads.models import Approval, Image, Workload, WorkloadState
 from portal.workloads.selectors import queue_positions, workload_placement
-from portal.workloads.services import (
-    sandbox_estimate,
-    sandbox_request,
-    workload_extend,
-    workload_terminate,
-)
+from portal.workloads.services import workload_extend, workload_terminate
 
 pytestmark = pytest.mark.django_db
 S = WorkloadState
@@ -157,8 +153,6 @@ def test_request_that_does_not_fit_queues_with_reason_and_drains_when_capacity_f
 def test_image_that_cannot_be_pulled_fails_releases_the_gpu_and_tells_the_owner(
     run_jobs, fleet, researcher, slice_request
 ):
-    from portal.workloads.models import Image
-
     Image.objects.create(slug="broken", name="Broken", container_image="registry.example/does-not-exist:1")
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "image": "broken"}))
     sandbox.refresh_from_db()

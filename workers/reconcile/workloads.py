@@ -1,4 +1,4 @@
-"""Reconcile one sandbox: compare what the database intends with what the cluster has, act on
+"""Reconcile one workload (a sandbox or a deployment): compare what the database intends with what the cluster has, act on
 the difference, and record the outcome on the row. Running it twice changes nothing."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
-from portal.fleet.models import Cluster, MigSlice
+from portal.fleet.models import MigSlice
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
     workload_attempt_failed,
@@ -21,10 +21,12 @@ from portal.workloads.services import (
     workload_mark_waiting,
     workload_requeue,
 )
-from workers.drivers.base import ClusterConfig, ClusterDriver, DriverError, GpuClaim, SandboxSpec, ServingSpec
-from workers.drivers.factory import get_driver
-from workers.manifests import sandbox_namespace_name
+from workers.drivers.base import ClusterDriver, DriverError
+from workers.manifests import workload_namespace_name
 from workers.manifests.names import mig_resource_name
+from workers.reconcile.clusters import driver_for
+from workers.reconcile.mig import reconcile_node_mig
+from workers.spec import GpuClaim, ServingSpec, WorkloadSpec
 
 log = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0
@@ -32,23 +34,8 @@ LEASE_SECONDS = 60.0
 SERVING_WATCH_SECONDS = 30.0
 
 
-def cluster_config(cluster: Cluster) -> ClusterConfig:
-    return ClusterConfig(
-        name=cluster.name,
-        driver=cluster.driver or settings.PORTAL_CLUSTER_DRIVER,  # type: ignore[arg-type]
-        kubeconfig=cluster.kubeconfig,
-        context=cluster.context,
-        in_cluster=cluster.in_cluster,
-        api_url=cluster.api_url,
-    )
-
-
-def driver_for(cluster: Cluster) -> ClusterDriver:
-    return get_driver(cluster_config(cluster))
-
-
 def namespace_for(sandbox: Workload) -> str:
-    return sandbox_namespace_name(sandbox.team.slug, sandbox.name, sandbox.pk)
+    return workload_namespace_name(sandbox.team.slug, sandbox.name, sandbox.pk)
 
 
 def _claims(sandbox: Workload) -> list[GpuClaim]:
@@ -103,14 +90,14 @@ def _serving_spec(sandbox: Workload, claims: list[GpuClaim]) -> ServingSpec:
     )
 
 
-def sandbox_spec(sandbox: Workload) -> SandboxSpec:
+def workload_spec(sandbox: Workload) -> WorkloadSpec:
     """The plain description of a placed sandbox or deployment that drivers and manifest
     builders take."""
     claims = _claims(sandbox)
     serving = _serving_spec(sandbox, claims) if sandbox.kind == WorkloadKind.DEPLOYMENT else None
     namespace = sandbox.namespace or namespace_for(sandbox)
     base = settings.PORTAL_ACCESS_BASE_URL.split("://", 1)[-1].strip("/")
-    return SandboxSpec(
+    return WorkloadSpec(
         workload_id=sandbox.pk,
         name=sandbox.name,
         team=sandbox.team.slug,
@@ -129,7 +116,7 @@ def sandbox_spec(sandbox: Workload) -> SandboxSpec:
     )
 
 
-def reconcile_sandbox(workload_id: int, *, now: datetime | None = None) -> None:
+def reconcile_workload(workload_id: int, *, now: datetime | None = None) -> None:
     """One step towards what the row intends. When to look again is kept on the row
     (`next_attempt_at`), where the periodic reconcile_due finds it."""
     now = now or timezone.now()
@@ -154,7 +141,7 @@ def _step(sandbox: Workload, now: datetime) -> None:
     if sandbox.cluster is None:
         workload_mark_failed(workload_id=sandbox.pk, message="placed on no cluster", now=now)
         return
-    spec = sandbox_spec(sandbox)
+    spec = workload_spec(sandbox)
     if not sandbox.namespace:
         Workload.objects.filter(pk=sandbox.pk).update(namespace=spec.namespace)
     driver = driver_for(sandbox.cluster)
@@ -184,11 +171,9 @@ def _claim(workload_id: int, now: datetime) -> bool:
     )
 
 
-def _provision(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime) -> None:
+def _provision(driver: ClusterDriver, sandbox: Workload, spec: WorkloadSpec, now: datetime) -> None:
     waiting_for_slice = _slice_being_cut(sandbox)
     if waiting_for_slice is not None:
-        from workers.reconcile.mig import reconcile_node_mig
-
         state = reconcile_node_mig(waiting_for_slice.gpu.node_id, now=now)
         if state == "failed":
             workload_requeue(
@@ -208,10 +193,10 @@ def _provision(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now:
                 recheck_seconds=RECHECK_SECONDS,
             )
             return
-    driver.apply_sandbox(spec)  # for a deployment this also removes replicas scaled away
+    driver.apply_workload(spec)  # for a deployment this also removes replicas scaled away
     if spec.serving is not None:
         deployment_release_scaled_away(deployment_id=sandbox.pk, now=now)
-    status = driver.sandbox_status(spec)
+    status = driver.workload_status(spec)
     if spec.serving is not None:
         deployment_observed(deployment_id=sandbox.pk, ready_replicas=status.ready_replicas, now=now)
     if status.phase == "running":
@@ -225,9 +210,9 @@ def _provision(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now:
     )
 
 
-def _watch_serving(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime) -> None:
+def _watch_serving(driver: ClusterDriver, sandbox: Workload, spec: WorkloadSpec, now: datetime) -> None:
     """A running deployment: keep its replica health current; a replica that cannot run fails it."""
-    status = driver.sandbox_status(spec)
+    status = driver.workload_status(spec)
     if status.phase == "failed":
         workload_mark_failed(workload_id=sandbox.pk, message=status.message, now=now)
         return
@@ -252,8 +237,8 @@ def _slice_being_cut(sandbox: Workload) -> MigSlice | None:
     return allocation.mig_slice if allocation else None
 
 
-def _teardown(driver: ClusterDriver, sandbox: Workload, spec: SandboxSpec, now: datetime) -> None:
-    if driver.delete_sandbox(spec):
+def _teardown(driver: ClusterDriver, sandbox: Workload, spec: WorkloadSpec, now: datetime) -> None:
+    if driver.delete_workload(spec):
         workload_mark_ended(workload_id=sandbox.pk, now=now)
         return
     Workload.objects.filter(pk=sandbox.pk, state=WorkloadState.TERMINATING).update(

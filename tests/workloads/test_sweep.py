@@ -9,11 +9,12 @@ from django.core import mail
 from django.utils import timezone
 
 from portal.fleet.models import Allocation
+from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Approval, Workload, WorkloadState
-from portal.workloads.services import sandbox_request, workload_terminate, workloads_sweep
+from portal.workloads.services import workload_terminate, workloads_sweep
 from workers.drivers.base import DriverError
-from workers.reconcile import sandboxes as reconcile_module
-from workers.reconcile.sandboxes import reconcile_sandbox
+from workers.reconcile import workloads as reconcile_module
+from workers.reconcile.workloads import reconcile_workload
 
 pytestmark = pytest.mark.django_db
 S = WorkloadState
@@ -74,20 +75,20 @@ def test_driver_errors_back_off_and_fail_after_the_last_attempt(
     sandbox = sandbox_request(user=researcher, **slice_request)  # placed; its job is not run
 
     class TimingOut:
-        def apply_sandbox(self, spec):
+        def apply_workload(self, spec):
             raise DriverError("API server timed out", retryable=True)
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: TimingOut())
     now = timezone.now()
     delays = []
     for _ in range(2):
-        reconcile_sandbox(sandbox.pk, now=now)
+        reconcile_workload(sandbox.pk, now=now)
         row = Workload.objects.get(pk=sandbox.pk)
         assert row.state == S.PROVISIONING
         assert "API server timed out" in row.last_error
         delays.append((row.next_attempt_at - now).total_seconds())
     assert delays == [2.0, 4.0]
-    reconcile_sandbox(sandbox.pk, now=now)
+    reconcile_workload(sandbox.pk, now=now)
 
     row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.TERMINATING and row.ending_as == S.FAILED  # its objects go first
@@ -95,7 +96,7 @@ def test_driver_errors_back_off_and_fail_after_the_last_attempt(
     assert Allocation.objects.get(workload=row).ended_at is not None
 
     monkeypatch.undo()  # the cluster answers again: the teardown goes through
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.FAILED
     assert row.message == "API server timed out"
@@ -109,14 +110,14 @@ def test_a_teardown_the_cluster_refuses_for_good_frees_the_gpus_and_says_what_is
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
 
     class Forbidden:
-        def delete_sandbox(self, spec):
+        def delete_workload(self, spec):
             raise DriverError("the portal's service account may not delete namespaces", retryable=False)
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: Forbidden())
     workload_terminate(user=researcher, workload_id=sandbox.pk)  # its teardown job is not run
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     assert Workload.objects.get(pk=sandbox.pk).state == S.TERMINATING
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.TERMINATED
     assert "could not be removed" in row.message and row.namespace in row.message
@@ -127,11 +128,11 @@ def test_forbidden_driver_error_fails_at_once(monkeypatch, fleet, researcher, sl
     sandbox = sandbox_request(user=researcher, **slice_request)
 
     class Forbidden:
-        def apply_sandbox(self, spec):
+        def apply_workload(self, spec):
             raise DriverError("the portal's service account may not create namespaces", retryable=False)
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: Forbidden())
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.TERMINATING and row.ending_as == S.FAILED
     assert row.next_attempt_at is None  # no retry of the create: its teardown is due at once
@@ -141,7 +142,7 @@ def test_forbidden_driver_error_fails_at_once(monkeypatch, fleet, researcher, sl
 def test_reconcile_of_a_running_sandbox_does_nothing(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     before = Workload.objects.get(pk=sandbox.pk)
-    reconcile_sandbox(sandbox.pk)
+    reconcile_workload(sandbox.pk)
     row = Workload.objects.get(pk=sandbox.pk)
     assert row.state == S.RUNNING and row.next_attempt_at is None
     assert (row.message, row.attempts, row.started_at) == (before.message, before.attempts, before.started_at)

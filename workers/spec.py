@@ -1,0 +1,62 @@
+"""What a workload should be on a cluster, as plain data: the reconciler builds it from the
+portal's rows, the manifest builders turn it into objects, and the drivers apply those."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class GpuClaim:
+    """The GPU part of a workload: a resource name and a count, pinned to a node.
+
+    Whole GPUs: resource "nvidia.com/gpu", count N, gpu_indices the placed GPUs.
+    A MIG slice: resource "nvidia.com/mig-<profile>", count 1, gpu_indices (gpu,), mig_start set.
+    """
+
+    resource: str
+    count: int
+    node: str
+    gpu_indices: tuple[int, ...]
+    mig_profile: str | None = None
+    mig_start: int | None = None
+
+
+@dataclass(frozen=True)
+class ServingSpec:
+    """A model serving deployment: one pinned replica per placement, behind one Service."""
+
+    model: str  # the catalog slug
+    image: str
+    command: tuple[str, ...]
+    port: int
+    health_path: str
+    readiness_path: str
+    api: str  # "openai", "kserve-v2"
+    replicas: tuple[GpuClaim, ...]
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One workload on one cluster: its namespace, container, resources and GPU claim."""
+
+    workload_id: int
+    name: str
+    team: str
+    owner: str
+    namespace: str
+    image: str  # container image reference
+    image_kind: Literal["jupyter", "shell"]
+    cpu: int
+    memory_gb: int
+    storage_gb: int
+    gpu: GpuClaim
+    expires_at: datetime
+    access_host: str  # the host users reach it at, from the portal's access path
+    user_identity: str = ""  # the user's cluster identity for a RoleBinding, when configured
+    labels: dict[str, str] = field(default_factory=dict)
+    # Set for a model serving deployment: then `gpu` is the first replica's claim, `image` the
+    # runtime's, and the workload is one Deployment per replica instead of a StatefulSet.
+    serving: ServingSpec | None = None
