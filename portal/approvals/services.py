@@ -27,7 +27,7 @@ def approval_decide(
     now = now or timezone.now()
     # Lock order, as everywhere: the workload row, then its approvals (then GPU types).
     approval = approval_get_for(user=user, approval_id=approval_id)
-    sandbox = (
+    workload = (
         Workload.objects.select_for_update(of=("self",))
         .select_related("team", "owner", "gpu_type")
         .get(pk=approval.workload_id)
@@ -64,40 +64,40 @@ def approval_decide(
     )
     if approval.kind == Approval.Kind.CREATE:
         if approve:
-            workload_approve(workload=sandbox, actor=user, now=now)
+            workload_approve(workload=workload, actor=user, now=now)
         else:
-            workload_reject(workload=sandbox, actor=user, reason=comment, now=now)
+            workload_reject(workload=workload, actor=user, reason=comment, now=now)
     elif approve and approval.kind == Approval.Kind.EXTEND:
-        _extend(approval, sandbox, user, now=now)
+        _extend(approval, workload, user, now=now)
     elif approve and approval.kind == Approval.Kind.SCALE:
-        if sandbox.state not in (WorkloadState.PROVISIONING, WorkloadState.RUNNING):
-            raise Conflict(f"Deployment {sandbox.name} is {sandbox.state}; it can no longer be scaled.")
-        deployment_apply_scale(workload=sandbox, replicas=approval.replicas, actor=user, now=now)
+        if workload.state not in (WorkloadState.PROVISIONING, WorkloadState.RUNNING):
+            raise Conflict(f"Deployment {workload.name} is {workload.state}; it can no longer be scaled.")
+        deployment_apply_scale(workload=workload, replicas=approval.replicas, actor=user, now=now)
     verb = "approved" if approve else "rejected"
     what = {
         Approval.Kind.CREATE: "request for",
         Approval.Kind.EXTEND: "extension of",
         Approval.Kind.SCALE: "scaling of",
     }[approval.kind]
-    message = f"{user.username} {verb} your {what} {sandbox.name}" + (f": {comment}" if comment else ".")
+    message = f"{user.username} {verb} your {what} {workload.name}" + (f": {comment}" if comment else ".")
     notify(
         user=approval.requested_by,
         message=message,
-        link=sandbox.get_absolute_url(),
-        email_subject=f"Your {what} {sandbox.name} was {verb}",
+        link=workload.get_absolute_url(),
+        email_subject=f"Your {what} {workload.name} was {verb}",
     )
     return approval
 
 
-def _extend(approval: Approval, sandbox: Workload, user: User, *, now: datetime) -> None:
+def _extend(approval: Approval, workload: Workload, user: User, *, now: datetime) -> None:
     """The lead's yes overrides the auto-approval line and the budget, never the maximum lifetime."""
-    if not sandbox.is_live:
+    if not workload.is_live:
         raise Conflict(
-            f"{sandbox.kind.capitalize()} {sandbox.name} is {sandbox.state}; it can no longer be extended."
+            f"{workload.kind.capitalize()} {workload.name} is {workload.state}; it can no longer be extended."
         )
     hours = approval.extend_hours
-    if extension_verdict(workload=sandbox, hours=hours, now=now).refusal is not None:
+    if extension_verdict(workload=workload, hours=hours, now=now).refusal is not None:
         raise ValidationFailed("The extension would pass the team's maximum lifetime.")
     workload_apply_extension(
-        workload=sandbox, new_expiry=extended_expiry(workload=sandbox, hours=hours), actor=user, hours=hours
+        workload=workload, new_expiry=extended_expiry(workload=workload, hours=hours), actor=user, hours=hours
     )

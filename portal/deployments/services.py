@@ -199,7 +199,6 @@ def deployment_scale(
         actor=user,
         action="deployment.scale_requested",
         obj=workload,
-        object_type=workload.kind,
         team=team,
         detail=f"{workload.replicas} -> {replicas} replicas ({fraction_to_decimal(share)} GPU equivalents)",
     )
@@ -252,7 +251,7 @@ def _rescaled(workload: Workload, *, replicas: int, actor: User | None, now: dat
         to=S.PROVISIONING,
         from_states=[S.PROVISIONING, S.RUNNING],
         actor=actor,
-        action="deployment.scaled",
+        event="scaled",
         detail=f"{previous} -> {replicas} replicas",
         replicas=replicas,
         message=f"Scaling from {previous} to {replicas} replicas.",

@@ -5,75 +5,46 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import NotRequired, TypedDict, Unpack
 
 from portal.accounts.models import User
 from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.services import Estimate, GpuAsk, Lifetime, workload_estimate, workload_request
 
 
-def sandbox_estimate(
-    *,
-    user: User,
-    team: str,
-    gpu_type: str,
-    name: str = "",
-    count: int | None = None,
-    mig_profile: str | None = None,
-    ttl_hours: Decimal | float | None = None,
-    expires_at: datetime | None = None,
-    image: str | None = None,
-    cpu: int | None = None,
-    memory_gb: int | None = None,
-    storage_gb: int | None = None,
-    purpose: str = "",
-    now: datetime | None = None,
-) -> Estimate:
-    """`workload_estimate` for a sandbox, in the flat fields of the request form and API body."""
-    return workload_estimate(
-        user=user,
-        kind=WorkloadKind.SANDBOX,
-        team=team,
-        name=name,
-        gpu=GpuAsk(type=gpu_type, count=count, mig_profile=mig_profile),
-        lifetime=Lifetime(ttl_hours=ttl_hours, expires_at=expires_at),
-        image=image,
-        cpu=cpu,
-        memory_gb=memory_gb,
-        storage_gb=storage_gb,
-        purpose=purpose,
-        now=now,
-    )
+class SandboxFields(TypedDict):
+    """A sandbox request as the form and the API body give it (`gpu_type`, `count` or
+    `mig_profile`, `ttl_hours` or `expires_at`); the estimate may leave out the name."""
+
+    team: str
+    gpu_type: str
+    name: NotRequired[str]
+    count: NotRequired[int | None]
+    mig_profile: NotRequired[str | None]
+    ttl_hours: NotRequired[Decimal | float | None]
+    expires_at: NotRequired[datetime | None]
+    image: NotRequired[str | None]
+    cpu: NotRequired[int | None]
+    memory_gb: NotRequired[int | None]
+    storage_gb: NotRequired[int | None]
+    purpose: NotRequired[str]
 
 
-def sandbox_request(
-    *,
-    user: User,
-    team: str,
-    name: str,
-    gpu_type: str,
-    count: int | None = None,
-    mig_profile: str | None = None,
-    ttl_hours: Decimal | float | None = None,
-    expires_at: datetime | None = None,
-    image: str | None = None,
-    cpu: int | None = None,
-    memory_gb: int | None = None,
-    storage_gb: int | None = None,
-    purpose: str = "",
-    now: datetime | None = None,
-) -> Workload:
-    """`workload_request` for a sandbox, in the flat fields of the request form and API body."""
-    return workload_request(
-        user=user,
-        kind=WorkloadKind.SANDBOX,
-        team=team,
-        name=name,
-        gpu=GpuAsk(type=gpu_type, count=count, mig_profile=mig_profile),
-        lifetime=Lifetime(ttl_hours=ttl_hours, expires_at=expires_at),
-        image=image,
-        cpu=cpu,
-        memory_gb=memory_gb,
-        storage_gb=storage_gb,
-        purpose=purpose,
-        now=now,
+def _as_workload(fields: SandboxFields) -> dict:
+    """The typed keyword arguments of `workload_request` / `workload_estimate` for a sandbox."""
+    flat = dict(fields)
+    gpu = GpuAsk(
+        type=flat.pop("gpu_type"), count=flat.pop("count", None), mig_profile=flat.pop("mig_profile", None)
     )
+    lifetime = Lifetime(ttl_hours=flat.pop("ttl_hours", None), expires_at=flat.pop("expires_at", None))
+    return {"kind": WorkloadKind.SANDBOX, "gpu": gpu, "lifetime": lifetime, "name": "", **flat}
+
+
+def sandbox_estimate(*, user: User, now: datetime | None = None, **fields: Unpack[SandboxFields]) -> Estimate:
+    """What a sandbox request would cost, whether it is approved at once and fits now."""
+    return workload_estimate(user=user, now=now, **_as_workload(fields))
+
+
+def sandbox_request(*, user: User, now: datetime | None = None, **fields: Unpack[SandboxFields]) -> Workload:
+    """Request a sandbox: checked, counted against quota, then approved at once or sent to a lead."""
+    return workload_request(user=user, now=now, **_as_workload(fields))

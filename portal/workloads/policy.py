@@ -35,9 +35,9 @@ def request_share(*, count: int, shape: ProfileShape | None, replicas: int = 1) 
     return Fraction(count) * replicas
 
 
-def workload_share(sandbox: Workload) -> Fraction:
-    shape = sandbox.gpu_type.model.profile(sandbox.mig_profile) if sandbox.mig_profile else None
-    return request_share(count=sandbox.gpu_count, shape=shape, replicas=sandbox.replicas)
+def workload_share(workload: Workload) -> Fraction:
+    shape = workload.gpu_type.model.profile(workload.mig_profile) if workload.mig_profile else None
+    return request_share(count=workload.gpu_count, shape=shape, replicas=workload.replicas)
 
 
 def team_committed(team: Team) -> Fraction:

@@ -25,12 +25,12 @@ from portal.workloads.policy import budget_left, quota_left
 
 def workloads_visible_to(user: User, *, kind: str = WorkloadKind.SANDBOX) -> QuerySet[Workload]:
     """Workloads of one kind (sandboxes unless told otherwise) that the user may see."""
-    sandboxes = Workload.objects.filter(kind=kind).select_related(
+    workloads = Workload.objects.filter(kind=kind).select_related(
         "team", "owner", "image", "gpu_type", "cluster"
     )
     if user.is_platform_admin:
-        return sandboxes
-    return sandboxes.filter(Q(owner=user) | Q(team_id__in=lead_team_ids(user)))
+        return workloads
+    return workloads.filter(Q(owner=user) | Q(team_id__in=lead_team_ids(user)))
 
 
 def workloads_with_details(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
@@ -55,58 +55,58 @@ def workload_get_for(
     queryset = workloads_visible_to(user, kind=kind)
     if lock:
         queryset = queryset.select_for_update(of=("self",))
-    sandbox = queryset.filter(pk=workload_id).first()
-    if sandbox is None:
+    workload = queryset.filter(pk=workload_id).first()
+    if workload is None:
         raise NotFound(f"No {kind} {workload_id} that you can see.")
-    return sandbox
+    return workload
 
 
 def workload_detail_for(*, user: User, workload_id: int, kind: str = WorkloadKind.SANDBOX) -> Workload:
     """One workload of `kind` the user may see, with allocations and approvals prefetched; else NotFound."""
-    sandbox = workloads_with_details(workloads_visible_to(user, kind=kind)).filter(pk=workload_id).first()
-    if sandbox is None:
+    workload = workloads_with_details(workloads_visible_to(user, kind=kind)).filter(pk=workload_id).first()
+    if workload is None:
         raise NotFound(f"No {kind} {workload_id} that you can see.")
-    return sandbox
+    return workload
 
 
-def workload_cost_so_far(sandbox: Workload, *, now: datetime | None = None) -> Decimal:
+def workload_cost_so_far(workload: Workload, *, now: datetime | None = None) -> Decimal:
     now = now or timezone.now()
-    allocations = getattr(sandbox, "all_allocations", None)
+    allocations = getattr(workload, "all_allocations", None)
     if allocations is None:
-        allocations = list(sandbox.allocations.all())
+        allocations = list(workload.allocations.all())
     return to_cents(sum((allocation_cost(a, now=now) for a in allocations), Decimal(0)))
 
 
-def workload_hourly_cost(sandbox: Workload) -> Decimal:
-    allocations = getattr(sandbox, "all_allocations", None)
+def workload_hourly_cost(workload: Workload) -> Decimal:
+    allocations = getattr(workload, "all_allocations", None)
     if allocations is None:
-        allocations = list(sandbox.allocations.all())
+        allocations = list(workload.allocations.all())
     return to_cents(hourly_rate(allocations))
 
 
-def workload_placement(sandbox: Workload) -> dict | None:
+def workload_placement(workload: Workload) -> dict | None:
     """The API's placement object: whole GPUs by index, or the slice with its start slot."""
-    allocations = getattr(sandbox, "all_allocations", None)
+    allocations = getattr(workload, "all_allocations", None)
     if allocations is None:
-        allocations = list(sandbox.allocations.select_related("gpu", "mig_slice"))
-    if not allocations or not sandbox.node_name:
+        allocations = list(workload.allocations.select_related("gpu", "mig_slice"))
+    if not allocations or not workload.node_name:
         return None
-    # After a requeue a sandbox has older, released holds too: show the current placement.
+    # After a requeue a workload has older, released holds too: show the current placement.
     live = [a for a in allocations if a.released_at is None]
     if live:
         allocations = live
     else:
         latest = max(a.started_at for a in allocations)
         allocations = [a for a in allocations if a.started_at == latest]
-    if sandbox.mig_profile:
+    if workload.mig_profile:
         allocation = allocations[0]
         return {
-            "node": sandbox.node_name,
+            "node": workload.node_name,
             "gpu": allocation.gpu.index,
-            "mig_profile": sandbox.mig_profile,
+            "mig_profile": workload.mig_profile,
             "start": allocation.mig_slice.start if allocation.mig_slice else None,
         }
-    return {"node": sandbox.node_name, "gpus": sorted(a.gpu.index for a in allocations)}
+    return {"node": workload.node_name, "gpus": sorted(a.gpu.index for a in allocations)}
 
 
 def placement_label(placement: dict) -> str:
@@ -119,16 +119,16 @@ def placement_label(placement: dict) -> str:
     return f"{placement['node']} · GPU {placement['gpu']} · {placement['mig_profile']}{slot}"
 
 
-def workload_latest_approval(sandbox: Workload) -> Approval | None:
-    approvals = getattr(sandbox, "all_approvals", None)
+def workload_latest_approval(workload: Workload) -> Approval | None:
+    approvals = getattr(workload, "all_approvals", None)
     if approvals is None:
-        return sandbox.approvals.select_related("decided_by").order_by("-created_at", "-id").first()
+        return workload.approvals.select_related("decided_by").order_by("-created_at", "-id").first()
     return approvals[0] if approvals else None
 
 
-def queue_positions(sandboxes: list[Workload]) -> dict[int, int]:
-    """1-based place in the queue of each queued sandbox among those of its GPU type (one query)."""
-    queued_types = {s.gpu_type_id for s in sandboxes if s.state == WorkloadState.QUEUED}
+def queue_positions(workloads: list[Workload]) -> dict[int, int]:
+    """1-based place in the queue of each queued workload among those of its GPU type (one query)."""
+    queued_types = {s.gpu_type_id for s in workloads if s.state == WorkloadState.QUEUED}
     if not queued_types:
         return {}
     order = Workload.objects.filter(state=WorkloadState.QUEUED, gpu_type_id__in=queued_types).order_by(
@@ -142,10 +142,10 @@ def queue_positions(sandboxes: list[Workload]) -> dict[int, int]:
     return positions
 
 
-def pending_extension(sandbox: Workload) -> Approval | None:
+def pending_extension(workload: Workload) -> Approval | None:
     """The extension of this workload that waits for a lead, if any."""
     return Approval.objects.filter(
-        workload=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
+        workload=workload, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
     ).first()
 
 
@@ -204,23 +204,23 @@ _STEP_STATES = (
 _FAILED_ENDS = (WorkloadState.REJECTED, WorkloadState.FAILED)
 
 
-def progress_steps(sandbox: Workload, approval: Approval | None) -> list[Step]:
+def progress_steps(workload: Workload, approval: Approval | None) -> list[Step]:
     """The progress line: pending approval -> queued -> provisioning -> running -> ended."""
     order = [state for _label, state in _STEP_STATES]
-    state = sandbox.state
+    state = workload.state
     if state in order:
         reached = order.index(state)
     elif state == WorkloadState.REJECTED:
         reached = 0
-    elif sandbox.started_at is not None or state == WorkloadState.TERMINATING:
+    elif workload.started_at is not None or state == WorkloadState.TERMINATING:
         reached = len(order)  # ran, now ending or ended
-    elif sandbox.node_name:
+    elif workload.node_name:
         reached = 2
-    elif sandbox.queued_at is not None:
+    elif workload.queued_at is not None:
         reached = 1
     else:
         reached = 0
-    approvals = getattr(sandbox, "all_approvals", None)
+    approvals = getattr(workload, "all_approvals", None)
     if approvals is None:
         approvals = [approval] if approval is not None else []
     needed_approval = any(a.kind == Approval.Kind.CREATE for a in approvals)
@@ -241,9 +241,9 @@ def progress_steps(sandbox: Workload, approval: Approval | None) -> list[Step]:
     if state == WorkloadState.TERMINATING:
         steps.append(Step("Ending", "current"))
     elif state in _FAILED_ENDS:
-        steps.append(Step(sandbox.get_state_display().capitalize(), "failed"))
+        steps.append(Step(workload.get_state_display().capitalize(), "failed"))
     elif state in (WorkloadState.TERMINATED, WorkloadState.EXPIRED):
-        steps.append(Step(sandbox.get_state_display().capitalize(), "done"))
+        steps.append(Step(workload.get_state_display().capitalize(), "done"))
     else:
         steps.append(Step("Ended", "todo"))
     return steps

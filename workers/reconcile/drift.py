@@ -70,7 +70,7 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
         return report
     ids = {ns.workload_id for ns in namespaces if ns.workload_id is not None}
     sandboxes = {
-        sandbox.pk: sandbox for sandbox in Workload.objects.select_related("team").filter(pk__in=ids)
+        workload.pk: workload for workload in Workload.objects.select_related("team").filter(pk__in=ids)
     }
     newest = Workload.objects.aggregate(newest=Max("pk"))["newest"] or 0
     for namespace in namespaces:
@@ -85,18 +85,18 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
                 "portal has made; is another portal managing this cluster? Left alone."
             )
             continue
-        sandbox = sandboxes.get(namespace.workload_id)
-        why = _orphaned(namespace, sandbox, cluster)
+        workload = sandboxes.get(namespace.workload_id)
+        why = _orphaned(namespace, workload, cluster)
         if why:
-            _delete_orphan(driver, cluster, namespace, sandbox, why, report, now)
+            _delete_orphan(driver, cluster, namespace, workload, why, report, now)
     running = (
         Workload.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
         .filter(cluster=cluster, state=WorkloadState.RUNNING)
         .order_by("pk")
     )
-    for sandbox in running:
+    for workload in running:
         # workload_spec builds a sandbox's or a deployment's objects, by its kind.
-        _restore(driver, sandbox, report)
+        _restore(driver, workload, report)
     if report.changed or report.errors:
         log.info(
             "drift repair on cluster %s: deleted %s, re-applied %s, errors %s",
@@ -108,18 +108,18 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
     return report
 
 
-def _orphaned(namespace: ManagedNamespace, sandbox: Workload | None, cluster: Cluster) -> str:
+def _orphaned(namespace: ManagedNamespace, workload: Workload | None, cluster: Cluster) -> str:
     """Why the namespace should not exist, or "" when its sandbox still wants it."""
-    if sandbox is None:
+    if workload is None:
         return f"sandbox {namespace.workload_id} is unknown to the portal"
-    if sandbox.state in END_STATES:
-        return f"sandbox {sandbox.pk} is {sandbox.state}"
-    if sandbox.cluster_id is None:
-        return f"sandbox {sandbox.pk} is {sandbox.state} and placed on no cluster"
-    if sandbox.cluster_id != cluster.pk:
-        return f"sandbox {sandbox.pk} is placed on another cluster"
-    if sandbox.namespace and sandbox.namespace != namespace.name:
-        return f"sandbox {sandbox.pk} lives in namespace {sandbox.namespace}"
+    if workload.state in END_STATES:
+        return f"sandbox {workload.pk} is {workload.state}"
+    if workload.cluster_id is None:
+        return f"sandbox {workload.pk} is {workload.state} and placed on no cluster"
+    if workload.cluster_id != cluster.pk:
+        return f"sandbox {workload.pk} is placed on another cluster"
+    if workload.namespace and workload.namespace != namespace.name:
+        return f"sandbox {workload.pk} lives in namespace {workload.namespace}"
     return ""  # live here: queued, starting, running or ending, each handled by its own reconciler
 
 
@@ -127,7 +127,7 @@ def _delete_orphan(
     driver: ClusterDriver,
     cluster: Cluster,
     namespace: ManagedNamespace,
-    sandbox: Workload | None,
+    workload: Workload | None,
     why: str,
     report: DriftReport,
     now: datetime,
@@ -146,8 +146,8 @@ def _delete_orphan(
         audit_record(
             actor=None,
             action=ORPHAN_ACTION,
-            obj=sandbox if sandbox is not None else cluster,
-            team=sandbox.team if sandbox is not None else None,
+            obj=workload if workload is not None else cluster,
+            team=workload.team if workload is not None else None,
             detail=detail,
         )
 
@@ -172,27 +172,27 @@ def _namespace_only(namespace: ManagedNamespace, now: datetime) -> WorkloadSpec:
     )
 
 
-def _restore(driver: ClusterDriver, sandbox: Workload, report: DriftReport) -> None:
+def _restore(driver: ClusterDriver, workload: Workload, report: DriftReport) -> None:
     """Apply a running sandbox again when the cluster holds no workload for it."""
     try:
-        spec = workload_spec(sandbox)
+        spec = workload_spec(workload)
         status = driver.workload_status(spec)
         if status.phase != "absent":
             return  # present (or still being deleted by hand: applied on a later run, once gone)
-        if not Workload.objects.filter(pk=sandbox.pk, state=WorkloadState.RUNNING).exists():
+        if not Workload.objects.filter(pk=workload.pk, state=WorkloadState.RUNNING).exists():
             return  # ended meanwhile: its teardown removed the objects on purpose
         driver.apply_workload(spec)
     except DriverError as error:
-        report.errors.append(f"sandbox {sandbox.pk}: {error.message}")
+        report.errors.append(f"sandbox {workload.pk}: {error.message}")
         return
-    report.repaired.append(sandbox.pk)
-    Workload.objects.filter(pk=sandbox.pk, state=WorkloadState.RUNNING).update(
+    report.repaired.append(workload.pk)
+    Workload.objects.filter(pk=workload.pk, state=WorkloadState.RUNNING).update(
         message="Running; recreated after its objects went missing from the cluster."
     )
     audit_record(
         actor=None,
         action=REPAIRED_ACTION,
-        obj=sandbox,
-        team=sandbox.team,
+        obj=workload,
+        team=workload.team,
         detail=f"{status.message}; applied namespace {spec.namespace} again",
     )

@@ -1,5 +1,6 @@
-"""Reconcile one workload (a sandbox or a deployment): compare what the database intends with what the cluster has, act on
-the difference, and record the outcome on the row. Running it twice changes nothing."""
+"""Reconcile one workload (a sandbox or a deployment): compare what the database intends with
+what the cluster has, act on the difference, and record the outcome on the row. Running it twice
+changes nothing."""
 
 from __future__ import annotations
 
@@ -34,14 +35,14 @@ LEASE_SECONDS = 60.0
 SERVING_WATCH_SECONDS = 30.0
 
 
-def namespace_for(sandbox: Workload) -> str:
-    return workload_namespace_name(sandbox.team.slug, sandbox.name, sandbox.pk)
+def namespace_for(workload: Workload) -> str:
+    return workload_namespace_name(workload.team.slug, workload.name, workload.pk)
 
 
-def _claims(sandbox: Workload) -> list[GpuClaim]:
+def _claims(workload: Workload) -> list[GpuClaim]:
     """One GPU claim per replica, from the live allocations (a sandbox has one replica)."""
     allocations = (
-        sandbox.allocations.filter(released_at__isnull=True, ended_at__isnull=True)
+        workload.allocations.filter(released_at__isnull=True, ended_at__isnull=True)
         .select_related("gpu__node", "mig_slice")
         .order_by("replica", "gpu__index")
     )
@@ -49,18 +50,18 @@ def _claims(sandbox: Workload) -> list[GpuClaim]:
     for allocation in allocations:
         by_replica.setdefault(allocation.replica, []).append(allocation)
     claims = []
-    for replica in range(sandbox.replicas):
+    for replica in range(workload.replicas):
         held = by_replica.get(replica, [])
-        node = held[0].gpu.node.name if held else sandbox.node_name
-        if sandbox.mig_profile:
+        node = held[0].gpu.node.name if held else workload.node_name
+        if workload.mig_profile:
             first = held[0] if held else None
             claims.append(
                 GpuClaim(
-                    resource=mig_resource_name(sandbox.mig_profile),
+                    resource=mig_resource_name(workload.mig_profile),
                     count=1,
                     node=node,
                     gpu_indices=(first.gpu.index,) if first else (),
-                    mig_profile=sandbox.mig_profile,
+                    mig_profile=workload.mig_profile,
                     mig_start=first.mig_slice.start if first and first.mig_slice else None,
                 )
             )
@@ -68,7 +69,7 @@ def _claims(sandbox: Workload) -> list[GpuClaim]:
             claims.append(
                 GpuClaim(
                     resource="nvidia.com/gpu",
-                    count=sandbox.gpu_count,
+                    count=workload.gpu_count,
                     node=node,
                     gpu_indices=tuple(a.gpu.index for a in held),
                 )
@@ -76,8 +77,8 @@ def _claims(sandbox: Workload) -> list[GpuClaim]:
     return claims
 
 
-def _serving_spec(sandbox: Workload, claims: list[GpuClaim]) -> ServingSpec:
-    serving = sandbox.serving
+def _serving_spec(workload: Workload, claims: list[GpuClaim]) -> ServingSpec:
+    serving = workload.serving
     return ServingSpec(
         model=serving.model.slug,
         image=serving.image,
@@ -90,28 +91,28 @@ def _serving_spec(sandbox: Workload, claims: list[GpuClaim]) -> ServingSpec:
     )
 
 
-def workload_spec(sandbox: Workload) -> WorkloadSpec:
+def workload_spec(workload: Workload) -> WorkloadSpec:
     """The plain description of a placed sandbox or deployment that drivers and manifest
     builders take."""
-    claims = _claims(sandbox)
-    serving = _serving_spec(sandbox, claims) if sandbox.kind == WorkloadKind.DEPLOYMENT else None
-    namespace = sandbox.namespace or namespace_for(sandbox)
+    claims = _claims(workload)
+    serving = _serving_spec(workload, claims) if workload.kind == WorkloadKind.DEPLOYMENT else None
+    namespace = workload.namespace or namespace_for(workload)
     base = settings.PORTAL_ACCESS_BASE_URL.split("://", 1)[-1].strip("/")
     return WorkloadSpec(
-        workload_id=sandbox.pk,
-        name=sandbox.name,
-        team=sandbox.team.slug,
-        owner=sandbox.owner.username,
+        workload_id=workload.pk,
+        name=workload.name,
+        team=workload.team.slug,
+        owner=workload.owner.username,
         namespace=namespace,
-        image=serving.image if serving else sandbox.image.container_image,
-        image_kind="shell" if serving else sandbox.image.kind,  # type: ignore[arg-type]
-        cpu=sandbox.cpu,
-        memory_gb=sandbox.memory_gb,
-        storage_gb=sandbox.storage_gb,
+        image=serving.image if serving else workload.image.container_image,
+        image_kind="shell" if serving else workload.image.kind,  # type: ignore[arg-type]
+        cpu=workload.cpu,
+        memory_gb=workload.memory_gb,
+        storage_gb=workload.storage_gb,
         gpu=claims[0],
-        expires_at=sandbox.expires_at,
+        expires_at=workload.expires_at,
         access_host=f"{namespace}.{base}",
-        user_identity=sandbox.owner.cluster_identity,
+        user_identity=workload.owner.cluster_identity,
         serving=serving,
     )
 
@@ -123,45 +124,45 @@ def reconcile_workload(workload_id: int, *, now: datetime | None = None) -> None
     if not _claim(workload_id, now):
         return  # another worker is on it (or there is no such row)
     try:
-        sandbox = (
+        workload = (
             Workload.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
             .filter(pk=workload_id)
             .first()
         )
-        if sandbox is not None:
-            _step(sandbox, now)
+        if workload is not None:
+            _step(workload, now)
     finally:
         Workload.objects.filter(pk=workload_id).update(lease_until=None)
 
 
-def _step(sandbox: Workload, now: datetime) -> None:
-    watching = sandbox.state == WorkloadState.RUNNING and sandbox.kind == WorkloadKind.DEPLOYMENT
-    if sandbox.state not in (WorkloadState.PROVISIONING, WorkloadState.TERMINATING) and not watching:
+def _step(workload: Workload, now: datetime) -> None:
+    watching = workload.state == WorkloadState.RUNNING and workload.kind == WorkloadKind.DEPLOYMENT
+    if workload.state not in (WorkloadState.PROVISIONING, WorkloadState.TERMINATING) and not watching:
         return
-    if sandbox.cluster is None:
-        workload_mark_failed(workload_id=sandbox.pk, message="placed on no cluster", now=now)
+    if workload.cluster is None:
+        workload_mark_failed(workload_id=workload.pk, message="placed on no cluster", now=now)
         return
-    spec = workload_spec(sandbox)
-    if not sandbox.namespace:
-        Workload.objects.filter(pk=sandbox.pk).update(namespace=spec.namespace)
-    driver = driver_for(sandbox.cluster)
+    spec = workload_spec(workload)
+    if not workload.namespace:
+        Workload.objects.filter(pk=workload.pk).update(namespace=spec.namespace)
+    driver = driver_for(workload.cluster)
     try:
         if watching:
-            _watch_serving(driver, sandbox, spec, now)
-        elif sandbox.state == WorkloadState.PROVISIONING:
-            _provision(driver, sandbox, spec, now)
+            _watch_serving(driver, workload, spec, now)
+        elif workload.state == WorkloadState.PROVISIONING:
+            _provision(driver, workload, spec, now)
         else:
-            _teardown(driver, sandbox, spec, now)
+            _teardown(driver, workload, spec, now)
     except DriverError as error:
-        log.warning("sandbox %s: %s (retryable=%s)", sandbox.pk, error.message, error.retryable)
+        log.warning("%s %s: %s (retryable=%s)", workload.kind, workload.pk, error.message, error.retryable)
         workload_attempt_failed(
-            workload_id=sandbox.pk, error=error.message, retryable=error.retryable, now=now
+            workload_id=workload.pk, error=error.message, retryable=error.retryable, now=now
         )
 
 
 def _claim(workload_id: int, now: datetime) -> bool:
     """Lease the row for one step, so two workers (a job enqueued on a change and the periodic
-    reconcile) never act on one sandbox at once. A worker that dies mid-step leaves the lease
+    reconcile) never act on one workload at once. A worker that dies mid-step leaves the lease
     to run out."""
     free = Q(lease_until__isnull=True) | Q(lease_until__lte=now)
     return bool(
@@ -171,22 +172,22 @@ def _claim(workload_id: int, now: datetime) -> bool:
     )
 
 
-def _provision(driver: ClusterDriver, sandbox: Workload, spec: WorkloadSpec, now: datetime) -> None:
-    waiting_for_slice = _slice_being_cut(sandbox)
+def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
+    waiting_for_slice = _slice_being_cut(workload)
     if waiting_for_slice is not None:
         state = reconcile_node_mig(waiting_for_slice.gpu.node_id, now=now)
         if state == "failed":
             workload_requeue(
-                workload_id=sandbox.pk,
-                message=f"The MIG layout change on {sandbox.node_name} failed.",
+                workload_id=workload.pk,
+                message=f"The MIG layout change on {workload.node_name} failed.",
                 now=now,
             )
             return
         if state == "pending":
             workload_mark_waiting(
-                workload_id=sandbox.pk,
+                workload_id=workload.pk,
                 message=(
-                    f"Cutting a {waiting_for_slice.profile} slice on {sandbox.node_name} GPU "
+                    f"Cutting a {waiting_for_slice.profile} slice on {workload.node_name} GPU "
                     f"{waiting_for_slice.gpu.index} (MIG reconfiguration)"
                 ),
                 now=now,
@@ -195,29 +196,29 @@ def _provision(driver: ClusterDriver, sandbox: Workload, spec: WorkloadSpec, now
             return
     driver.apply_workload(spec)  # for a deployment this also removes replicas scaled away
     if spec.serving is not None:
-        deployment_release_scaled_away(deployment_id=sandbox.pk, now=now)
+        deployment_release_scaled_away(deployment_id=workload.pk, now=now)
     status = driver.workload_status(spec)
     if spec.serving is not None:
-        deployment_observed(deployment_id=sandbox.pk, ready_replicas=status.ready_replicas, now=now)
+        deployment_observed(deployment_id=workload.pk, ready_replicas=status.ready_replicas, now=now)
     if status.phase == "running":
-        workload_mark_running(workload_id=sandbox.pk, access=status.access, now=now)
+        workload_mark_running(workload_id=workload.pk, access=status.access, now=now)
         return
     if status.phase == "failed":
-        workload_mark_failed(workload_id=sandbox.pk, message=status.message, now=now)
+        workload_mark_failed(workload_id=workload.pk, message=status.message, now=now)
         return
     workload_mark_waiting(
-        workload_id=sandbox.pk, message=status.message.capitalize(), now=now, recheck_seconds=RECHECK_SECONDS
+        workload_id=workload.pk, message=status.message.capitalize(), now=now, recheck_seconds=RECHECK_SECONDS
     )
 
 
-def _watch_serving(driver: ClusterDriver, sandbox: Workload, spec: WorkloadSpec, now: datetime) -> None:
+def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
     """A running deployment: keep its replica health current; a replica that cannot run fails it."""
     status = driver.workload_status(spec)
     if status.phase == "failed":
-        workload_mark_failed(workload_id=sandbox.pk, message=status.message, now=now)
+        workload_mark_failed(workload_id=workload.pk, message=status.message, now=now)
         return
     deployment_observed(
-        deployment_id=sandbox.pk,
+        deployment_id=workload.pk,
         ready_replicas=status.ready_replicas,
         now=now,
         message="Running." if status.phase == "running" else status.message.capitalize(),
@@ -225,22 +226,22 @@ def _watch_serving(driver: ClusterDriver, sandbox: Workload, spec: WorkloadSpec,
     )
 
 
-def _slice_being_cut(sandbox: Workload) -> MigSlice | None:
-    """The sandbox's MIG slice if the cluster has not made it yet."""
-    if not sandbox.mig_profile:
+def _slice_being_cut(workload: Workload) -> MigSlice | None:
+    """The workload's MIG slice if the cluster has not made it yet."""
+    if not workload.mig_profile:
         return None
     allocation = (
-        sandbox.allocations.select_related("mig_slice__gpu")
+        workload.allocations.select_related("mig_slice__gpu")
         .filter(released_at__isnull=True, mig_slice__state=MigSlice.State.CREATING)
         .first()
     )
     return allocation.mig_slice if allocation else None
 
 
-def _teardown(driver: ClusterDriver, sandbox: Workload, spec: WorkloadSpec, now: datetime) -> None:
+def _teardown(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
     if driver.delete_workload(spec):
-        workload_mark_ended(workload_id=sandbox.pk, now=now)
+        workload_mark_ended(workload_id=workload.pk, now=now)
         return
-    Workload.objects.filter(pk=sandbox.pk, state=WorkloadState.TERMINATING).update(
+    Workload.objects.filter(pk=workload.pk, state=WorkloadState.TERMINATING).update(
         message="Removing it from the cluster.", next_attempt_at=now + timedelta(seconds=RECHECK_SECONDS)
     )

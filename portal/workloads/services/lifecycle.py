@@ -1,4 +1,4 @@
-"""The sandbox lifecycle as the workers drive it: place, start, fail, end, expire, drain.
+"""The workload lifecycle as the workers drive it: place, start, fail, end, expire, drain.
 
 Every function here is safe to call twice: it claims the row with a conditional update and does
 nothing when another process got there first.
@@ -35,8 +35,8 @@ DRAIN_TASK = "workloads.drain_queue"
 S = WorkloadState
 
 
-def _link(sandbox: Workload) -> str:
-    return sandbox.get_absolute_url()
+def _link(workload: Workload) -> str:
+    return workload.get_absolute_url()
 
 
 def workload_try_place(*, workload: Workload, now: datetime, actor: User | None = None) -> bool:
@@ -53,27 +53,27 @@ def workload_try_place(*, workload: Workload, now: datetime, actor: User | None 
     return True
 
 
-def _placed(sandbox: Workload, *, reason: str, actor: User | None, now: datetime) -> None:
+def _placed(workload: Workload, *, reason: str, actor: User | None, now: datetime) -> None:
     move(
-        workload=sandbox,
+        workload=workload,
         to=S.PROVISIONING,
         from_states=[S.QUEUED],
         actor=actor,
-        action="sandbox.placed",
+        event="placed",
         detail=reason,
-        cluster=sandbox.cluster,
-        node_name=sandbox.node_name,
-        placement_reason=sandbox.placement_reason,
-        message=f"Placed on {sandbox.node_name}; starting.",
+        cluster=workload.cluster,
+        node_name=workload.node_name,
+        placement_reason=workload.placement_reason,
+        message=f"Placed on {workload.node_name}; starting.",
         attempts=0,
         next_attempt_at=None,  # due at once
         last_error="",
     )
-    enqueue(RECONCILE_TASK, sandbox.pk)
+    enqueue(RECONCILE_TASK, workload.pk)
 
 
 def workload_queue_drain(*, now: datetime | None = None) -> list[int]:
-    """Place queued sandboxes that now fit: priority, then arrival; smaller ones backfill around
+    """Place queued workloads that now fit: priority, then arrival; smaller ones backfill around
     a large one that does not fit, except behind one that has waited past
     PORTAL_STARVATION_MINUTES, which reserves its GPU type until it is placed.
 
@@ -95,10 +95,10 @@ def workload_queue_drain(*, now: datetime | None = None) -> list[int]:
         decisions = allocations_place_queued(
             holders=queued, now=now, starvation_seconds=settings.PORTAL_STARVATION_MINUTES * 60
         )
-        for sandbox in queued:
-            if sandbox.pk in decisions:
-                _placed(sandbox, reason=decisions[sandbox.pk].reason, actor=None, now=now)
-                placed.append(sandbox.pk)
+        for workload in queued:
+            if workload.pk in decisions:
+                _placed(workload, reason=decisions[workload.pk].reason, actor=None, now=now)
+                placed.append(workload.pk)
         # Deployments with several replicas are placed all at once or not at all, after the rest.
         for workload in queued:
             if workload.replicas > 1 and workload_try_place(workload=workload, now=now):
@@ -110,14 +110,14 @@ def workload_queue_drain(*, now: datetime | None = None) -> list[int]:
 def workload_requeue(*, workload_id: int, message: str, now: datetime) -> None:
     """Its placement could not be made real (a MIG layout failed): give the GPU back and wait
     for another place. The hold was never usable, so it is not billed."""
-    sandbox = Workload.objects.select_related("team").get(pk=workload_id)
+    workload = Workload.objects.select_related("team").get(pk=workload_id)
     try:
         move(
-            workload=sandbox,
+            workload=workload,
             to=S.QUEUED,
             from_states=[S.PROVISIONING],
             actor=None,
-            action="sandbox.requeued",
+            event="requeued",
             detail=message,
             message=f"{message} Waiting for another place."[:500],
             node_name="",
@@ -127,13 +127,13 @@ def workload_requeue(*, workload_id: int, message: str, now: datetime) -> None:
     except Conflict:
         return
     nodes = set()
-    for allocation in Allocation.objects.filter(workload=sandbox, released_at__isnull=True).select_related(
+    for allocation in Allocation.objects.filter(workload=workload, released_at__isnull=True).select_related(
         "gpu"
     ):
         Allocation.objects.filter(pk=allocation.pk).update(ended_at=allocation.started_at)
         nodes.add(allocation.gpu.node_id)
     # Both hand the layout changes they make to the nodes' MIG job (fleet's mig_layout_changed).
-    allocations_release(holder=sandbox, at=now)
+    allocations_release(holder=workload, at=now)
     for node_id in sorted(nodes):
         mig_slices_abandon(node_id=node_id)
     enqueue(DRAIN_TASK)
@@ -156,7 +156,7 @@ def workload_approve(*, workload: Workload, actor: User, now: datetime) -> None:
         to=S.QUEUED,
         from_states=[S.PENDING_APPROVAL],
         actor=actor,
-        action="sandbox.approved",
+        event="approved",
         queued_at=now,
         message=f"Approved by {actor.username}.",
     )
@@ -170,7 +170,7 @@ def workload_reject(*, workload: Workload, actor: User, reason: str, now: dateti
         to=S.REJECTED,
         from_states=[S.PENDING_APPROVAL],
         actor=actor,
-        action="sandbox.rejected",
+        event="rejected",
         detail=reason,
         ended_at=now,
         message=f"Rejected by {actor.username}: {reason}"[:500],
@@ -187,7 +187,7 @@ def workload_end(
             to=ending_as,
             from_states=[S.PENDING_APPROVAL, S.QUEUED],
             actor=actor,
-            action=f"sandbox.{ending_as}",
+            event=ending_as,
             detail=detail,
             ended_at=at,
             message=detail.capitalize() + ".",
@@ -203,7 +203,7 @@ def workload_end(
         to=S.TERMINATING,
         from_states=[S.PROVISIONING, S.RUNNING],
         actor=actor,
-        action="sandbox.terminating",
+        event="terminating",
         detail=detail,
         ending_as=ending_as,
         ended_at=at,
@@ -219,28 +219,28 @@ def workload_end(
 
 
 def workload_mark_running(*, workload_id: int, access: str, now: datetime) -> None:
-    sandbox = Workload.objects.select_related("team", "owner").get(pk=workload_id)
+    workload = Workload.objects.select_related("team", "owner").get(pk=workload_id)
     try:
         move(
-            workload=sandbox,
+            workload=workload,
             to=S.RUNNING,
             from_states=[S.PROVISIONING],
             actor=None,
-            action="sandbox.running",
+            event="running",
             started_at=now,
             access=access,
             message="Running.",
             attempts=0,
             # A serving deployment stays watched for replica health; a sandbox needs nothing more.
-            next_attempt_at=now + timedelta(seconds=30) if sandbox.kind == WorkloadKind.DEPLOYMENT else None,
+            next_attempt_at=now + timedelta(seconds=30) if workload.kind == WorkloadKind.DEPLOYMENT else None,
             last_error="",
         )
     except Conflict:
         return
     notify(
-        user=sandbox.owner,
-        message=f"{sandbox.kind.capitalize()} {sandbox.name} is running.",
-        link=_link(sandbox),
+        user=workload.owner,
+        message=f"{workload.kind.capitalize()} {workload.name} is running.",
+        link=_link(workload),
     )
 
 
@@ -257,14 +257,14 @@ def workload_mark_waiting(
 def workload_mark_failed(*, workload_id: int, message: str, now: datetime) -> None:
     """The cluster could not run it: stop billing, tell the owner, and take its objects out of
     the cluster; it becomes `failed` (and its GPUs free) once they are gone, like any ending."""
-    sandbox = Workload.objects.select_related("team", "owner").get(pk=workload_id)
+    workload = Workload.objects.select_related("team", "owner").get(pk=workload_id)
     try:
         move(
-            workload=sandbox,
+            workload=workload,
             to=S.TERMINATING,
             from_states=[S.PROVISIONING, S.RUNNING],
             actor=None,
-            action="sandbox.failing",
+            event="failing",
             detail=message,
             ending_as=S.FAILED,
             ended_at=now,
@@ -274,44 +274,44 @@ def workload_mark_failed(*, workload_id: int, message: str, now: datetime) -> No
         )
     except Conflict:
         return
-    Approval.objects.filter(workload=sandbox, state=Approval.State.PENDING).update(
+    Approval.objects.filter(workload=workload, state=Approval.State.PENDING).update(
         state=Approval.State.CANCELLED, decided_at=now
     )
-    allocations_end(holder=sandbox, at=now)
+    allocations_end(holder=workload, at=now)
     notify(
-        user=sandbox.owner,
-        message=f"{sandbox.kind.capitalize()} {sandbox.name} failed: {message}",
-        link=_link(sandbox),
-        email_subject=f"{sandbox.kind.capitalize()} {sandbox.name} failed",
+        user=workload.owner,
+        message=f"{workload.kind.capitalize()} {workload.name} failed: {message}",
+        link=_link(workload),
+        email_subject=f"{workload.kind.capitalize()} {workload.name} failed",
     )
-    enqueue(RECONCILE_TASK, sandbox.pk)
+    enqueue(RECONCILE_TASK, workload.pk)
 
 
 @transaction.atomic
 def workload_mark_ended(*, workload_id: int, now: datetime, note: str = "") -> None:
     """The cluster objects are gone (or, with a `note`, could not be removed and were given
     up on): reach the end state and free the GPUs."""
-    sandbox = Workload.objects.select_related("team").get(pk=workload_id)
-    ending_as = sandbox.ending_as or S.TERMINATED
+    workload = Workload.objects.select_related("team").get(pk=workload_id)
+    ending_as = workload.ending_as or S.TERMINATED
     fields: dict = {"next_attempt_at": None}
     if ending_as == S.EXPIRED:
         fields["message"] = "Expired."
     elif ending_as == S.TERMINATED:
         fields["message"] = "Terminated."
     if note:
-        fields["message"] = f"{fields.get('message', sandbox.message)} {note}".strip()[:500]
+        fields["message"] = f"{fields.get('message', workload.message)} {note}".strip()[:500]
     try:
         move(
-            workload=sandbox,
+            workload=workload,
             to=ending_as,
             from_states=[S.TERMINATING],
             actor=None,
-            action=f"sandbox.{ending_as}",
+            event=ending_as,
             **fields,
         )
     except Conflict:
         return
-    allocations_release(holder=sandbox, at=now)  # freed MIG layouts go to the nodes' MIG job
+    allocations_release(holder=workload, at=now)  # freed MIG layouts go to the nodes' MIG job
     enqueue(DRAIN_TASK)
 
 
@@ -320,19 +320,19 @@ def workload_attempt_failed(*, workload_id: int, error: str, retryable: bool, no
     PORTAL_MAX_ATTEMPTS, or at once on a final error. A teardown retries a transient error for as
     long as it takes (the GPUs stay held until the objects are gone) and gives up only on a final
     refusal after PORTAL_MAX_ATTEMPTS, leaving the namespace to an admin."""
-    sandbox = Workload.objects.get(pk=workload_id)
-    attempts = sandbox.attempts + 1
+    workload = Workload.objects.get(pk=workload_id)
+    attempts = workload.attempts + 1
     giving_up = not retryable or attempts >= settings.PORTAL_MAX_ATTEMPTS
-    if sandbox.state == S.PROVISIONING and giving_up:
+    if workload.state == S.PROVISIONING and giving_up:
         workload_mark_failed(workload_id=workload_id, message=error, now=now)
         return
-    if sandbox.state == S.TERMINATING and not retryable and attempts >= settings.PORTAL_MAX_ATTEMPTS:
+    if workload.state == S.TERMINATING and not retryable and attempts >= settings.PORTAL_MAX_ATTEMPTS:
         # The cluster refuses the teardown for good: free the GPUs in the portal and say what is
         # left behind, rather than hold them forever. Drift repair deletes the namespace later.
         workload_mark_ended(
             workload_id=workload_id,
             now=now,
-            note=f"Its namespace {sandbox.namespace} could not be removed ({error}); an admin must delete it.",
+            note=f"Its namespace {workload.namespace} could not be removed ({error}); an admin must delete it.",
         )
         return
     delay = min(300, 2**attempts)

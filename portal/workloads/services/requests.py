@@ -162,7 +162,7 @@ def _create(
     team = Team.objects.select_for_update(no_key=True).get(pk=resolved.team.pk)
     decision = _verdict(resolved=resolved, team=team, now=now).enforce()
     state = WorkloadState.QUEUED if decision.auto_approved else WorkloadState.PENDING_APPROVAL
-    sandbox = Workload.objects.create(
+    workload = Workload.objects.create(
         kind=resolved.kind,
         replicas=resolved.replicas,
         name=resolved.name,
@@ -183,26 +183,25 @@ def _create(
     )
     audit_record(
         actor=user,
-        action=f"{sandbox.kind}.request",
-        obj=sandbox,
-        object_type=sandbox.kind,
+        action=f"{workload.kind}.request",
+        obj=workload,
         team=team,
         to_state=state,
-        detail=f"{sandbox.gpu_label} for {resolved.lifetime_hours.quantize(Decimal('0.01'))} h",
+        detail=f"{workload.gpu_label} for {resolved.lifetime_hours.quantize(Decimal('0.01'))} h",
     )
     if before_placing is not None:
-        before_placing(sandbox)
+        before_placing(workload)
     if decision.auto_approved:
-        workload_try_place(workload=sandbox, now=now)
+        workload_try_place(workload=workload, now=now)
     else:
         approval = Approval.objects.create(
-            workload=sandbox, team=team, requested_by=user, why_needed=decision.why_needed
+            workload=workload, team=team, requested_by=user, why_needed=decision.why_needed
         )
         tell_deciders(
             approval=approval,
-            message=f"{user.username} asks for {sandbox.gpu_label} ({sandbox.name}). {decision.why_needed}",
+            message=f"{user.username} asks for {workload.gpu_label} ({workload.name}). {decision.why_needed}",
         )
-    return sandbox
+    return workload
 
 
 def tell_deciders(*, approval: Approval, message: str) -> None:
@@ -238,9 +237,9 @@ def workload_extend(
 ) -> Workload:
     """Move the expiry by `hours`: at once within policy, else through a lead's approval."""
     now = now or timezone.now()
-    sandbox = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
-    if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
-        raise NotAllowed(f"Only the owner or a lead of the team may extend this {sandbox.kind}.")
+    workload = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
+    if not can_manage(user=user, team=workload.team, owner=workload.owner):
+        raise NotAllowed(f"Only the owner or a lead of the team may extend this {workload.kind}.")
     try:
         extra = Decimal(str(hours))
     except ArithmeticError:
@@ -249,28 +248,28 @@ def workload_extend(
         raise ValidationFailed(
             "Extend by a number of hours above zero.", fields={"hours": ["Must be above zero."]}
         )
-    if sandbox.state not in EXTENDABLE:
+    if workload.state not in EXTENDABLE:
         raise Conflict(
-            f"{sandbox.kind.capitalize()} {sandbox.name} is {sandbox.state}; only a live {sandbox.kind} can be extended."
+            f"{workload.kind.capitalize()} {workload.name} is {workload.state}; only a live {workload.kind} can be extended."
         )
-    team = sandbox.team
-    decision = extension_verdict(workload=sandbox, hours=extra, now=now).enforce()
-    deciding_lead = user.pk != sandbox.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))
+    team = workload.team
+    decision = extension_verdict(workload=workload, hours=extra, now=now).enforce()
+    deciding_lead = user.pk != workload.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))
     if deciding_lead or decision.auto_approved:
         workload_apply_extension(
-            workload=sandbox,
-            new_expiry=extended_expiry(workload=sandbox, hours=extra),
+            workload=workload,
+            new_expiry=extended_expiry(workload=workload, hours=extra),
             actor=user,
             hours=extra,
         )
-        return sandbox
+        return workload
     if Approval.objects.filter(
-        workload=sandbox, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
+        workload=workload, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
     ).exists():
-        raise Conflict(f"An extension of this {sandbox.kind} already waits for a lead.")
+        raise Conflict(f"An extension of this {workload.kind} already waits for a lead.")
     why = decision.why_needed
     approval = Approval.objects.create(
-        workload=sandbox,
+        workload=workload,
         team=team,
         kind=Approval.Kind.EXTEND,
         requested_by=user,
@@ -279,17 +278,16 @@ def workload_extend(
     )
     audit_record(
         actor=user,
-        action=f"{sandbox.kind}.extend_requested",
-        obj=sandbox,
-        object_type=sandbox.kind,
+        action=f"{workload.kind}.extend_requested",
+        obj=workload,
         team=team,
         detail=f"+{extra} h",
     )
     tell_deciders(
         approval=approval,
-        message=f"{user.username} asks to extend {sandbox.name} by {extra.normalize():f} h. {why}",
+        message=f"{user.username} asks to extend {workload.name} by {extra.normalize():f} h. {why}",
     )
-    return sandbox
+    return workload
 
 
 def workload_apply_extension(
@@ -301,7 +299,6 @@ def workload_apply_extension(
         actor=actor,
         action=f"{workload.kind}.extend",
         obj=workload,
-        object_type=workload.kind,
         team=workload.team,
         detail=f"+{hours.normalize():f} h, expires {new_expiry.isoformat(timespec='seconds')}",
     )
@@ -316,10 +313,10 @@ def workload_terminate(
     """End a sandbox (or deployment) now. Billing stops at once; the cluster objects go in the
     background."""
     now = now or timezone.now()
-    sandbox = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
-    if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
-        raise NotAllowed(f"Only the owner, a lead of the team or an admin may end this {sandbox.kind}.")
+    workload = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
+    if not can_manage(user=user, team=workload.team, owner=workload.owner):
+        raise NotAllowed(f"Only the owner, a lead of the team or an admin may end this {workload.kind}.")
     workload_end(
-        workload=sandbox, ending_as=WorkloadState.TERMINATED, actor=user, at=now, detail="ended on request"
+        workload=workload, ending_as=WorkloadState.TERMINATED, actor=user, at=now, detail="ended on request"
     )
-    return sandbox
+    return workload

@@ -30,7 +30,7 @@ class SweepResult:
 
 
 def workloads_expire_overdue(*, now: datetime) -> list[int]:
-    """End every live sandbox past its expiry. Billing stops at `expires_at`, not at `now`, so a
+    """End every live workload past its expiry. Billing stops at `expires_at`, not at `now`, so a
     sweep that runs late (workers were down) never bills past the agreed time."""
     expired = []
     overdue = Workload.objects.filter(
@@ -39,18 +39,18 @@ def workloads_expire_overdue(*, now: datetime) -> list[int]:
     for workload_id in list(overdue):
         try:
             with transaction.atomic():
-                sandbox = (
+                workload = (
                     Workload.objects.select_for_update(of=("self",))
                     .select_related("team")
                     .get(pk=workload_id)
                 )
-                if sandbox.expires_at > now:
+                if workload.expires_at > now:
                     continue  # extended meanwhile
                 workload_end(
-                    workload=sandbox,
+                    workload=workload,
                     ending_as=S.EXPIRED,
                     actor=None,
-                    at=min(now, sandbox.expires_at),
+                    at=min(now, workload.expires_at),
                     detail="expired",
                 )
                 expired.append(workload_id)
@@ -60,7 +60,7 @@ def workloads_expire_overdue(*, now: datetime) -> list[int]:
 
 
 def workloads_warn_expiring(*, now: datetime) -> list[int]:
-    """Tell owners once when their running sandbox has less than the warning window left."""
+    """Tell owners once when their running workload has less than the warning window left."""
     window = now + timedelta(minutes=settings.PORTAL_EXPIRY_WARNING_MINUTES)
     warned = []
     candidates = Workload.objects.select_related("owner").filter(
@@ -69,20 +69,20 @@ def workloads_warn_expiring(*, now: datetime) -> list[int]:
         expires_at__lte=window,
         expiry_warned_at__isnull=True,
     )
-    for sandbox in candidates:
-        claimed = Workload.objects.filter(pk=sandbox.pk, expiry_warned_at__isnull=True).update(
+    for workload in candidates:
+        claimed = Workload.objects.filter(pk=workload.pk, expiry_warned_at__isnull=True).update(
             expiry_warned_at=now
         )
         if not claimed:
             continue
-        minutes = max(1, int((sandbox.expires_at - now).total_seconds() // 60))
+        minutes = max(1, int((workload.expires_at - now).total_seconds() // 60))
         notify(
-            user=sandbox.owner,
-            message=f"{sandbox.kind.capitalize()} {sandbox.name} expires in {minutes} min. Extend it to keep it.",
-            link=sandbox.get_absolute_url(),
-            email_subject=f"{sandbox.kind.capitalize()} {sandbox.name} expires in {minutes} min",
+            user=workload.owner,
+            message=f"{workload.kind.capitalize()} {workload.name} expires in {minutes} min. Extend it to keep it.",
+            link=workload.get_absolute_url(),
+            email_subject=f"{workload.kind.capitalize()} {workload.name} expires in {minutes} min",
         )
-        warned.append(sandbox.pk)
+        warned.append(workload.pk)
     return warned
 
 

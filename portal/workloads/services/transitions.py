@@ -1,4 +1,4 @@
-"""Moving a sandbox between states: one conditional UPDATE per move, audited.
+"""Moving a workload between states: one conditional UPDATE per move, audited.
 
 A move names the states it may start from; when the row is no longer in one of them (another
 process moved it first) it raises Conflict and changes nothing, so every caller is idempotent.
@@ -20,12 +20,13 @@ def move(
     to: str,
     from_states: Iterable[str],
     actor: User | None,
-    action: str,
+    event: str,
     detail: str = "",
     **fields: object,
 ) -> None:
     """Move `workload` to `to` if it is still in one of `from_states`, writing `fields` (columns of
-    the row) with it, and audit the move; Conflict when another process moved it first."""
+    the row) with it, and audit the move as `<kind>.<event>` ("sandbox.running",
+    "deployment.scaled"); Conflict when another process moved it first."""
     from_states = list(from_states)
     previous = workload.state
     updated = Workload.objects.filter(pk=workload.pk, state__in=from_states).update(state=to, **fields)
@@ -37,13 +38,10 @@ def move(
     workload.state = to
     for name, value in fields.items():
         setattr(workload, name, value)
-    if workload.kind != "sandbox" and action.startswith("sandbox."):
-        action = workload.kind + action.removeprefix("sandbox")
     audit_record(
         actor=actor,
-        action=action,
+        action=f"{workload.kind}.{event}",
         obj=workload,
-        object_type=workload.kind,
         team=workload.team,
         from_state=previous,
         to_state=to,
