@@ -31,6 +31,7 @@ from portal.workloads.services import (
     MAX_REPLICAS,
     GpuAsk,
     Lifetime,
+    WorkloadAsk,
     move,
     tell_deciders,
     workload_request,
@@ -138,8 +139,7 @@ def deployment_request(
             api=entry.runtime.api,
         )
 
-    return workload_request(
-        user=user,
+    ask = WorkloadAsk(
         kind=WorkloadKind.DEPLOYMENT,
         team=team,
         name=name,
@@ -149,9 +149,8 @@ def deployment_request(
         lifetime=Lifetime(ttl_hours=ttl_hours, expires_at=expires_at),
         purpose=purpose,
         replicas=replicas,
-        now=now,
-        before_placing=add_serving,
     )
+    return workload_request(user=user, ask=ask, now=now, before_placing=add_serving)
 
 
 @transaction.atomic

@@ -9,7 +9,14 @@ from typing import NotRequired, TypedDict, Unpack
 
 from portal.accounts.models import User
 from portal.workloads.models import Workload, WorkloadKind
-from portal.workloads.services import Estimate, GpuAsk, Lifetime, workload_estimate, workload_request
+from portal.workloads.services import (
+    Estimate,
+    GpuAsk,
+    Lifetime,
+    WorkloadAsk,
+    workload_estimate,
+    workload_request,
+)
 
 
 class SandboxFields(TypedDict):
@@ -30,21 +37,21 @@ class SandboxFields(TypedDict):
     purpose: NotRequired[str]
 
 
-def _as_workload(fields: SandboxFields) -> dict:
-    """The typed keyword arguments of `workload_request` / `workload_estimate` for a sandbox."""
+def _ask(fields: SandboxFields) -> WorkloadAsk:
+    """The sandbox request as the workload services take it."""
     flat = dict(fields)
     gpu = GpuAsk(
         type=flat.pop("gpu_type"), count=flat.pop("count", None), mig_profile=flat.pop("mig_profile", None)
     )
     lifetime = Lifetime(ttl_hours=flat.pop("ttl_hours", None), expires_at=flat.pop("expires_at", None))
-    return {"kind": WorkloadKind.SANDBOX, "gpu": gpu, "lifetime": lifetime, "name": "", **flat}
+    return WorkloadAsk(kind=WorkloadKind.SANDBOX, gpu=gpu, lifetime=lifetime, **flat)
 
 
 def sandbox_estimate(*, user: User, now: datetime | None = None, **fields: Unpack[SandboxFields]) -> Estimate:
     """What a sandbox request would cost, whether it is approved at once and fits now."""
-    return workload_estimate(user=user, now=now, **_as_workload(fields))
+    return workload_estimate(user=user, ask=_ask(fields), now=now)
 
 
 def sandbox_request(*, user: User, now: datetime | None = None, **fields: Unpack[SandboxFields]) -> Workload:
     """Request a sandbox: checked, counted against quota, then approved at once or sent to a lead."""
-    return workload_request(user=user, now=now, **_as_workload(fields))
+    return workload_request(user=user, ask=_ask(fields), now=now)

@@ -4,7 +4,7 @@ requests, what `workload_estimate` says (fits the quota, approved at once, why n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from decimal import Decimal
 
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from portal.accounts.models import Team
 from portal.core.errors import QuotaExceeded, ValidationFailed
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
-from portal.workloads.services import GpuAsk, Lifetime, workload_estimate, workload_request
+from portal.workloads.services import GpuAsk, Lifetime, WorkloadAsk, workload_estimate, workload_request
 
 PROFILES = ["1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"]
 S = WorkloadState
@@ -94,15 +94,14 @@ def _hold(*, team: Team, owner, gpu_type, count: int, mig_profile: str, number: 
 def test_the_estimate_says_what_the_request_then_does(fleet, h100, team, researcher, policy, usage, ask):
     now = timezone.now()
     replicas = ask.replicas if ask.kind == WorkloadKind.DEPLOYMENT else 1
-    request = {
-        "user": researcher,
-        "kind": ask.kind,
-        "team": "vision",
-        "gpu": ask.gpu,
-        "lifetime": Lifetime(ttl_hours=ask.ttl_hours),
-        "replicas": replicas,
-        "now": now,
-    }
+    request = WorkloadAsk(
+        kind=ask.kind,
+        team="vision",
+        gpu=ask.gpu,
+        lifetime=Lifetime(ttl_hours=ask.ttl_hours),
+        replicas=replicas,
+    )
+    named = replace(request, name="asked")
     with transaction.atomic():
         Team.objects.filter(pk=team.pk).update(**vars(policy))
         team.refresh_from_db()
@@ -116,10 +115,10 @@ def test_the_estimate_says_what_the_request_then_does(fleet, h100, team, researc
                 number=number,
             )
         try:
-            estimate = workload_estimate(**request)
+            estimate = workload_estimate(user=researcher, ask=request, now=now)
         except ValidationFailed as refused:
             with pytest.raises(ValidationFailed) as also_refused:
-                workload_request(name="asked", **request)
+                workload_request(user=researcher, ask=named, now=now)
             assert also_refused.value.fields == refused.fields
             event("refused: invalid")
             transaction.set_rollback(True)
@@ -128,11 +127,11 @@ def test_the_estimate_says_what_the_request_then_does(fleet, h100, team, researc
         event(f"fits={estimate.fits_quota} auto={estimate.auto_approved}")
         if not estimate.fits_quota:
             with pytest.raises(QuotaExceeded) as over:
-                workload_request(name="asked", **request)
+                workload_request(user=researcher, ask=named, now=now)
             assert over.value.fields["quota_left"] == str(estimate.quota_left)
             assert over.value.fields["requested"] == str(estimate.gpu_equivalents)
         else:
-            workload = workload_request(name="asked", **request)
+            workload = workload_request(user=researcher, ask=named, now=now)
             if estimate.auto_approved:
                 assert workload.state in (S.QUEUED, S.PROVISIONING)
                 assert estimate.why_needed == ""

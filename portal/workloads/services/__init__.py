@@ -23,7 +23,14 @@ from portal.workloads.services.requests import (
     workload_request,
     workload_terminate,
 )
-from portal.workloads.services.resolve import MAX_REPLICAS, GpuAsk, Lifetime, ResolvedRequest, resolve_request
+from portal.workloads.services.resolve import (
+    MAX_REPLICAS,
+    GpuAsk,
+    Lifetime,
+    ResolvedRequest,
+    WorkloadAsk,
+    resolve_request,
+)
 from portal.workloads.services.sweep import (
     SweepResult,
     workloads_due_for_reconcile,
@@ -38,6 +45,7 @@ __all__ = [
     "Lifetime",
     "ResolvedRequest",
     "SweepResult",
+    "WorkloadAsk",
     "move",
     "resolve_request",
     "tell_deciders",

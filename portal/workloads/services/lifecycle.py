@@ -27,7 +27,7 @@ from portal.fleet.services import (
     mig_slices_abandon,
 )
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
-from portal.workloads.services.transitions import move
+from portal.workloads.services.transitions import move, try_move
 
 log = logging.getLogger(__name__)
 RECONCILE_TASK = "workloads.reconcile"
@@ -111,20 +111,17 @@ def workload_requeue(*, workload_id: int, message: str, now: datetime) -> None:
     """Its placement could not be made real (a MIG layout failed): give the GPU back and wait
     for another place. The hold was never usable, so it is not billed."""
     workload = Workload.objects.select_related("team").get(pk=workload_id)
-    try:
-        move(
-            workload=workload,
-            to=S.QUEUED,
-            from_states=[S.PROVISIONING],
-            actor=None,
-            event="requeued",
-            detail=message,
-            message=f"{message} Waiting for another place."[:500],
-            node_name="",
-            placement_reason="",
-            next_attempt_at=None,
-        )
-    except Conflict:
+    if not try_move(
+        workload=workload,
+        to=S.QUEUED,
+        from_states=[S.PROVISIONING],
+        event="requeued",
+        detail=message,
+        message=f"{message} Waiting for another place."[:500],
+        node_name="",
+        placement_reason="",
+        next_attempt_at=None,
+    ):
         return
     nodes = set()
     for allocation in Allocation.objects.filter(workload=workload, released_at__isnull=True).select_related(
@@ -220,22 +217,19 @@ def workload_end(
 
 def workload_mark_running(*, workload_id: int, access: str, now: datetime) -> None:
     workload = Workload.objects.select_related("team", "owner").get(pk=workload_id)
-    try:
-        move(
-            workload=workload,
-            to=S.RUNNING,
-            from_states=[S.PROVISIONING],
-            actor=None,
-            event="running",
-            started_at=now,
-            access=access,
-            message="Running.",
-            attempts=0,
-            # A serving deployment stays watched for replica health; a sandbox needs nothing more.
-            next_attempt_at=now + timedelta(seconds=30) if workload.kind == WorkloadKind.DEPLOYMENT else None,
-            last_error="",
-        )
-    except Conflict:
+    if not try_move(
+        workload=workload,
+        to=S.RUNNING,
+        from_states=[S.PROVISIONING],
+        event="running",
+        started_at=now,
+        access=access,
+        message="Running.",
+        attempts=0,
+        # A serving deployment stays watched for replica health; a sandbox needs nothing more.
+        next_attempt_at=now + timedelta(seconds=30) if workload.kind == WorkloadKind.DEPLOYMENT else None,
+        last_error="",
+    ):
         return
     notify(
         user=workload.owner,
@@ -258,21 +252,18 @@ def workload_mark_failed(*, workload_id: int, message: str, now: datetime) -> No
     """The cluster could not run it: stop billing, tell the owner, and take its objects out of
     the cluster; it becomes `failed` (and its GPUs free) once they are gone, like any ending."""
     workload = Workload.objects.select_related("team", "owner").get(pk=workload_id)
-    try:
-        move(
-            workload=workload,
-            to=S.TERMINATING,
-            from_states=[S.PROVISIONING, S.RUNNING],
-            actor=None,
-            event="failing",
-            detail=message,
-            ending_as=S.FAILED,
-            ended_at=now,
-            message=message[:500],
-            attempts=0,
-            next_attempt_at=None,  # due at once
-        )
-    except Conflict:
+    if not try_move(
+        workload=workload,
+        to=S.TERMINATING,
+        from_states=[S.PROVISIONING, S.RUNNING],
+        event="failing",
+        detail=message,
+        ending_as=S.FAILED,
+        ended_at=now,
+        message=message[:500],
+        attempts=0,
+        next_attempt_at=None,  # due at once
+    ):
         return
     Approval.objects.filter(workload=workload, state=Approval.State.PENDING).update(
         state=Approval.State.CANCELLED, decided_at=now
@@ -300,16 +291,13 @@ def workload_mark_ended(*, workload_id: int, now: datetime, note: str = "") -> N
         fields["message"] = "Terminated."
     if note:
         fields["message"] = f"{fields.get('message', workload.message)} {note}".strip()[:500]
-    try:
-        move(
-            workload=workload,
-            to=ending_as,
-            from_states=[S.TERMINATING],
-            actor=None,
-            event=ending_as,
-            **fields,
-        )
-    except Conflict:
+    if not try_move(
+        workload=workload,
+        to=ending_as,
+        from_states=[S.TERMINATING],
+        event=ending_as,
+        **fields,
+    ):
         return
     allocations_release(holder=workload, at=now)  # freed MIG layouts go to the nodes' MIG job
     enqueue(DRAIN_TASK)

@@ -29,7 +29,7 @@ from portal.workloads.policy import (
 )
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services.lifecycle import workload_end, workload_try_place
-from portal.workloads.services.resolve import GpuAsk, Lifetime, ResolvedRequest, resolve_request
+from portal.workloads.services.resolve import ResolvedRequest, WorkloadAsk, resolve_request
 
 
 @dataclass(frozen=True)
@@ -44,41 +44,11 @@ class Estimate:
     capacity_free_now: bool
 
 
-def workload_estimate(
-    *,
-    user: User,
-    kind: str,
-    team: str,
-    gpu: GpuAsk,
-    lifetime: Lifetime,
-    name: str = "",
-    image: str | None = None,
-    cpu: int | None = None,
-    memory_gb: int | None = None,
-    storage_gb: int | None = None,
-    purpose: str = "",
-    replicas: int = 1,
-    now: datetime | None = None,
-) -> Estimate:
+def workload_estimate(*, user: User, ask: WorkloadAsk, now: datetime | None = None) -> Estimate:
     """What a request would cost, whether it would be approved at once, and whether it fits now:
     the same policy verdict `workload_request` acts on."""
     now = now or timezone.now()
-    resolved = resolve_request(
-        user=user,
-        kind=kind,
-        team=team,
-        name=name,
-        gpu=gpu,
-        lifetime=lifetime,
-        image=image,
-        cpu=cpu,
-        memory_gb=memory_gb,
-        storage_gb=storage_gb,
-        purpose=purpose,
-        replicas=replicas,
-        check_name=False,
-        now=now,
-    )
+    resolved = resolve_request(user=user, ask=ask, check_name=False, now=now)
     decision = _verdict(resolved=resolved, team=resolved.team, now=now)
     assert decision.quota_left is not None
     return Estimate(
@@ -98,17 +68,7 @@ def workload_estimate(
 def workload_request(
     *,
     user: User,
-    kind: str,
-    team: str,
-    name: str,
-    gpu: GpuAsk,
-    lifetime: Lifetime,
-    image: str | None = None,
-    cpu: int | None = None,
-    memory_gb: int | None = None,
-    storage_gb: int | None = None,
-    purpose: str = "",
-    replicas: int = 1,
+    ask: WorkloadAsk,
     now: datetime | None = None,
     before_placing: Callable[[Workload], None] | None = None,
 ) -> Workload:
@@ -119,21 +79,7 @@ def workload_request(
     deployment's serving details exist before any worker sees it.
     """
     now = now or timezone.now()
-    resolved = resolve_request(
-        user=user,
-        kind=kind,
-        team=team,
-        name=name,
-        gpu=gpu,
-        lifetime=lifetime,
-        image=image,
-        cpu=cpu,
-        memory_gb=memory_gb,
-        storage_gb=storage_gb,
-        purpose=purpose,
-        replicas=replicas,
-        now=now,
-    )
+    resolved = resolve_request(user=user, ask=ask, now=now)
     try:
         with transaction.atomic():
             return _create(user=user, resolved=resolved, now=now, before_placing=before_placing)

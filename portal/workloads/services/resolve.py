@@ -50,6 +50,24 @@ class Lifetime:
 
 
 @dataclass(frozen=True)
+class WorkloadAsk:
+    """A request as a user makes it, before any check: what kind, for which team, named what, on
+    which GPUs, for how long, with what resources (None: the image's or the kind's defaults)."""
+
+    kind: str
+    team: str
+    gpu: GpuAsk
+    lifetime: Lifetime
+    name: str = ""
+    image: str | None = None
+    cpu: int | None = None
+    memory_gb: int | None = None
+    storage_gb: int | None = None
+    purpose: str = ""
+    replicas: int = 1
+
+
+@dataclass(frozen=True)
 class ResolvedRequest:
     team: Team
     name: str
@@ -120,25 +138,14 @@ def resolve_lifetime(
 
 
 def resolve_request(
-    *,
-    user: User,
-    kind: str,
-    team: str,
-    name: str,
-    gpu: GpuAsk,
-    lifetime: Lifetime,
-    image: str | None = None,
-    cpu: int | None = None,
-    memory_gb: int | None = None,
-    storage_gb: int | None = None,
-    purpose: str = "",
-    replicas: int = 1,
-    check_name: bool = True,
-    now: datetime,
+    *, user: User, ask: WorkloadAsk, check_name: bool = True, now: datetime
 ) -> ResolvedRequest:
     """Check a request and work out what it stands for. `check_name=False` (estimates) skips
     the name, which a form may not have yet."""
     errors: dict[str, list[str]] = {}
+    kind, team, name, gpu, lifetime = ask.kind, ask.team, ask.name, ask.gpu, ask.lifetime
+    image, cpu, memory_gb, storage_gb = ask.image, ask.cpu, ask.memory_gb, ask.storage_gb
+    purpose, replicas = ask.purpose, ask.replicas
     gpu_type, count, mig_profile = gpu.type, gpu.count, gpu.mig_profile
     team_obj = Team.objects.select_related("default_image").filter(slug=team).first()
     if team_obj is None or not Membership.objects.filter(user=user, team=team_obj).exists():

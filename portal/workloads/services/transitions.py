@@ -19,8 +19,8 @@ def move(
     workload: Workload,
     to: str,
     from_states: Iterable[str],
-    actor: User | None,
     event: str,
+    actor: User | None = None,
     detail: str = "",
     **fields: object,
 ) -> None:
@@ -47,3 +47,15 @@ def move(
         to_state=to,
         detail=detail,
     )
+
+
+def try_move(
+    *, workload: Workload, to: str, from_states: Iterable[str], event: str, **fields: object
+) -> bool:
+    """`move` by the workers (no actor): False, and nothing changed, when another process moved
+    the row first, which for a reconcile step means there is nothing left to do."""
+    try:
+        move(workload=workload, to=to, from_states=from_states, event=event, **fields)
+    except Conflict:
+        return False
+    return True
