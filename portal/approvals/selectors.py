@@ -14,7 +14,7 @@ from portal.core.errors import NotFound
 from portal.fleet.selectors import current_prices
 from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval
-from portal.workloads.policy import workload_hourly_cost
+from portal.workloads.policy import workload_price_per_hour
 
 
 def approvals_visible_to(user: User) -> QuerySet[Approval]:
@@ -66,7 +66,7 @@ def approval_rows(approvals: list[Approval], *, user: User) -> list[ApprovalRow]
         else:
             hours = sandbox.lifetime_hours
         price = prices.get(sandbox.gpu_type_id, Decimal(0))
-        cost = to_cents(workload_hourly_cost(workload=sandbox, price_per_gpu_hour=price) * hours)
+        cost = to_cents(workload_price_per_hour(workload=sandbox, price_per_gpu_hour=price) * hours)
         can_decide = (
             approval.state == Approval.State.PENDING
             and approval.requested_by_id != user.pk

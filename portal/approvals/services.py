@@ -15,7 +15,7 @@ from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.deployments.services import deployment_apply_scale
 from portal.workloads.models import Approval, Workload, WorkloadState
-from portal.workloads.policy import extended_expiry, extension_verdict
+from portal.workloads.policy import extended_expiry, extended_lifetime, within_max_lifetime
 from portal.workloads.services import workload_apply_extension, workload_approve, workload_reject
 
 
@@ -25,7 +25,8 @@ def approval_decide(
 ) -> Approval:
     """Approve or reject a pending request, extension or scale, and act on it at once."""
     now = now or timezone.now()
-    # Lock order, as everywhere: the workload row, then its approvals (then GPU types).
+    # Lock order, as everywhere: the workload row, then its approvals, then the team (a scale's
+    # quota check), then GPU types, then nodes.
     approval = approval_get_for(user=user, approval_id=approval_id)
     workload = (
         Workload.objects.select_for_update(of=("self",))
@@ -96,7 +97,8 @@ def _extend(approval: Approval, workload: Workload, user: User, *, now: datetime
             f"{workload.kind.capitalize()} {workload.name} is {workload.state}; it can no longer be extended."
         )
     hours = approval.extend_hours
-    if extension_verdict(workload=workload, hours=hours, now=now).refusal is not None:
+    lifetime = extended_lifetime(workload=workload, hours=hours)
+    if not within_max_lifetime(team=workload.team, lifetime_hours=lifetime):
         raise ValidationFailed("The extension would pass the team's maximum lifetime.")
     workload_apply_extension(
         workload=workload, new_expiry=extended_expiry(workload=workload, hours=hours), actor=user, hours=hours

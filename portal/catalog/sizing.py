@@ -109,7 +109,7 @@ class Fit:
     gpu_type: str
     mig_profile: str | None
     gpus: int
-    price_per_hour: Decimal  # cents
+    price_per_hour: Decimal  # dollars, rounded to cents
     memory_gb: int  # of one GPU or of the slice
     needed_per_gpu_gb: Decimal
 

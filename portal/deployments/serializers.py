@@ -22,14 +22,13 @@ from portal.workloads.serializers import (
     WORKLOAD_STATUS_FIELDS,
     ApprovalBriefSerializer,
     GpuRequestSerializer,
+    WorkloadRequestSerializer,
     WorkloadSerializer,
     approval_brief,
 )
 
 
-class DeploymentRequestSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=63, allow_blank=True)
-    team = serializers.CharField(max_length=50, help_text="Team slug.")
+class DeploymentRequestSerializer(WorkloadRequestSerializer):
     model = serializers.CharField(max_length=100, help_text="Catalog model slug, e.g. llama-3.1-8b-instruct.")
     gpu = GpuRequestSerializer(
         required=False,
@@ -40,9 +39,6 @@ class DeploymentRequestSerializer(serializers.Serializer):
     ttl_hours = HoursField(
         required=False, allow_null=True, help_text="Lifetime in hours (fractions allowed); 24 when left out."
     )
-    expires_at = serializers.DateTimeField(
-        required=False, allow_null=True, help_text="Or: when it ends, at least a minute ahead."
-    )
     dtype = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, max_length=20, help_text="Default: the model's."
     )
@@ -52,26 +48,21 @@ class DeploymentRequestSerializer(serializers.Serializer):
     concurrency = serializers.IntegerField(
         required=False, allow_null=True, help_text="Concurrent sequences the server is sized for; default 8."
     )
-    purpose = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
 
     def service_kwargs(self) -> dict[str, Any]:
         """The validated body as keyword arguments of `deployment_request`."""
         data = validated(self)
         gpu = data.get("gpu") or {}
         return {
-            "team": data["team"],
-            "name": data["name"],
+            **self.common_kwargs(data),
             "model": data["model"],
             "gpu_type": gpu.get("type") or None,
             "count": gpu.get("count"),
             "mig_profile": gpu.get("mig_profile") or None,
             "replicas": data.get("replicas", 1),
-            "ttl_hours": data.get("ttl_hours"),
-            "expires_at": data.get("expires_at"),
             "dtype": data.get("dtype") or None,
             "context": data.get("context"),
             "concurrency": data.get("concurrency"),
-            "purpose": data.get("purpose") or "",
         }
 
 

@@ -30,6 +30,16 @@ class NodeAdmin(admin.ModelAdmin):
     list_display = ("name", "cluster", "gpu_type", "product", "unknown_product", "schedulable")
     list_filter = ("cluster", "gpu_type", "unknown_product", "schedulable")
     inlines = [GpuInline]
+    # Written by the portal's services and the workers only; an admin's save must not undo them.
+    readonly_fields = (
+        "mig_config_state",
+        "mig_layout_wanted",
+        "mig_layout_applied",
+        "mig_layout_attempts",
+        "mig_layout_next_attempt_at",
+        "mig_layout_last_error",
+        "mig_layout_lease_until",
+    )
 
 
 @admin.register(MigSlice)

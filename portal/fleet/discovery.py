@@ -28,6 +28,16 @@ PORTAL_MIG_CONFIG_PREFIX = "gpu-portal-"  # layouts the portal itself asked for 
 # admin marked unschedulable carries no such key, so discovery never puts it back into placement.
 DISCOVERY_HOLD_KEY = "gpu-portal/discovery-hold"
 
+# The Node columns discovery writes; the MIG layout job's columns belong to others.
+SYNCED_NODE_FIELDS = (
+    "gpu_type_id",
+    "product",
+    "unknown_product",
+    "schedulable",
+    "mig_config_state",
+    "labels",
+)
+
 
 @dataclass(frozen=True)
 class DiscoveredNode:
@@ -167,6 +177,14 @@ def fleet_sync_nodes(*, cluster: Cluster, discovered: list[DiscoveredNode], now:
     anything changed, one audit event that says what.
     """
     cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    # Placements lock their GPU type before the nodes they cut slices on, in whatever order they
+    # place; taking the cluster's GPU types first (in id order) keeps discovery's node writes
+    # out of their way instead of deadlocking with a placement over two nodes.
+    list(
+        GpuType.objects.select_for_update()
+        .filter(pk__in=Node.objects.filter(cluster=cluster).values("gpu_type_id"))
+        .order_by("pk")
+    )
     result = SyncResult(cluster=cluster.name)
     by_name = {node.name: node for node in discovered}
     existing = {node.name: node for node in Node.objects.filter(cluster=cluster)}
@@ -251,14 +269,7 @@ def _sync_node(
         created = True
     else:
         created = False
-    before = (
-        node.gpu_type_id,
-        node.product,
-        node.unknown_product,
-        node.schedulable,
-        node.mig_config_state,
-        node.labels,
-    )
+    before = tuple(getattr(node, field) for field in SYNCED_NODE_FIELDS)
     hold = (node.labels or {}).get(DISCOVERY_HOLD_KEY)
     node.gpu_type = gpu_type
     node.product = seen.product[:100]
@@ -271,18 +282,13 @@ def _sync_node(
     elif hold:
         node.schedulable = True  # back in the cluster, known again: discovery's hold ends
         node.labels = labels
-    after = (
-        node.gpu_type_id,
-        node.product,
-        node.unknown_product,
-        node.schedulable,
-        node.mig_config_state,
-        node.labels,
-    )
+    after = tuple(getattr(node, field) for field in SYNCED_NODE_FIELDS)
     if created:
         node.save()
     elif after != before:
-        node.save()
+        # Only what discovery owns: the MIG layout job's fields change under it (placements bump
+        # the wanted layout meanwhile), and a whole-row save would undo that.
+        node.save(update_fields=[*SYNCED_NODE_FIELDS])
         result.nodes_updated.append(seen.name)
     if gpu_type is not None:
         _sync_gpus(cluster, node, gpu_type, seen, result)

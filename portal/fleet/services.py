@@ -228,7 +228,9 @@ def mig_layout_changed(*, node_ids: list[int]) -> list[int]:
     before its slices (the order the MIG reconciler takes them in too). Returns the sorted ids.
     """
     changed = sorted(set(node_ids))
-    for node_id in changed:  # one row at a time, in id order: concurrent callers never deadlock
+    # Writers of one GPU type's nodes are kept apart by that type's row lock, which placements,
+    # releases and discovery all take first; within one call the nodes go in id order.
+    for node_id in changed:
         Node.objects.filter(pk=node_id).update(mig_layout_wanted=F("mig_layout_wanted") + 1)
         enqueue(MIG_LAYOUT_TASK, node_id)
     return changed

@@ -17,7 +17,7 @@ from portal.sandboxes.serializers import (
 )
 from portal.sandboxes.services import sandbox_estimate, sandbox_request
 from portal.workloads.api import WorkloadListView, workload_response
-from portal.workloads.models import Workload
+from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.selectors import (
     workload_detail_for,
     workloads_visible_to,
@@ -28,7 +28,7 @@ from portal.workloads.services import workload_extend, workload_terminate
 
 
 def _detail(request: Request, workload_id: int, *, status_code: int = status.HTTP_200_OK) -> Response:
-    sandbox = workload_detail_for(user=request.user, workload_id=workload_id)
+    sandbox = workload_detail_for(user=request.user, workload_id=workload_id, kind=WorkloadKind.SANDBOX)
     return workload_response(request, sandbox, SandboxSerializer, status_code=status_code)
 
 
@@ -38,7 +38,7 @@ class SandboxListView(WorkloadListView):
     serializer_class = SandboxSerializer
 
     def get_queryset(self) -> QuerySet[Workload]:
-        return workloads_with_details(workloads_visible_to(self.request.user))
+        return workloads_with_details(workloads_visible_to(self.request.user, kind=WorkloadKind.SANDBOX))
 
     @extend_schema(
         request=SandboxRequestSerializer,
@@ -89,7 +89,7 @@ class SandboxExtendView(generics.GenericAPIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         hours = validated(ExtendSerializer(data=request.data))["hours"]
-        workload_extend(user=request.user, workload_id=pk, hours=hours)
+        workload_extend(user=request.user, workload_id=pk, hours=hours, kind=WorkloadKind.SANDBOX)
         return _detail(request, pk)
 
 
@@ -103,5 +103,5 @@ class SandboxTerminateView(generics.GenericAPIView):
         responses={200: SandboxSerializer, 409: OpenApiResponse(description="The sandbox has ended.")},
     )
     def post(self, request: Request, pk: int) -> Response:
-        workload_terminate(user=request.user, workload_id=pk)
+        workload_terminate(user=request.user, workload_id=pk, kind=WorkloadKind.SANDBOX)
         return _detail(request, pk)

@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from portal.accounts.models import User
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import current_prices
-from portal.workloads.models import Approval, Image, Workload
+from portal.workloads.models import Approval, Image, Workload, WorkloadKind
 from portal.workloads.selectors import (
     common_row_fields,
     in_scope,
@@ -42,7 +42,9 @@ class SandboxRow:
 
 def dashboard_sandboxes(*, user: User, scope: str) -> QuerySet[Workload]:
     """The dashboard's sandboxes in `scope`, with what their rows show prefetched."""
-    return workloads_with_details(in_scope(workloads_visible_to(user), user=user, scope=scope))
+    return workloads_with_details(
+        in_scope(workloads_visible_to(user, kind=WorkloadKind.SANDBOX), user=user, scope=scope)
+    )
 
 
 def sandbox_rows(sandboxes: list[Workload], *, now: datetime | None = None) -> list[SandboxRow]:
@@ -55,7 +57,9 @@ def sandbox_rows(sandboxes: list[Workload], *, now: datetime | None = None) -> l
 
 def sandbox_row_for(*, user: User, workload_id: int) -> SandboxRow:
     """The detail page's sandbox; NotFound when the user may not see it."""
-    return sandbox_rows([workload_detail_for(user=user, workload_id=workload_id)])[0]
+    return sandbox_rows([workload_detail_for(user=user, workload_id=workload_id, kind=WorkloadKind.SANDBOX)])[
+        0
+    ]
 
 
 @dataclass(frozen=True)

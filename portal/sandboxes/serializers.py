@@ -8,7 +8,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.core.serializers import HoursField, money, validated
+from portal.core.serializers import money, validated
 from portal.workloads.models import Workload
 from portal.workloads.selectors import (
     workload_placement,
@@ -18,45 +18,33 @@ from portal.workloads.serializers import (
     WORKLOAD_STATUS_FIELDS,
     GpuRequestSerializer,
     PlacementSerializer,
+    WorkloadRequestSerializer,
     WorkloadSerializer,
 )
 
 
-class SandboxRequestSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=63, allow_blank=True)
-    team = serializers.CharField(max_length=50, help_text="Team slug.")
+class SandboxRequestSerializer(WorkloadRequestSerializer):
     gpu = GpuRequestSerializer()
-    ttl_hours = HoursField(
-        required=False, allow_null=True, help_text="Lifetime in hours (fractions allowed)."
-    )
-    expires_at = serializers.DateTimeField(
-        required=False, allow_null=True, help_text="Or: when it ends, at least a minute ahead."
-    )
     image = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, max_length=50, help_text="Image slug."
     )
     cpu = serializers.IntegerField(required=False, allow_null=True)
     memory_gb = serializers.IntegerField(required=False, allow_null=True)
     storage_gb = serializers.IntegerField(required=False, allow_null=True)
-    purpose = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
 
     def service_kwargs(self) -> dict[str, Any]:
         """The validated body as keyword arguments of `sandbox_request` / `sandbox_estimate`."""
         data = validated(self)
         gpu = data["gpu"]
         return {
-            "team": data["team"],
-            "name": data["name"],
+            **self.common_kwargs(data),
             "gpu_type": gpu["type"],
             "count": gpu.get("count"),
             "mig_profile": gpu.get("mig_profile") or "",
-            "ttl_hours": data.get("ttl_hours"),
-            "expires_at": data.get("expires_at"),
             "image": data.get("image") or None,
             "cpu": data.get("cpu"),
             "memory_gb": data.get("memory_gb"),
             "storage_gb": data.get("storage_gb"),
-            "purpose": data.get("purpose") or "",
         }
 
 

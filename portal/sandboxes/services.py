@@ -19,13 +19,9 @@ from portal.workloads.services import (
 )
 
 
-class SandboxFields(TypedDict):
-    """A sandbox request as the form and the API body give it (`gpu_type`, `count` or
-    `mig_profile`, `ttl_hours` or `expires_at`); the estimate may leave out the name."""
-
+class _SandboxAsk(TypedDict):
     team: str
     gpu_type: str
-    name: NotRequired[str]
     count: NotRequired[int | None]
     mig_profile: NotRequired[str | None]
     ttl_hours: NotRequired[Decimal | float | None]
@@ -37,7 +33,20 @@ class SandboxFields(TypedDict):
     purpose: NotRequired[str]
 
 
-def _ask(fields: SandboxFields) -> WorkloadAsk:
+class SandboxFields(_SandboxAsk):
+    """A sandbox request as the form and the API body give it (`gpu_type`, `count` or
+    `mig_profile`, `ttl_hours` or `expires_at`)."""
+
+    name: str
+
+
+class SandboxEstimateFields(_SandboxAsk):
+    """The same for an estimate, which may come before the name."""
+
+    name: NotRequired[str]
+
+
+def _ask(fields: SandboxFields | SandboxEstimateFields) -> WorkloadAsk:
     """The sandbox request as the workload services take it."""
     flat = dict(fields)
     gpu = GpuAsk(
@@ -47,7 +56,9 @@ def _ask(fields: SandboxFields) -> WorkloadAsk:
     return WorkloadAsk(kind=WorkloadKind.SANDBOX, gpu=gpu, lifetime=lifetime, **flat)
 
 
-def sandbox_estimate(*, user: User, now: datetime | None = None, **fields: Unpack[SandboxFields]) -> Estimate:
+def sandbox_estimate(
+    *, user: User, now: datetime | None = None, **fields: Unpack[SandboxEstimateFields]
+) -> Estimate:
     """What a sandbox request would cost, whether it is approved at once and fits now."""
     return workload_estimate(user=user, ask=_ask(fields), now=now)
 

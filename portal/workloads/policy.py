@@ -67,7 +67,7 @@ def share_hourly_cost(*, price_per_gpu_hour: Decimal, share: Fraction) -> Decima
     return price_per_gpu_hour * Decimal(share.numerator) / Decimal(share.denominator)
 
 
-def workload_hourly_cost(*, workload: Workload, price_per_gpu_hour: Decimal) -> Decimal:
+def workload_price_per_hour(*, workload: Workload, price_per_gpu_hour: Decimal) -> Decimal:
     """What a placed or waiting workload costs an hour at this price (its share to 6 places)."""
     return price_per_gpu_hour * fraction_to_decimal(workload_share(workload), "0.000001")
 
@@ -194,11 +194,16 @@ def extended_expiry(*, workload: Workload, hours: Decimal) -> datetime:
     return workload.expires_at + timedelta(seconds=float(hours * 3600))
 
 
+def extended_lifetime(*, workload: Workload, hours: Decimal) -> Decimal:
+    """The whole lifetime, in hours, the workload would have if extended by `hours`."""
+    return hours_between(workload.created_at, extended_expiry(workload=workload, hours=hours))
+
+
 def extension_verdict(*, workload: Workload, hours: Decimal, now: datetime) -> Verdict:
     """Extending by `hours`: refused past the team's maximum lifetime, immediate while the whole
     lifetime stays within the auto-approval line and the added hours within the budget left."""
     team = workload.team
-    lifetime = hours_between(workload.created_at, extended_expiry(workload=workload, hours=hours))
+    lifetime = extended_lifetime(workload=workload, hours=hours)
     if not within_max_lifetime(team=team, lifetime_hours=lifetime):
         refusal = ValidationFailed(
             f"That would make the {workload.kind} live {lifetime.quantize(Decimal('0.1'))} hours; "
@@ -212,7 +217,7 @@ def extension_verdict(*, workload: Workload, hours: Decimal, now: datetime) -> V
             f"the {workload.kind} would live longer than {team.auto_approve_max_hours.normalize():f} hours"
         )
     price = price_per_hour(gpu_type=workload.gpu_type, at=now)
-    hourly = workload_hourly_cost(workload=workload, price_per_gpu_hour=price)
+    hourly = workload_price_per_hour(workload=workload, price_per_gpu_hour=price)
     if hourly * hours > budget_left(team=team, now=now):
         reasons.append("the added hours cost more than is left of the team's monthly budget")
     auto_approved, why_needed = _needs_lead(reasons)

@@ -19,12 +19,12 @@ from portal.audit.models import AuditEvent
 from portal.core.errors import NotFound
 from portal.fleet.models import Allocation
 from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
-from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadKind, WorkloadState
+from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadState
 from portal.workloads.policy import budget_left, quota_left
 
 
-def workloads_visible_to(user: User, *, kind: str = WorkloadKind.SANDBOX) -> QuerySet[Workload]:
-    """Workloads of one kind (sandboxes unless told otherwise) that the user may see."""
+def workloads_visible_to(user: User, *, kind: str) -> QuerySet[Workload]:
+    """Workloads of one kind that the user may see."""
     workloads = Workload.objects.filter(kind=kind).select_related(
         "team", "owner", "image", "gpu_type", "cluster"
     )
@@ -49,9 +49,7 @@ def workloads_with_details(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
     )
 
 
-def workload_get_for(
-    *, user: User, workload_id: int, lock: bool = False, kind: str = WorkloadKind.SANDBOX
-) -> Workload:
+def workload_get_for(*, user: User, workload_id: int, lock: bool = False, kind: str) -> Workload:
     queryset = workloads_visible_to(user, kind=kind)
     if lock:
         queryset = queryset.select_for_update(of=("self",))
@@ -61,7 +59,7 @@ def workload_get_for(
     return workload
 
 
-def workload_detail_for(*, user: User, workload_id: int, kind: str = WorkloadKind.SANDBOX) -> Workload:
+def workload_detail_for(*, user: User, workload_id: int, kind: str) -> Workload:
     """One workload of `kind` the user may see, with allocations and approvals prefetched; else NotFound."""
     workload = workloads_with_details(workloads_visible_to(user, kind=kind)).filter(pk=workload_id).first()
     if workload is None:

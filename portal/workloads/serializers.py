@@ -146,6 +146,32 @@ class GpuRequestSerializer(serializers.Serializer):
     )
 
 
+class WorkloadRequestSerializer(serializers.Serializer):
+    """What every request body has: a name, a team, a lifetime (ttl_hours or expires_at) and a
+    purpose. A kind's serializer adds its own fields and turns the body into its service's
+    arguments with `common_kwargs` and its own."""
+
+    name = serializers.CharField(max_length=63, allow_blank=True)
+    team = serializers.CharField(max_length=50, help_text="Team slug.")
+    ttl_hours = HoursField(
+        required=False, allow_null=True, help_text="Lifetime in hours (fractions allowed)."
+    )
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="Or: when it ends, at least a minute ahead."
+    )
+    purpose = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
+
+    @staticmethod
+    def common_kwargs(data: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "team": data["team"],
+            "name": data["name"],
+            "ttl_hours": data.get("ttl_hours"),
+            "expires_at": data.get("expires_at"),
+            "purpose": data.get("purpose") or "",
+        }
+
+
 class QuotaSerializer(serializers.Serializer):
     """GPU equivalents: a whole GPU is 1, a MIG slice its share by PORTAL_MIG_SHARE_RULE."""
 

@@ -12,7 +12,7 @@ from portal.accounts.models import Membership
 from portal.approvals.services import approval_decide
 from portal.core.errors import Conflict, NotAllowed, NotFound, ValidationFailed
 from portal.sandboxes.services import sandbox_request
-from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import workload_extend
 from tests.factories import MembershipFactory, UserFactory
 
@@ -87,7 +87,7 @@ def test_deciding_twice_is_a_conflict(run_jobs, big_request, lead, admin_user):
 def test_approved_extension_moves_the_expiry(run_jobs, fleet, researcher, lead, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     before = Workload.objects.get(pk=sandbox.pk).expires_at
-    workload_extend(user=researcher, workload_id=sandbox.pk, hours=Decimal("30.5"))
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=Decimal("30.5"), kind=WorkloadKind.SANDBOX)
     approval = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
     approval_decide(user=lead, approval_id=approval.pk, approve=True)
     assert Workload.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=30, minutes=30)

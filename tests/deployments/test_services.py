@@ -13,9 +13,12 @@ from portal.deployments.models import Serving
 from portal.deployments.services import deployment_request, deployment_scale
 from portal.fleet.models import Allocation, SimulatedObject
 from portal.sandboxes.services import sandbox_request
-from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
 from portal.workloads.selectors import workloads_visible_to
 from portal.workloads.services import workload_terminate
+from workers.drivers.factory import get_driver
+from workers.reconcile.clusters import cluster_config
+from workers.reconcile.drift import repair_drift
 
 pytestmark = pytest.mark.django_db
 S = WorkloadState
@@ -125,7 +128,7 @@ def test_scaling_needs_a_live_deployment_and_a_sane_count(run_jobs, fleet, catal
 
 def test_deployments_are_not_listed_as_sandboxes(run_jobs, fleet, catalog, researcher):
     workload = run_jobs(lambda: deploy(researcher))
-    assert not workloads_visible_to(researcher).filter(pk=workload.pk).exists()
+    assert not workloads_visible_to(researcher, kind=WorkloadKind.SANDBOX).filter(pk=workload.pk).exists()
     assert workloads_visible_to(researcher, kind="deployment").filter(pk=workload.pk).exists()
 
 
@@ -178,3 +181,19 @@ def test_approving_a_scale_request_checks_the_quota_again(run_jobs, fleet, catal
         approval_decide(user=lead, approval_id=approval.pk, approve=True)
     assert Approval.objects.get(pk=approval.pk).state == Approval.State.PENDING
     assert Workload.objects.get(pk=workload.pk).replicas == 1
+
+
+def test_a_deployment_whose_objects_went_missing_is_applied_again_and_audited_as_a_deployment(
+    run_jobs, fleet, catalog, researcher
+):
+    workload = Workload.objects.get(pk=run_jobs(lambda: deploy(researcher)).pk)
+    assert workload.state == "running"
+    get_driver(cluster_config(workload.cluster)).store.delete_namespace(
+        workload.namespace
+    )  # kubectl delete ns
+
+    report = repair_drift(workload.cluster_id)
+
+    assert report.repaired == [workload.pk]
+    event = AuditEvent.objects.get(action="deployment.drift_repaired")
+    assert (event.object_type, event.object_id) == ("deployment", str(workload.pk))

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.db.models import F
 
 from portal.audit.models import AuditEvent
+from portal.fleet import discovery
 from portal.fleet.discovery import (
     DISCOVERY_HOLD_KEY,
     DiscoveredNode,
@@ -251,3 +253,23 @@ def test_a_failure_is_recorded_on_the_cluster_and_audited_once(cluster):
     assert cluster.last_discovery_error == "the Kubernetes API failed to list nodes"
     assert cluster.last_discovery_at is None
     assert AuditEvent.objects.filter(action="cluster.discovery_failed").count() == 1
+
+
+def test_discovery_keeps_a_layout_change_made_while_it_ran(cluster, monkeypatch):
+    fleet_sync_nodes(cluster=cluster, discovered=[WHOLE_H100], now=NOW)
+    node = Node.objects.get(name="gpu-h100-a")
+    real_sync_node = discovery._sync_node
+
+    def placement_meanwhile(*args, **kwargs):
+        # A placement cuts a slice on this node after discovery has read the node's row.
+        Node.objects.filter(pk=node.pk).update(mig_layout_wanted=F("mig_layout_wanted") + 1)
+        return real_sync_node(*args, **kwargs)
+
+    monkeypatch.setattr(discovery, "_sync_node", placement_meanwhile)
+    changed = dataclasses.replace(WHOLE_H100, mig_config_state="pending")
+    result = fleet_sync_nodes(cluster=cluster, discovered=[changed], now=NOW + timedelta(minutes=5))
+
+    node.refresh_from_db()
+    assert result.nodes_updated == ["gpu-h100-a"]
+    assert node.mig_config_state == "pending"
+    assert node.mig_layout_wanted == 1

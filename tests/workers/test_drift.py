@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from portal.audit.models import AuditEvent
-from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import workload_terminate
 from tests.fakekube import FakeKube
 from tests.fakekube.resources import BY_KIND
@@ -132,7 +132,9 @@ def test_sandboxes_still_starting_or_ending_and_other_kinds_are_left_alone(
     starting = request_on_kube(**WHOLE)
     ending = request_on_kube(**{**WHOLE, "name": "ending"})
     fake_kube.pod_running(ending.namespace)
-    workload_terminate(user=researcher, workload_id=ending.pk)  # its teardown job is not run here
+    workload_terminate(
+        user=researcher, workload_id=ending.pk, kind=WorkloadKind.SANDBOX
+    )  # its teardown job is not run here
     assert Workload.objects.get(pk=ending.pk).state == S.TERMINATING
     add_namespace(fake_kube, "nb-vision-3", managed("3", kind="notebook"))
     fake_kube.requests.clear()

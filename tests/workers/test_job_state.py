@@ -10,11 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 from celery import current_app
+from django.utils import timezone
 
 from portal.fleet.models import Allocation, MigSlice, Node, SimulatedObject
 from portal.fleet.services import mig_layout_changed
 from portal.sandboxes.services import sandbox_request
-from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import workload_terminate
 from workers import celery as celery_module
 from workers.drivers.base import DriverError
@@ -246,7 +247,9 @@ def test_freeing_a_layout_hands_it_to_the_nodes_job_even_when_its_message_is_los
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     cut = Allocation.objects.get(workload=sandbox).mig_slice
     index = str(cut.gpu.index)
-    workload_terminate(user=researcher, workload_id=sandbox.pk)  # its jobs are lost
+    workload_terminate(
+        user=researcher, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX
+    )  # its jobs are lost
     reconcile_workload(sandbox.pk)  # the periodic reconcile ends it; the freed layout's message is lost
     assert not MigSlice.objects.exists()
     assert layout_request().body["layout"][index] == [["1g.10gb", cut.start]]  # the cluster not told yet
@@ -269,3 +272,20 @@ def test_the_beat_re_drives_mig_layouts_and_every_task_takes_ids_only():
     for name, task in ours.items():
         parameters = inspect.signature(task.run).parameters.values()
         assert all(p.name.endswith("_id") and p.annotation in (int, "int") for p in parameters), name
+
+
+def test_a_pass_that_outran_its_lease_leaves_the_next_workers_lease_alone(fleet, researcher, monkeypatch):
+    node = Node.objects.filter(gpus__mig_enabled=True).first()
+    mig_layout_changed(node_ids=[node.pk])
+    later = timezone.now() + timedelta(minutes=5)
+    real_apply = get_driver(cluster_config(node.cluster)).apply_mig_layout
+
+    def slow_apply(name, layout):
+        # This pass stalls past its lease; another worker claims the node meanwhile.
+        Node.objects.filter(pk=node.pk).update(mig_layout_lease_until=later)
+        return real_apply(name, layout)
+
+    monkeypatch.setattr(get_driver(cluster_config(node.cluster)), "apply_mig_layout", slow_apply)
+    reconcile_node_mig(node.pk)
+
+    assert Node.objects.get(pk=node.pk).mig_layout_lease_until == later

@@ -7,7 +7,7 @@ import pytest
 
 from portal.fleet.models import Allocation, MigSlice, SimulatedObject
 from portal.sandboxes.services import sandbox_request
-from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import workload_terminate
 from workers.drivers.factory import get_driver
 from workers.reconcile import mig as mig_module
@@ -69,7 +69,7 @@ def test_failed_layout_change_requeues_the_request_unbilled(monkeypatch, fleet, 
 def test_layout_of_a_gpu_left_empty_is_freed(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     index = str(Allocation.objects.get(workload=sandbox).gpu.index)
-    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk))
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX))
     assert Workload.objects.get(pk=sandbox.pk).state == S.TERMINATED
     assert not MigSlice.objects.exists()
     assert layout_of("gpu-h100-b")[index] == []
@@ -79,7 +79,7 @@ def test_slices_still_in_use_keep_the_gpus_layout(run_jobs, fleet, researcher, s
     first = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     second = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "name": "second"}))
     assert Allocation.objects.get(workload=first).gpu_id == Allocation.objects.get(workload=second).gpu_id
-    run_jobs(lambda: workload_terminate(user=researcher, workload_id=first.pk))
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=first.pk, kind=WorkloadKind.SANDBOX))
     assert MigSlice.objects.count() == 2  # the freed slice stays cut for the next 1g.10gb
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from portal.approvals.services import approval_decide
 from portal.fleet.models import Allocation
 from portal.sandboxes.services import sandbox_request
-from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import workload_extend, workload_mark_failed
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +36,7 @@ def test_a_request_approved_after_its_expiry_ends_instead_of_starting(run_jobs, 
 
 def test_a_failure_cancels_pending_extension_requests(run_jobs, fleet, researcher, lead, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    workload_extend(user=researcher, workload_id=sandbox.pk, hours=40)
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=40, kind=WorkloadKind.SANDBOX)
     run_jobs(lambda: workload_mark_failed(workload_id=sandbox.pk, message="node lost", now=timezone.now()))
     assert Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND).state == Approval.State.CANCELLED
     assert Workload.objects.get(pk=sandbox.pk).state == S.FAILED
@@ -53,7 +53,9 @@ def test_an_extension_that_costs_more_than_the_budget_left_needs_a_lead(
         )
     )
     before = Workload.objects.get(pk=sandbox.pk).expires_at
-    workload_extend(user=researcher, workload_id=sandbox.pk, hours=2)  # 2 x 6.88 > what is left of 10
+    workload_extend(
+        user=researcher, workload_id=sandbox.pk, hours=2, kind=WorkloadKind.SANDBOX
+    )  # 2 x 6.88 > what is left of 10
     assert Workload.objects.get(pk=sandbox.pk).expires_at == before
     approval = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
     assert "monthly budget" in approval.why_needed

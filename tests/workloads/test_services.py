@@ -13,7 +13,7 @@ from portal.audit.models import AuditEvent
 from portal.core.errors import Conflict, NotFound, QuotaExceeded, ValidationFailed
 from portal.fleet.models import Allocation
 from portal.sandboxes.services import sandbox_estimate, sandbox_request
-from portal.workloads.models import Approval, Image, Workload, WorkloadState
+from portal.workloads.models import Approval, Image, Workload, WorkloadKind, WorkloadState
 from portal.workloads.selectors import queue_positions, workload_placement
 from portal.workloads.services import workload_extend, workload_terminate
 
@@ -125,7 +125,7 @@ def test_duplicate_name_is_refused_among_live_sandboxes_only(run_jobs, fleet, re
     with pytest.raises(ValidationFailed) as refused:
         sandbox_request(user=researcher, **slice_request)
     assert "already have a live sandbox" in refused.value.fields["name"][0]
-    run_jobs(lambda: workload_terminate(user=researcher, workload_id=first.pk))
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=first.pk, kind=WorkloadKind.SANDBOX))
     again = sandbox_request(user=researcher, **slice_request)
     assert again.pk != first.pk
 
@@ -143,7 +143,7 @@ def test_request_that_does_not_fit_queues_with_reason_and_drains_when_capacity_f
     assert waiting.message.startswith("Waiting for capacity:")
     assert queue_positions([waiting, later]) == {waiting.pk: 1, later.pk: 2}
 
-    run_jobs(lambda: workload_terminate(user=researcher, workload_id=full.pk))
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=full.pk, kind=WorkloadKind.SANDBOX))
     waiting.refresh_from_db()
     later.refresh_from_db()
     assert waiting.state == S.RUNNING
@@ -175,7 +175,7 @@ def test_estimate_reports_price_approval_and_capacity(fleet, researcher):
 def test_extension_within_policy_moves_expiry_at_once(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     before = Workload.objects.get(pk=sandbox.pk).expires_at
-    workload_extend(user=researcher, workload_id=sandbox.pk, hours=2)
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=2, kind=WorkloadKind.SANDBOX)
     assert Workload.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=2)
     assert AuditEvent.objects.filter(action="sandbox.extend", object_id=str(sandbox.pk)).exists()
 
@@ -185,14 +185,14 @@ def test_extension_beyond_auto_approval_needs_a_lead_and_beyond_maximum_is_refus
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     before = Workload.objects.get(pk=sandbox.pk).expires_at
-    workload_extend(user=researcher, workload_id=sandbox.pk, hours=30)
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=30, kind=WorkloadKind.SANDBOX)
     assert Workload.objects.get(pk=sandbox.pk).expires_at == before
     approval = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
     assert approval.extend_hours == Decimal(30)
     with pytest.raises(Conflict):
-        workload_extend(user=researcher, workload_id=sandbox.pk, hours=30)
+        workload_extend(user=researcher, workload_id=sandbox.pk, hours=30, kind=WorkloadKind.SANDBOX)
     with pytest.raises(ValidationFailed):
-        workload_extend(user=researcher, workload_id=sandbox.pk, hours=200)
+        workload_extend(user=researcher, workload_id=sandbox.pk, hours=200, kind=WorkloadKind.SANDBOX)
 
 
 def test_lead_extends_a_members_sandbox_beyond_auto_approval_directly(
@@ -200,18 +200,18 @@ def test_lead_extends_a_members_sandbox_beyond_auto_approval_directly(
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     before = Workload.objects.get(pk=sandbox.pk).expires_at
-    workload_extend(user=lead, workload_id=sandbox.pk, hours=30)
+    workload_extend(user=lead, workload_id=sandbox.pk, hours=30, kind=WorkloadKind.SANDBOX)
     assert Workload.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=30)
 
 
 def test_ended_sandbox_cannot_be_extended_or_ended_again(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk))
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX))
     assert Workload.objects.get(pk=sandbox.pk).state == S.TERMINATED
     with pytest.raises(Conflict):
-        workload_extend(user=researcher, workload_id=sandbox.pk, hours=1)
+        workload_extend(user=researcher, workload_id=sandbox.pk, hours=1, kind=WorkloadKind.SANDBOX)
     with pytest.raises(Conflict):
-        workload_terminate(user=researcher, workload_id=sandbox.pk)
+        workload_terminate(user=researcher, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX)
 
 
 def test_other_users_cannot_see_or_touch_a_sandbox(
@@ -219,16 +219,16 @@ def test_other_users_cannot_see_or_touch_a_sandbox(
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     with pytest.raises(NotFound):
-        workload_terminate(user=other_researcher, workload_id=sandbox.pk)
+        workload_terminate(user=other_researcher, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX)
     with pytest.raises(NotFound):
-        workload_extend(user=other_researcher, workload_id=sandbox.pk, hours=1)
+        workload_extend(user=other_researcher, workload_id=sandbox.pk, hours=1, kind=WorkloadKind.SANDBOX)
 
 
 def test_terminate_stops_billing_at_once_and_frees_the_gpu_after_teardown(
     run_jobs, fleet, researcher, lead, slice_request
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    run_jobs(lambda: workload_terminate(user=lead, workload_id=sandbox.pk))
+    run_jobs(lambda: workload_terminate(user=lead, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX))
     sandbox.refresh_from_db()
     allocation = Allocation.objects.get(workload=sandbox)
     assert sandbox.state == S.TERMINATED

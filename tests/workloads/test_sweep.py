@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from portal.fleet.models import Allocation
 from portal.sandboxes.services import sandbox_request
-from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import workload_terminate, workloads_sweep
 from workers.drivers.base import DriverError
 from workers.reconcile import workloads as reconcile_module
@@ -114,7 +114,9 @@ def test_a_teardown_the_cluster_refuses_for_good_frees_the_gpus_and_says_what_is
             raise DriverError("the portal's service account may not delete namespaces", retryable=False)
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: Forbidden())
-    workload_terminate(user=researcher, workload_id=sandbox.pk)  # its teardown job is not run
+    workload_terminate(
+        user=researcher, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX
+    )  # its teardown job is not run
     reconcile_workload(sandbox.pk)
     assert Workload.objects.get(pk=sandbox.pk).state == S.TERMINATING
     reconcile_workload(sandbox.pk)

@@ -83,7 +83,7 @@ class ClusterDriver(Protocol):
     def delete_workload(self, spec: WorkloadSpec) -> bool:
         """Delete the workload's objects; True once nothing of it remains."""
 
-    def sandbox_manifests(self, spec: WorkloadSpec) -> list[dict]:
+    def workload_manifests(self, spec: WorkloadSpec) -> list[dict]:
         """The objects apply_workload creates, as plain dicts (for dry runs)."""
 
     def managed_namespaces(self) -> list[ManagedNamespace]:

@@ -147,7 +147,7 @@ class KubernetesDriver:
 
     # --- sandboxes ----------------------------------------------------------------------------
 
-    def sandbox_manifests(self, spec: WorkloadSpec) -> list[dict]:
+    def workload_manifests(self, spec: WorkloadSpec) -> list[dict]:
         try:
             return workload_objects(spec, self.options.manifests)
         except ValueError as exc:
@@ -158,7 +158,7 @@ class KubernetesDriver:
 
         The owner's RoleBinding is deleted when the spec no longer names a cluster identity.
         """
-        objects = self.sandbox_manifests(spec)
+        objects = self.workload_manifests(spec)
         for obj in objects:
             self._apply(obj)
         if not any(obj["kind"] == "RoleBinding" for obj in objects):

@@ -21,6 +21,7 @@ from workers.drivers.base import (
     WorkloadStatus,
 )
 from workers.manifests import sandbox_access, serving_access, workload_objects
+from workers.manifests.names import KIND_KEY
 from workers.manifests.options import ManifestOptions
 from workers.spec import WorkloadSpec
 
@@ -66,7 +67,7 @@ class SimulatedDriver:
             message, self.fail_next = self.fail_next, None
             raise DriverError(message, retryable=True)
 
-    def sandbox_manifests(self, spec: WorkloadSpec) -> list[dict]:
+    def workload_manifests(self, spec: WorkloadSpec) -> list[dict]:
         return workload_objects(spec, self.manifest_options)
 
     def apply_workload(self, spec: WorkloadSpec) -> None:
@@ -128,7 +129,11 @@ class SimulatedDriver:
                 continue
             raw_id = labels.get("gpu-portal/sandbox-id")
             result.append(
-                ManagedNamespace(name=name, workload_id=int(raw_id) if raw_id and raw_id.isdigit() else None)
+                ManagedNamespace(
+                    name=name,
+                    workload_id=int(raw_id) if raw_id and raw_id.isdigit() else None,
+                    kind=labels.get(KIND_KEY, "sandbox"),
+                )
             )
         return result
 

@@ -62,7 +62,7 @@ __all__ = [
 
 
 def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None) -> list[dict]:
-    """Every object a sandbox needs, in the order they are applied.
+    """Every object a workload needs, in the order they are applied.
 
     Namespace first (everything lives in it), then the quota and limits (so the pod is admitted
     against them), the network policy and owner binding, and the workload last: a StatefulSet

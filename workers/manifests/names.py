@@ -1,4 +1,4 @@
-"""Names, label keys and label values for sandbox objects.
+"""Names, label keys and label values for the objects of a workload (a sandbox or a deployment).
 
 Kubernetes is strict about names (DNS-1123 labels, at most 63 characters) and label values; team
 and sandbox names typed by people are not. These helpers turn the one into the other, stably, so
@@ -15,6 +15,8 @@ from workers.spec import WorkloadSpec
 MANAGED_BY_KEY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpu-portal"
 NAME_KEY = "app.kubernetes.io/name"
+# Label keys and object names say "sandbox" for every workload: objects already on clusters carry
+# them, and drift repair and status lookups find workloads by them.
 SANDBOX_ID_KEY = "gpu-portal/sandbox-id"
 TEAM_KEY = "gpu-portal/team"
 OWNER_KEY = "gpu-portal/owner"
@@ -66,7 +68,7 @@ def label_value(text: str) -> str:
 
 
 def workload_namespace_name(team: str, name: str, workload_id: int) -> str:
-    """The namespace of one sandbox: `sbx-<team>-<name>-<id>`, a DNS-1123 label of at most 63.
+    """The namespace of one workload: `sbx-<team>-<name>-<id>`, a DNS-1123 label of at most 63.
 
     Team and name are slugged and cut to fit; the id is never cut and ends the name after the last
     dash, so two sandboxes with different ids never share a namespace, and one id always maps to
@@ -90,12 +92,13 @@ def mig_resource_name(profile: str) -> str:
 
 
 def selector_labels(spec: WorkloadSpec) -> dict[str, str]:
-    """The labels that pick the sandbox's pod (StatefulSet selector, Service, status lookups)."""
+    """The labels that pick the workload's pods (StatefulSet selector, Service, status lookups)."""
     return {NAME_KEY: WORKLOAD_NAME, SANDBOX_ID_KEY: str(spec.workload_id)}
 
 
 def workload_labels(spec: WorkloadSpec) -> dict[str, str]:
-    """Labels on every object of a sandbox: who manages it, which sandbox, team and owner.
+    """Labels on every object of a workload: who manages it, which workload (and its kind), team
+    and owner.
 
     Extra `spec.labels` come first so they can never override the portal's own keys.
     """

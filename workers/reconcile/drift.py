@@ -1,9 +1,9 @@
-"""Drift repair: make a cluster hold exactly the sandbox namespaces the database intends.
+"""Drift repair: make a cluster hold exactly the workload namespaces the database intends.
 
-Two kinds of drift are repaired. A namespace the portal labelled as its own whose sandbox has
-ended, is unknown, or lives on another cluster is an orphan and is deleted. A running sandbox
-whose objects are gone from the cluster (someone deleted the namespace by hand) is applied again.
-Sandboxes that are starting or ending are left to their own reconciler. Running it twice changes
+Two kinds of drift are repaired. A namespace the portal labelled as its own whose workload (a
+sandbox or a deployment) has ended, is unknown, or lives on another cluster is an orphan and is
+deleted. A running workload whose objects are gone from the cluster (someone deleted the namespace
+by hand) is applied again. Workloads that are starting or ending are left to their own reconciler. Running it twice changes
 nothing the second time.
 """
 
@@ -28,9 +28,8 @@ from workers.spec import GpuClaim, WorkloadSpec
 log = logging.getLogger(__name__)
 
 ORPHAN_ACTION = "namespace.orphan_deleted"
-REPAIRED_ACTION = "sandbox.drift_repaired"
-# Namespace kinds (label gpu-portal/kind) whose id names a Sandbox row: sandboxes, and model
-# serving deployments, which share the table and the lifecycle. Other kinds are left alone.
+REPAIRED_EVENT = "drift_repaired"  # audited as <kind>.drift_repaired
+# Namespace kinds (label gpu-portal/kind) whose id names a Workload row. Other kinds are left alone.
 ROW_KINDS = frozenset({"sandbox", "deployment"})
 
 
@@ -38,7 +37,7 @@ ROW_KINDS = frozenset({"sandbox", "deployment"})
 class DriftReport:
     cluster: str
     orphans_deleted: list[str] = field(default_factory=list)  # namespaces asked to go
-    repaired: list[int] = field(default_factory=list)  # sandbox ids applied again
+    repaired: list[int] = field(default_factory=list)  # workload ids applied again
     skipped: list[str] = field(default_factory=list)  # labelled namespaces of kinds not handled here
     errors: list[str] = field(default_factory=list)
 
@@ -52,7 +51,7 @@ def clusters_to_repair() -> list[int]:
 
 
 def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport | None:
-    """Delete orphaned sandbox namespaces and re-apply running sandboxes whose objects are gone.
+    """Delete orphaned workload namespaces and re-apply running workloads whose objects are gone.
 
     Each failure is noted in the report and the rest carries on; None for an unknown cluster.
     """
@@ -69,23 +68,23 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
         log.warning("drift repair on cluster %s: %s", cluster.name, error.message)
         return report
     ids = {ns.workload_id for ns in namespaces if ns.workload_id is not None}
-    sandboxes = {
+    workloads = {
         workload.pk: workload for workload in Workload.objects.select_related("team").filter(pk__in=ids)
     }
     newest = Workload.objects.aggregate(newest=Max("pk"))["newest"] or 0
     for namespace in namespaces:
         if namespace.kind not in ROW_KINDS or namespace.workload_id is None:
-            report.skipped.append(namespace.name)  # not made by the portal's sandbox path
+            report.skipped.append(namespace.name)  # not made by the portal's workload path
             continue
         if namespace.workload_id > newest:
             # Not a row deleted here: an id this database never issued. Another portal (or a
             # fresh database) on this cluster; deleting would destroy someone's live work.
             report.errors.append(
-                f"namespace {namespace.name} names sandbox {namespace.workload_id}, newer than any this "
+                f"namespace {namespace.name} names {namespace.kind} {namespace.workload_id}, newer than any this "
                 "portal has made; is another portal managing this cluster? Left alone."
             )
             continue
-        workload = sandboxes.get(namespace.workload_id)
+        workload = workloads.get(namespace.workload_id)
         why = _orphaned(namespace, workload, cluster)
         if why:
             _delete_orphan(driver, cluster, namespace, workload, why, report, now)
@@ -109,17 +108,17 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
 
 
 def _orphaned(namespace: ManagedNamespace, workload: Workload | None, cluster: Cluster) -> str:
-    """Why the namespace should not exist, or "" when its sandbox still wants it."""
+    """Why the namespace should not exist, or "" when its workload still wants it."""
     if workload is None:
-        return f"sandbox {namespace.workload_id} is unknown to the portal"
+        return f"{namespace.kind} {namespace.workload_id} is unknown to the portal"
     if workload.state in END_STATES:
-        return f"sandbox {workload.pk} is {workload.state}"
+        return f"{workload.kind} {workload.pk} is {workload.state}"
     if workload.cluster_id is None:
-        return f"sandbox {workload.pk} is {workload.state} and placed on no cluster"
+        return f"{workload.kind} {workload.pk} is {workload.state} and placed on no cluster"
     if workload.cluster_id != cluster.pk:
-        return f"sandbox {workload.pk} is placed on another cluster"
+        return f"{workload.kind} {workload.pk} is placed on another cluster"
     if workload.namespace and workload.namespace != namespace.name:
-        return f"sandbox {workload.pk} lives in namespace {workload.namespace}"
+        return f"{workload.kind} {workload.pk} lives in namespace {workload.namespace}"
     return ""  # live here: queued, starting, running or ending, each handled by its own reconciler
 
 
@@ -153,8 +152,8 @@ def _delete_orphan(
 
 
 def _namespace_only(namespace: ManagedNamespace, now: datetime) -> WorkloadSpec:
-    """A spec that names only the namespace: drivers delete a sandbox by deleting its namespace,
-    and an orphan may have no sandbox row to build a full spec from."""
+    """A spec that names only the namespace: drivers delete a workload by deleting its namespace,
+    and an orphan may have no row to build a full spec from."""
     return WorkloadSpec(
         workload_id=namespace.workload_id or 0,
         name=namespace.name,
@@ -173,7 +172,7 @@ def _namespace_only(namespace: ManagedNamespace, now: datetime) -> WorkloadSpec:
 
 
 def _restore(driver: ClusterDriver, workload: Workload, report: DriftReport) -> None:
-    """Apply a running sandbox again when the cluster holds no workload for it."""
+    """Apply a running workload again when the cluster holds none of its objects."""
     try:
         spec = workload_spec(workload)
         status = driver.workload_status(spec)
@@ -183,7 +182,7 @@ def _restore(driver: ClusterDriver, workload: Workload, report: DriftReport) -> 
             return  # ended meanwhile: its teardown removed the objects on purpose
         driver.apply_workload(spec)
     except DriverError as error:
-        report.errors.append(f"sandbox {workload.pk}: {error.message}")
+        report.errors.append(f"{workload.kind} {workload.pk}: {error.message}")
         return
     report.repaired.append(workload.pk)
     Workload.objects.filter(pk=workload.pk, state=WorkloadState.RUNNING).update(
@@ -191,7 +190,7 @@ def _restore(driver: ClusterDriver, workload: Workload, report: DriftReport) -> 
     )
     audit_record(
         actor=None,
-        action=REPAIRED_ACTION,
+        action=f"{workload.kind}.{REPAIRED_EVENT}",
         obj=workload,
         team=workload.team,
         detail=f"{status.message}; applied namespace {spec.namespace} again",

@@ -48,10 +48,11 @@ def reconcile_node_mig(node_id: int, *, now: datetime | None = None) -> MigLayou
     the cluster has got. Returns that state; a node already settled is left alone ("success").
 
     A driver error is recorded on the row (so the periodic re-drive retries after a back-off)
-    and raised, so a sandbox waiting for the layout counts it as its own failed attempt.
+    and raised, so a workload waiting for the layout counts it as its own failed attempt.
     """
     now = now or timezone.now()
-    if not _claim(node_id, now):
+    lease = _claim(node_id, now)
+    if lease is None:
         return "pending"  # another worker is on it (or there is no such node): look again later
     try:
         # The version is read before the layout: a change committed in between makes the layout
@@ -78,18 +79,17 @@ def reconcile_node_mig(node_id: int, *, now: datetime | None = None) -> MigLayou
             _not_yet(node, now, observed=state, error="", backoff=False)
         return state
     finally:
-        Node.objects.filter(pk=node_id).update(mig_layout_lease_until=None)
+        # Only our own lease: if this pass outran it, another worker may hold the node now.
+        Node.objects.filter(pk=node_id, mig_layout_lease_until=lease).update(mig_layout_lease_until=None)
 
 
-def _claim(node_id: int, now: datetime) -> bool:
+def _claim(node_id: int, now: datetime) -> datetime | None:
     """Lease the node for one pass, so a change's message and the periodic re-drive never act on
-    one node at once. A worker that dies mid-pass leaves the lease to run out."""
+    one node at once; the lease's end, or None when another worker holds it. A worker that dies
+    mid-pass leaves the lease to run out."""
     free = Q(mig_layout_lease_until__isnull=True) | Q(mig_layout_lease_until__lte=now)
-    return bool(
-        Node.objects.filter(free, pk=node_id).update(
-            mig_layout_lease_until=now + timedelta(seconds=LEASE_SECONDS)
-        )
-    )
+    lease = now + timedelta(seconds=LEASE_SECONDS)
+    return lease if Node.objects.filter(free, pk=node_id).update(mig_layout_lease_until=lease) else None
 
 
 def _settle(node: Node, version: int) -> bool:

@@ -121,7 +121,8 @@ def reconcile_workload(workload_id: int, *, now: datetime | None = None) -> None
     """One step towards what the row intends. When to look again is kept on the row
     (`next_attempt_at`), where the periodic reconcile_due finds it."""
     now = now or timezone.now()
-    if not _claim(workload_id, now):
+    lease = _claim(workload_id, now)
+    if lease is None:
         return  # another worker is on it (or there is no such row)
     try:
         workload = (
@@ -132,7 +133,8 @@ def reconcile_workload(workload_id: int, *, now: datetime | None = None) -> None
         if workload is not None:
             _step(workload, now)
     finally:
-        Workload.objects.filter(pk=workload_id).update(lease_until=None)
+        # Only our own lease: if this step outran it, another worker may hold the row now.
+        Workload.objects.filter(pk=workload_id, lease_until=lease).update(lease_until=None)
 
 
 def _step(workload: Workload, now: datetime) -> None:
@@ -160,16 +162,13 @@ def _step(workload: Workload, now: datetime) -> None:
         )
 
 
-def _claim(workload_id: int, now: datetime) -> bool:
+def _claim(workload_id: int, now: datetime) -> datetime | None:
     """Lease the row for one step, so two workers (a job enqueued on a change and the periodic
-    reconcile) never act on one workload at once. A worker that dies mid-step leaves the lease
-    to run out."""
+    reconcile) never act on one workload at once; the lease's end, or None when another worker
+    holds it. A worker that dies mid-step leaves the lease to run out."""
     free = Q(lease_until__isnull=True) | Q(lease_until__lte=now)
-    return bool(
-        Workload.objects.filter(free, pk=workload_id).update(
-            lease_until=now + timedelta(seconds=LEASE_SECONDS)
-        )
-    )
+    lease = now + timedelta(seconds=LEASE_SECONDS)
+    return lease if Workload.objects.filter(free, pk=workload_id).update(lease_until=lease) else None
 
 
 def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:

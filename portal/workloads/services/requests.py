@@ -19,7 +19,7 @@ from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.fleet.selectors import capacity_free_now
 from portal.spend.selectors import to_cents
-from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
+from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.policy import (
     Verdict,
     extended_expiry,
@@ -179,7 +179,7 @@ def workload_extend(
     workload_id: int,
     hours: Decimal | float,
     now: datetime | None = None,
-    kind: str = WorkloadKind.SANDBOX,
+    kind: str,
 ) -> Workload:
     """Move the expiry by `hours`: at once within policy, else through a lead's approval."""
     now = now or timezone.now()
@@ -253,9 +253,7 @@ def workload_apply_extension(
 
 
 @transaction.atomic
-def workload_terminate(
-    *, user: User, workload_id: int, now: datetime | None = None, kind: str = WorkloadKind.SANDBOX
-) -> Workload:
+def workload_terminate(*, user: User, workload_id: int, now: datetime | None = None, kind: str) -> Workload:
     """End a sandbox (or deployment) now. Billing stops at once; the cluster objects go in the
     background."""
     now = now or timezone.now()

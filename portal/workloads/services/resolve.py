@@ -69,6 +69,7 @@ class WorkloadAsk:
 
 @dataclass(frozen=True)
 class ResolvedRequest:
+    kind: str
     team: Team
     name: str
     image: Image | None
@@ -85,7 +86,6 @@ class ResolvedRequest:
     memory_gb: int
     storage_gb: int
     purpose: str
-    kind: str = WorkloadKind.SANDBOX
     replicas: int = 1
 
 
@@ -98,7 +98,7 @@ def _decimal(value: object) -> Decimal | None:
 
 
 def resolve_lifetime(
-    *, team: Team | None, lifetime: Lifetime, now: datetime, errors: dict[str, list[str]]
+    *, team: Team | None, kind: str, lifetime: Lifetime, now: datetime, errors: dict[str, list[str]]
 ) -> tuple[datetime | None, Decimal | None]:
     """The expiry and length in hours of `lifetime`, or (None, None) with the error in `errors`."""
     ttl_hours, expires_at = lifetime.ttl_hours, lifetime.expires_at
@@ -126,7 +126,7 @@ def resolve_lifetime(
     # Checked before any date arithmetic, so an absurd value is an error, never an overflow.
     if team is not None and not within_max_lifetime(team=team, lifetime_hours=hours):
         errors[field] = [
-            f"Team {team.slug} allows at most {team.max_lifetime_hours.normalize():f} hours per sandbox."
+            f"Team {team.slug} allows at most {team.max_lifetime_hours.normalize():f} hours per {kind}."
         ]
         return None, None
     if hours > MAX_ANY_LIFETIME_HOURS:
@@ -195,7 +195,7 @@ def resolve_request(
             errors["gpu.count"] = [f"At most {per_node} {gpu_type_obj.slug} GPUs fit on one node."]
 
     resolved_expires, lifetime_hours = resolve_lifetime(
-        team=team_obj, lifetime=lifetime, now=now, errors=errors
+        team=team_obj, kind=kind, lifetime=lifetime, now=now, errors=errors
     )
 
     image_obj = None

@@ -19,8 +19,8 @@ def move(
     workload: Workload,
     to: str,
     from_states: Iterable[str],
+    actor: User | None,
     event: str,
-    actor: User | None = None,
     detail: str = "",
     **fields: object,
 ) -> None:
@@ -55,7 +55,7 @@ def try_move(
     """`move` by the workers (no actor): False, and nothing changed, when another process moved
     the row first, which for a reconcile step means there is nothing left to do."""
     try:
-        move(workload=workload, to=to, from_states=from_states, event=event, **fields)
+        move(workload=workload, to=to, from_states=from_states, actor=None, event=event, **fields)
     except Conflict:
         return False
     return True

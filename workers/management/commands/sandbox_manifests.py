@@ -1,7 +1,8 @@
-"""`manage.py sandbox_manifests ID`: print, as YAML, the objects the driver applies for a sandbox.
+"""`manage.py sandbox_manifests ID`: print, as YAML, the objects the driver applies for a sandbox
+(or a deployment: the id of any workload).
 
 A dry run for reviewing what the portal will create (or `kubectl diff -f -` against a cluster):
-the same builders and options the configured driver of the sandbox's cluster uses.
+the same builders and options the configured driver of the workload's cluster uses.
 """
 
 from __future__ import annotations
@@ -16,24 +17,26 @@ from workers.reconcile.workloads import workload_spec
 
 
 class Command(BaseCommand):
-    help = "Print the Kubernetes objects of a placed sandbox as multi-document YAML."
+    help = "Print the Kubernetes objects of a placed sandbox or deployment as multi-document YAML."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("workload_id", type=int, help="the sandbox's id")
+        parser.add_argument("workload_id", type=int, help="the sandbox's (or deployment's) id")
 
     def handle(self, *args: object, workload_id: int, **options: object) -> None:
-        sandbox = (
+        workload = (
             Workload.objects.select_related("team", "owner", "image", "cluster", "gpu_type")
             .filter(pk=workload_id)
             .first()
         )
-        if sandbox is None:
+        if workload is None:
             raise CommandError(f"no sandbox has id {workload_id}")
-        if sandbox.cluster is None or not sandbox.node_name:
-            when = " yet" if sandbox.state in LIVE_STATES else ""
-            raise CommandError(f"sandbox {workload_id} is {sandbox.state}: it has no placement{when}")
+        if workload.cluster is None or not workload.node_name:
+            when = " yet" if workload.state in LIVE_STATES else ""
+            raise CommandError(
+                f"{workload.kind} {workload_id} is {workload.state}: it has no placement{when}"
+            )
         try:
-            objects = driver_for(sandbox.cluster).sandbox_manifests(workload_spec(sandbox))
+            objects = driver_for(workload.cluster).workload_manifests(workload_spec(workload))
         except (DriverError, ValueError) as error:
-            raise CommandError(f"sandbox {workload_id}: {error}") from error
+            raise CommandError(f"{workload.kind} {workload_id}: {error}") from error
         self.stdout.write(yaml.safe_dump_all(objects, explicit_start=True, sort_keys=False), ending="")
