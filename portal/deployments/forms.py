@@ -13,7 +13,7 @@ from portal.catalog.selectors import MAX_CONCURRENCY, default_request
 from portal.catalog.sizing import Sizing
 from portal.deployments.selectors import fit_label, fit_value, parse_fit_value
 from portal.deployments.services import DEFAULT_TTL_HOURS
-from portal.workloads.forms import ServiceForm, number_input
+from portal.workloads.forms import ServiceForm, name_field, number_input
 from portal.workloads.services import MAX_REPLICAS
 
 # Keys of DomainError.fields (the API's names) -> form fields.
@@ -42,12 +42,7 @@ class DeployForm(ServiceForm):
     service_fields = SERVICE_FIELDS
 
     team = forms.ChoiceField()
-    name = forms.CharField(
-        max_length=63,
-        required=False,
-        help_text="Lowercase letters, digits and hyphens, e.g. llama-chat.",
-        widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": "llama-chat"}),
-    )
+    name = name_field("llama-chat")
     model = forms.ChoiceField()
     # The model the precision, context and concurrency fields were drawn for: when the model
     # changes, the page redraws them with the new model's defaults.

@@ -23,6 +23,7 @@ from portal.fleet.selectors import price_per_hour
 from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
 from portal.workloads.policy import (
+    PolicyEstimate,
     fraction_to_decimal,
     request_share,
     request_verdict,
@@ -291,19 +292,12 @@ def chosen_fit(fits: tuple[Fit, ...], value: str) -> Fit | None:
 
 
 @dataclass(frozen=True)
-class DeployEstimate:
+class DeployEstimate(PolicyEstimate):
     """What a deployment of `replicas` copies of `fit` costs, and whether it is approved at once."""
 
     fit: Fit
     replicas: int
     lifetime_hours: Decimal
-    hourly_cost: Decimal
-    total_cost: Decimal
-    gpu_equivalents: Decimal
-    quota_left: Decimal
-    fits_quota: bool
-    auto_approved: bool
-    why_needed: str
 
     @property
     def fit_what(self) -> str:

@@ -19,6 +19,7 @@ from portal.workloads.models import Workload, WorkloadState
 from portal.workloads.selectors import workload_latest_approval
 from portal.workloads.serializers import (
     WORKLOAD_COST_FIELDS,
+    WORKLOAD_IDENTITY_FIELDS,
     WORKLOAD_STATUS_FIELDS,
     ApprovalBriefSerializer,
     GpuRequestSerializer,
@@ -107,10 +108,7 @@ class DeploymentSerializer(WorkloadSerializer):
     class Meta:
         model = Workload
         fields = [
-            "id",
-            "name",
-            "team",
-            "owner",
+            *WORKLOAD_IDENTITY_FIELDS,
             "model",
             "runtime",
             "api",

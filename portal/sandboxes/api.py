@@ -3,39 +3,34 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import generics, status
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import generics
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.core.api import IDEMPOTENCY_KEY, idempotent_create
-from portal.sandboxes.serializers import (
-    EstimateSerializer,
-    SandboxRequestSerializer,
-    SandboxSerializer,
-    validated,
-)
+from portal.core.api import IDEMPOTENCY_KEY
+from portal.sandboxes.serializers import EstimateSerializer, SandboxRequestSerializer, SandboxSerializer
 from portal.sandboxes.services import sandbox_estimate, sandbox_request
-from portal.workloads.api import WorkloadListView, workload_response
-from portal.workloads.models import Workload, WorkloadKind
-from portal.workloads.selectors import (
-    workload_detail_for,
-    workloads_visible_to,
-    workloads_with_details,
+from portal.workloads.api import (
+    WorkloadDetailView,
+    WorkloadExtendView,
+    WorkloadListView,
+    WorkloadTerminateView,
 )
+from portal.workloads.models import Workload, WorkloadKind
+from portal.workloads.selectors import workloads_visible_to, workloads_with_details
 from portal.workloads.serializers import ExtendSerializer
-from portal.workloads.services import workload_extend, workload_terminate
+
+ENDED = OpenApiResponse(description="The sandbox has ended.")
 
 
-def _detail(request: Request, workload_id: int, *, status_code: int = status.HTTP_200_OK) -> Response:
-    sandbox = workload_detail_for(user=request.user, workload_id=workload_id, kind=WorkloadKind.SANDBOX)
-    return workload_response(request, sandbox, SandboxSerializer, status_code=status_code)
-
-
-class SandboxListView(WorkloadListView):
-    """Sandboxes you may see (researcher: own; lead: the team's; admin: all), newest first."""
-
+class _Sandbox:
+    kind = WorkloadKind.SANDBOX
     serializer_class = SandboxSerializer
+
+
+class SandboxListView(_Sandbox, WorkloadListView):
+    """Sandboxes you may see (researcher: own; lead: the team's; admin: all), newest first."""
 
     def get_queryset(self) -> QuerySet[Workload]:
         return workloads_with_details(workloads_visible_to(self.request.user, kind=WorkloadKind.SANDBOX))
@@ -48,12 +43,11 @@ class SandboxListView(WorkloadListView):
         "otherwise `pending_approval` until a lead decides.",
     )
     def post(self, request: Request) -> Response:
-        def create() -> Response:
+        def create() -> Workload:
             fields = SandboxRequestSerializer(data=request.data).service_kwargs()
-            sandbox = sandbox_request(user=request.user, **fields)
-            return _detail(request, sandbox.pk, status_code=status.HTTP_201_CREATED)
+            return sandbox_request(user=request.user, **fields)
 
-        return idempotent_create(request, "sandboxes.create", create)
+        return self.created(request, scope="sandboxes.create", create=create)
 
 
 class SandboxEstimateView(generics.GenericAPIView):
@@ -68,40 +62,18 @@ class SandboxEstimateView(generics.GenericAPIView):
         return Response(EstimateSerializer(estimate).data)
 
 
-class SandboxDetailView(generics.GenericAPIView):
+class SandboxDetailView(_Sandbox, WorkloadDetailView):
     """One sandbox (404 when it is not one you may see)."""
 
-    serializer_class = SandboxSerializer
 
-    def get(self, request: Request, pk: int) -> Response:
-        return _detail(request, pk)
-
-
-class SandboxExtendView(generics.GenericAPIView):
+@extend_schema_view(
+    post=extend_schema(request=ExtendSerializer, responses={200: SandboxSerializer, 409: ENDED})
+)
+class SandboxExtendView(_Sandbox, WorkloadExtendView):
     """Move the expiry by `hours`: at once within policy, otherwise through a lead's approval
     (the sandbox's `approval` is then the pending extension)."""
 
-    serializer_class = SandboxSerializer
 
-    @extend_schema(
-        request=ExtendSerializer,
-        responses={200: SandboxSerializer, 409: OpenApiResponse(description="The sandbox has ended.")},
-    )
-    def post(self, request: Request, pk: int) -> Response:
-        hours = validated(ExtendSerializer(data=request.data))["hours"]
-        workload_extend(user=request.user, workload_id=pk, hours=hours, kind=WorkloadKind.SANDBOX)
-        return _detail(request, pk)
-
-
-class SandboxTerminateView(generics.GenericAPIView):
+@extend_schema_view(post=extend_schema(request=None, responses={200: SandboxSerializer, 409: ENDED}))
+class SandboxTerminateView(_Sandbox, WorkloadTerminateView):
     """End a sandbox now; billing stops at once."""
-
-    serializer_class = SandboxSerializer
-
-    @extend_schema(
-        request=None,
-        responses={200: SandboxSerializer, 409: OpenApiResponse(description="The sandbox has ended.")},
-    )
-    def post(self, request: Request, pk: int) -> Response:
-        workload_terminate(user=request.user, workload_id=pk, kind=WorkloadKind.SANDBOX)
-        return _detail(request, pk)

@@ -13,7 +13,7 @@ from portal.accounts.models import Team
 from portal.fleet.models import GpuType
 from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.selectors import RequestChoices
-from portal.workloads.forms import ServiceForm, number_input
+from portal.workloads.forms import ServiceForm, name_field, number_input, radio_field
 
 # Keys of DomainError.fields (the API's names) -> form fields.
 SERVICE_FIELDS = {
@@ -38,29 +38,20 @@ class SandboxRequestForm(ServiceForm):
     service_fields = SERVICE_FIELDS
 
     team = forms.ChoiceField()
-    name = forms.CharField(
-        max_length=63,
-        required=False,
-        help_text="Lowercase letters, digits and hyphens, e.g. llama-finetune.",
-        widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": "llama-finetune"}),
-    )
+    name = name_field("llama-finetune")
     image = forms.ChoiceField(required=False)
     gpu_type = forms.ChoiceField(label="GPU type")
-    gpu_mode = forms.ChoiceField(
-        label="GPU share",
-        choices=[("whole", "Whole GPUs"), ("mig", "One MIG slice")],
-        initial="whole",
-        widget=forms.RadioSelect,
+    gpu_mode = radio_field(
+        label="GPU share", choices=[("whole", "Whole GPUs"), ("mig", "One MIG slice")], initial="whole"
     )
     count = forms.IntegerField(
         label="Whole GPUs", required=False, initial=1, widget=number_input({"min": "1"})
     )
     mig_profile = forms.ChoiceField(label="MIG profile", required=False)
-    lifetime_mode = forms.ChoiceField(
+    lifetime_mode = radio_field(
         label="Lifetime",
         choices=[("hours", "For a number of hours"), ("until", "Until a time")],
         initial="hours",
-        widget=forms.RadioSelect,
     )
     ttl_hours = forms.DecimalField(
         label="Hours", required=False, initial=8, widget=number_input({"min": "0", "step": "any"})

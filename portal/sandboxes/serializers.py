@@ -15,6 +15,7 @@ from portal.workloads.selectors import (
 )
 from portal.workloads.serializers import (
     WORKLOAD_COST_FIELDS,
+    WORKLOAD_IDENTITY_FIELDS,
     WORKLOAD_STATUS_FIELDS,
     GpuRequestSerializer,
     PlacementSerializer,
@@ -57,10 +58,7 @@ class SandboxSerializer(WorkloadSerializer):
     class Meta:
         model = Workload
         fields = [
-            "id",
-            "name",
-            "team",
-            "owner",
+            *WORKLOAD_IDENTITY_FIELDS,
             "image",
             "gpu",
             *WORKLOAD_STATUS_FIELDS,

@@ -3,18 +3,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from portal.core.api import idempotent_create
+from portal.core.serializers import validated
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.models import Workload
-from portal.workloads.selectors import (
-    queue_positions,
-    user_standing,
-)
-from portal.workloads.serializers import MeSerializer, WorkloadSerializer
+from portal.workloads.selectors import queue_positions, user_standing, workload_detail_for
+from portal.workloads.serializers import ExtendSerializer, MeSerializer, WorkloadSerializer
+from portal.workloads.services import workload_extend, workload_terminate
 
 
 def workload_response(
@@ -29,9 +31,49 @@ def workload_response(
     return Response(serializer_class(workload, context=context).data, status=status_code)
 
 
-class WorkloadListView(generics.ListAPIView):
+class WorkloadApi(generics.GenericAPIView):
+    """What a kind's API views share: a subclass names its `kind` and `serializer_class`, and
+    answers with one workload as the API shows it through `shown`."""
+
+    kind: str
+
+    def get_workload(self, request: Request, pk: int) -> Workload:
+        """One workload of the kind that the caller may see, with what it shows; else NotFound."""
+        return workload_detail_for(user=request.user, workload_id=pk, kind=self.kind)
+
+    def shown(self, request: Request, pk: int, *, status_code: int = status.HTTP_200_OK) -> Response:
+        return workload_response(
+            request, self.get_workload(request, pk), self.serializer_class, status_code=status_code
+        )
+
+    def created(self, request: Request, *, scope: str, create: Callable[[], Workload]) -> Response:
+        """Run `create` once per Idempotency-Key and answer 201 with what it made."""
+        return idempotent_create(
+            request, scope, lambda: self.shown(request, create().pk, status_code=status.HTTP_201_CREATED)
+        )
+
+
+class WorkloadDetailView(WorkloadApi):
+    def get(self, request: Request, pk: int) -> Response:
+        return self.shown(request, pk)
+
+
+class WorkloadExtendView(WorkloadApi):
+    def post(self, request: Request, pk: int) -> Response:
+        hours = validated(ExtendSerializer(data=request.data))["hours"]
+        workload_extend(user=request.user, workload_id=pk, hours=hours, kind=self.kind)
+        return self.shown(request, pk)
+
+
+class WorkloadTerminateView(WorkloadApi):
+    def post(self, request: Request, pk: int) -> Response:
+        workload_terminate(user=request.user, workload_id=pk, kind=self.kind)
+        return self.shown(request, pk)
+
+
+class WorkloadListView(WorkloadApi, generics.ListAPIView):
     """A filtered page of sandboxes or deployments; their queue places cost one query per page.
-    A subclass names its `serializer_class` and `get_queryset`."""
+    A subclass names its `kind`, `serializer_class` and `get_queryset`."""
 
     queryset = Workload.objects.none()
     filter_backends = [DjangoFilterBackend]

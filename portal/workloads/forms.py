@@ -51,3 +51,18 @@ class ExtendForm(forms.Form):
     hours = forms.DecimalField(
         label="Extend by (hours)", initial=4, widget=number_input({"min": "0", "step": "any"})
     )
+
+
+def name_field(example: str) -> forms.CharField:
+    """A workload's name; optional in the form so the live estimate works before it is typed."""
+    return forms.CharField(
+        max_length=63,
+        required=False,
+        help_text=f"Lowercase letters, digits and hyphens, e.g. {example}.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": example}),
+    )
+
+
+def radio_field(*, label: str, choices: list[tuple[str, str]], initial: str) -> forms.ChoiceField:
+    """One of a few modes, shown as radio buttons."""
+    return forms.ChoiceField(label=label, choices=choices, initial=initial, widget=forms.RadioSelect)

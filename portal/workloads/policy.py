@@ -97,6 +97,19 @@ class Verdict:
         return self
 
 
+@dataclass(frozen=True)
+class PolicyEstimate:
+    """What a request would cost and what the policy says of it; each kind's estimate adds its own."""
+
+    hourly_cost: Decimal
+    total_cost: Decimal
+    gpu_equivalents: Decimal
+    quota_left: Decimal
+    fits_quota: bool
+    auto_approved: bool
+    why_needed: str
+
+
 def _needs_lead(reasons: list[str]) -> tuple[bool, str]:
     if reasons:
         return False, "Needs a lead's approval: " + " and ".join(reasons) + "."

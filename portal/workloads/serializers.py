@@ -68,6 +68,7 @@ def approval_brief(approval: Approval) -> dict[str, Any]:
 
 # Fields every workload shows, in this order, between its kind's own: where it stands (state, times,
 # approval, placement, access), then what it costs with its notes (message, purpose, why placed).
+WORKLOAD_IDENTITY_FIELDS = ["id", "name", "team", "owner"]
 WORKLOAD_STATUS_FIELDS = [
     "state",
     "expires_at",

@@ -21,6 +21,7 @@ from portal.fleet.selectors import capacity_free_now
 from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.policy import (
+    PolicyEstimate,
     Verdict,
     extended_expiry,
     extension_verdict,
@@ -33,14 +34,9 @@ from portal.workloads.services.resolve import ResolvedRequest, WorkloadAsk, reso
 
 
 @dataclass(frozen=True)
-class Estimate:
-    hourly_cost: Decimal
-    total_cost: Decimal
-    gpu_equivalents: Decimal
-    quota_left: Decimal
-    fits_quota: bool
-    auto_approved: bool
-    why_needed: str
+class Estimate(PolicyEstimate):
+    """A request's estimate, and whether the fleet has room for it now."""
+
     capacity_free_now: bool
 
 
