@@ -10,7 +10,7 @@ from django.db.models import Q, QuerySet
 
 from portal.accounts.models import User
 from portal.accounts.selectors import lead_team_ids
-from portal.core.errors import NotFound
+from portal.core.selectors import one_visible
 from portal.fleet.selectors import current_prices
 from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval
@@ -28,13 +28,7 @@ def approvals_visible_to(user: User) -> QuerySet[Approval]:
 
 
 def approval_get_for(*, user: User, approval_id: int, lock: bool = False) -> Approval:
-    queryset = approvals_visible_to(user)
-    if lock:
-        queryset = queryset.select_for_update(of=("self",))
-    approval = queryset.filter(pk=approval_id).first()
-    if approval is None:
-        raise NotFound(f"No approval {approval_id} that you can see.")
-    return approval
+    return one_visible(approvals_visible_to(user), pk=approval_id, what="approval", lock=lock)
 
 
 def pending_count_for(user: User) -> int:

@@ -16,7 +16,8 @@ from django.utils import timezone
 from portal.accounts.models import Team, User
 from portal.catalog.models import CatalogModel, Runtime
 from portal.catalog.sizing import Fit
-from portal.core.errors import NotFound, ValidationFailed
+from portal.core.errors import ValidationFailed
+from portal.core.selectors import one_visible
 from portal.deployments.models import Serving
 from portal.fleet.models import Allocation, GpuType
 from portal.fleet.selectors import price_per_hour
@@ -67,10 +68,9 @@ def deployments_with_details(queryset: QuerySet[Workload]) -> QuerySet[Workload]
 
 def deployment_get_for(*, user: User, deployment_id: int) -> Workload:
     """One deployment the user may see, with its details; else NotFound."""
-    workload = deployments_with_details(deployments_visible_to(user)).filter(pk=deployment_id).first()
-    if workload is None:
-        raise NotFound(f"No deployment {deployment_id} that you can see.")
-    return workload
+    return one_visible(
+        deployments_with_details(deployments_visible_to(user)), pk=deployment_id, what="deployment"
+    )
 
 
 def deployment_placements(workload: Workload) -> list[dict]:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from portal.accounts.models import Membership, Team, User
 from portal.accounts.selectors import lead_team_ids
 from portal.audit.models import AuditEvent
-from portal.core.errors import NotFound
+from portal.core.selectors import one_visible
 from portal.fleet.models import Allocation
 from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
 from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadState
@@ -50,21 +50,14 @@ def workloads_with_details(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
 
 
 def workload_get_for(*, user: User, workload_id: int, lock: bool = False, kind: str) -> Workload:
-    queryset = workloads_visible_to(user, kind=kind)
-    if lock:
-        queryset = queryset.select_for_update(of=("self",))
-    workload = queryset.filter(pk=workload_id).first()
-    if workload is None:
-        raise NotFound(f"No {kind} {workload_id} that you can see.")
-    return workload
+    return one_visible(workloads_visible_to(user, kind=kind), pk=workload_id, what=kind, lock=lock)
 
 
 def workload_detail_for(*, user: User, workload_id: int, kind: str) -> Workload:
     """One workload of `kind` the user may see, with allocations and approvals prefetched; else NotFound."""
-    workload = workloads_with_details(workloads_visible_to(user, kind=kind)).filter(pk=workload_id).first()
-    if workload is None:
-        raise NotFound(f"No {kind} {workload_id} that you can see.")
-    return workload
+    return one_visible(
+        workloads_with_details(workloads_visible_to(user, kind=kind)), pk=workload_id, what=kind
+    )
 
 
 def workload_cost_so_far(workload: Workload, *, now: datetime | None = None) -> Decimal:
