@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from django.conf import settings  # lazy: read only when the schedule is built
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -15,8 +16,6 @@ app.set_default()
 
 
 def _schedule() -> dict:
-    from django.conf import settings
-
     return {
         "sweep-workloads": {
             "task": "workloads.sweep",
