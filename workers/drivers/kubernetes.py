@@ -207,10 +207,7 @@ class KubernetesDriver:
         if namespace is not None and not _terminating(namespace):
             stateful_set = self.api.get("StatefulSet", WORKLOAD_NAME, spec.namespace)
             if stateful_set is not None:
-                selector = f"{SANDBOX_ID_KEY}={spec.workload_id}"
-                pods = self.api.list("Pod", spec.namespace, label_selector=selector)
-                if not pods or not all(_ready(pod) for pod in pods):
-                    events = self.api.list("Event", spec.namespace)
+                pods, events = self._pods_and_events(spec.namespace, f"{SANDBOX_ID_KEY}={spec.workload_id}")
         return workload_status(
             namespace=namespace,
             stateful_set=stateful_set,
@@ -226,9 +223,7 @@ class KubernetesDriver:
         events: list[dict] = []
         if namespace is not None and not _terminating(namespace):
             selector = ",".join(f"{key}={value}" for key, value in serving_selector(spec).items())
-            pods = self.api.list("Pod", spec.namespace, label_selector=selector)
-            if not pods or not all(_ready(pod) for pod in pods):
-                events = self.api.list("Event", spec.namespace)
+            pods, events = self._pods_and_events(spec.namespace, selector)
         return serving_status(
             namespace=namespace,
             pods=pods,
@@ -236,6 +231,14 @@ class KubernetesDriver:
             replicas=len(spec.serving.replicas),
             access=serving_access(spec),
         )
+
+    def _pods_and_events(self, namespace: str, selector: str) -> tuple[list[dict], list[dict]]:
+        """The workload's pods, and the namespace's events only while a pod is missing or not
+        ready (they say why; a ready workload spares the call)."""
+        pods = self.api.list("Pod", namespace, label_selector=selector)
+        if pods and all(_ready(pod) for pod in pods):
+            return pods, []
+        return pods, self.api.list("Event", namespace)
 
     def delete_workload(self, spec: WorkloadSpec) -> bool:
         """Delete the namespace (and with it everything in it); True once it is gone."""

@@ -21,12 +21,11 @@ from workers.drivers.base import (
     WorkloadStatus,
 )
 from workers.manifests import sandbox_access, serving_access, workload_objects
-from workers.manifests.names import KIND_KEY
+from workers.manifests.names import KIND_KEY, MANAGED_BY, MANAGED_BY_KEY
 from workers.manifests.options import ManifestOptions
 from workers.spec import WorkloadSpec
 
 FAILING_IMAGE_MARK = "does-not-exist"
-MANAGED_LABEL = "app.kubernetes.io/managed-by"
 
 
 class ObjectStore(Protocol):
@@ -125,7 +124,7 @@ class SimulatedDriver:
         result = []
         for _, name, body in self.store.list(kind="Namespace"):
             labels = body.get("metadata", {}).get("labels", {})
-            if labels.get(MANAGED_LABEL) != "gpu-portal":
+            if labels.get(MANAGED_BY_KEY) != MANAGED_BY:
                 continue
             raw_id = labels.get("gpu-portal/sandbox-id")
             result.append(

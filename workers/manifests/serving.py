@@ -13,12 +13,18 @@ from __future__ import annotations
 
 from workers.manifests.names import NAME_KEY, SANDBOX_ID_KEY, object_meta, workload_labels
 from workers.manifests.options import ManifestOptions
+from workers.manifests.pods import (
+    container_security_context,
+    pinned_pod_spec,
+    shm_mount,
+    shm_volume,
+    tolerate_gpu_taint,
+)
 from workers.manifests.policy import cpu_quantity, gib_quantity
 from workers.spec import GpuClaim, WorkloadSpec
 
 SERVICE_NAME = "model"
 REPLICA_KEY = "gpu-portal/replica"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 CACHE = "/cache"
 # Loading tens of GB of weights takes minutes: the startup probe allows up to 30 of them.
 STARTUP_PERIOD_SECONDS = 10
@@ -70,19 +76,9 @@ def replica_deployment_manifest(
         claim.resource: str(claim.count),
     }
     selector = {**serving_selector(spec), REPLICA_KEY: str(index)}
-    seccomp = {"type": "RuntimeDefault"}
-    pod_spec: dict = {
-        "nodeSelector": {HOSTNAME_LABEL: claim.node},
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": options.run_as_user,
-            "runAsGroup": options.run_as_group,
-            "fsGroup": options.run_as_group,
-            "seccompProfile": seccomp,
-        },
-        "containers": [
+    pod_spec = pinned_pod_spec(claim.node, options)
+    pod_spec.update(
+        containers=[
             {
                 "name": "server",
                 "image": serving.image,
@@ -102,29 +98,16 @@ def replica_deployment_manifest(
                 "readinessProbe": _probe(serving.readiness_path, periodSeconds=5, failureThreshold=3),
                 "livenessProbe": _probe(serving.health_path, periodSeconds=10, failureThreshold=6),
                 "resources": {"requests": dict(amounts), "limits": dict(amounts)},
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "privileged": False,
-                    "runAsNonRoot": True,
-                    "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": seccomp,
-                },
-                "volumeMounts": [
-                    {"name": "cache", "mountPath": CACHE},
-                    {"name": "dshm", "mountPath": "/dev/shm"},
-                ],
+                "securityContext": container_security_context(),
+                "volumeMounts": [{"name": "cache", "mountPath": CACHE}, shm_mount()],
             }
         ],
-        "volumes": [
+        volumes=[
             {"name": "cache", "emptyDir": {"sizeLimit": gib_quantity(spec.storage_gb)}},
-            {
-                "name": "dshm",
-                "emptyDir": {"medium": "Memory", "sizeLimit": gib_quantity(max(spec.memory_gb // 4, 1))},
-            },
+            shm_volume(spec.memory_gb),
         ],
-    }
-    if options.tolerate_gpu_taint:
-        pod_spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    )
+    tolerate_gpu_taint(pod_spec, options)
     metadata = object_meta(spec, replica_name(index))
     metadata["annotations"] = {
         "gpu-portal/model": serving.model,

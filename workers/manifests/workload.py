@@ -17,6 +17,13 @@ from workers.manifests.names import (
     workload_labels,
 )
 from workers.manifests.options import ManifestOptions
+from workers.manifests.pods import (
+    container_security_context,
+    pinned_pod_spec,
+    shm_mount,
+    shm_volume,
+    tolerate_gpu_taint,
+)
 from workers.manifests.policy import (
     JUPYTER_PORT,
     SHELL_PORT,
@@ -28,7 +35,6 @@ from workers.spec import WorkloadSpec
 
 HOME = "/home"
 HOME_VOLUME = "home"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 # The shell image contract: OpenSSH's sshd and ssh-keygen on the PATH, and uid run_as_user known
 # by the name in $SANDBOX_USER. sshd runs as that non-root user on an unprivileged port, so only
@@ -115,21 +121,10 @@ def pod_template(spec: WorkloadSpec, options: ManifestOptions | None = None) -> 
     data loaders."""
     options = options or ManifestOptions()
     port_name = "jupyter" if spec.image_kind == "jupyter" else "ssh"
-    seccomp = {"type": "RuntimeDefault"}
-    pod_spec: dict = {
-        "nodeSelector": {HOSTNAME_LABEL: spec.gpu.node},
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 30,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": options.run_as_user,
-            "runAsGroup": options.run_as_group,
-            "fsGroup": options.run_as_group,
-            "fsGroupChangePolicy": "OnRootMismatch",
-            "seccompProfile": seccomp,
-        },
-        "containers": [
+    pod_spec = pinned_pod_spec(spec.gpu.node, options, fsGroupChangePolicy="OnRootMismatch")
+    pod_spec.update(
+        terminationGracePeriodSeconds=30,
+        containers=[
             {
                 "name": WORKLOAD_NAME,
                 "image": spec.image,
@@ -149,28 +144,13 @@ def pod_template(spec: WorkloadSpec, options: ManifestOptions | None = None) -> 
                     "failureThreshold": 3,
                 },
                 "resources": _resources(spec),
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "privileged": False,
-                    "runAsNonRoot": True,
-                    "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": seccomp,
-                },
-                "volumeMounts": [
-                    {"name": HOME_VOLUME, "mountPath": HOME},
-                    {"name": "dshm", "mountPath": "/dev/shm"},
-                ],
+                "securityContext": container_security_context(),
+                "volumeMounts": [{"name": HOME_VOLUME, "mountPath": HOME}, shm_mount()],
             }
         ],
-        "volumes": [
-            {
-                "name": "dshm",
-                "emptyDir": {"medium": "Memory", "sizeLimit": gib_quantity(max(spec.memory_gb // 4, 1))},
-            }
-        ],
-    }
-    if options.tolerate_gpu_taint:
-        pod_spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        volumes=[shm_volume(spec.memory_gb)],
+    )
+    tolerate_gpu_taint(pod_spec, options)
     return {"metadata": {"labels": {**workload_labels(spec), **selector_labels(spec)}}, "spec": pod_spec}
 
 
