@@ -28,7 +28,9 @@ from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadSt
 from portal.workloads.policy import fraction_to_decimal, scale_verdict, workload_share
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
+    DRAIN_TASK,
     MAX_REPLICAS,
+    RECONCILE_TASK,
     GpuAsk,
     Lifetime,
     WorkloadAsk,
@@ -39,7 +41,6 @@ from portal.workloads.services import (
 
 DEFAULT_TTL_HOURS = 24
 S = WorkloadState
-RECONCILE_TASK = "workloads.reconcile"
 
 
 def _entry(slug: str) -> CatalogModel:
@@ -296,5 +297,5 @@ def deployment_release_scaled_away(*, deployment_id: int, now: datetime) -> int:
     gpu_ids = list(extra.values_list("gpu_id", flat=True))
     released = extra.update(released_at=now)
     mig_layouts_free(gpu_ids=gpu_ids)  # hands any freed MIG layout to the nodes' MIG job
-    enqueue("workloads.drain_queue")
+    enqueue(DRAIN_TASK)
     return released

@@ -2,6 +2,8 @@
 extensions, ends), the worker-driven lifecycle, and the sweep. Other apps import from here only."""
 
 from portal.workloads.services.lifecycle import (
+    DRAIN_TASK,
+    RECONCILE_TASK,
     workload_approve,
     workload_attempt_failed,
     workload_end,
@@ -39,7 +41,9 @@ from portal.workloads.services.sweep import (
 from portal.workloads.services.transitions import move
 
 __all__ = [
+    "DRAIN_TASK",
     "MAX_REPLICAS",
+    "RECONCILE_TASK",
     "Estimate",
     "GpuAsk",
     "Lifetime",
