@@ -73,6 +73,7 @@ class SyncResult:
     gpu_types_added: list[str] = field(default_factory=list)
     unknown: dict[str, str] = field(default_factory=dict)  # node -> product, every run
     stale_gpus: list[str] = field(default_factory=list)  # no longer reported, kept for their history
+    unmanaged: list[str] = field(default_factory=list)  # added with a MIG layout set outside the portal
 
     @property
     def changed(self) -> bool:
@@ -97,6 +98,7 @@ class SyncResult:
             ("GPUs removed", _by_node(self.gpus_removed)),
             ("MIG mode changed", self.mig_changed),
             ("GPUs no longer reported but kept", _by_node(self.stale_gpus)),
+            ("nodes whose MIG layout was set outside the portal (left alone)", self.unmanaged),
         ):
             if items:
                 parts.append(f"{label}: {', '.join(items)}")
@@ -155,6 +157,14 @@ def mig_gpu_count(node: DiscoveredNode) -> int | None:
     ):
         return 0
     return max(0, node.gpu_count - node.allocatable.get(WHOLE_GPU, 0))
+
+
+def has_foreign_layout(node: DiscoveredNode) -> bool:
+    """Whether the node runs MIG GPUs under a layout the portal did not write (a MIG manager
+    config such as `all-balanced`, or a single-strategy profile)."""
+    if node.mig_config.startswith(PORTAL_MIG_CONFIG_PREFIX):
+        return False
+    return (mig_gpu_count(node) or 0) > 0
 
 
 def node_labels(node: DiscoveredNode) -> dict[str, str]:
@@ -264,8 +274,12 @@ def _sync_node(
     gpu_type = _gpu_type(seen.gpu_type, result, now)
     labels = node_labels(seen)
     if node is None:
-        node = Node(cluster=cluster, name=seen.name, labels={})
+        # A node that arrives with a MIG layout of its own keeps it: the portal writes no layout
+        # on it (the MIG manager would wipe what is there) until an admin takes it over.
+        node = Node(cluster=cluster, name=seen.name, labels={}, mig_managed=not has_foreign_layout(seen))
         result.nodes_added.append(seen.name)
+        if not node.mig_managed:
+            result.unmanaged.append(seen.name)
         created = True
     else:
         created = False

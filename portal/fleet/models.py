@@ -82,6 +82,8 @@ class Node(models.Model):
     their job state: `mig_config_state` is the cluster's `nvidia.com/mig.config.state` label as
     last read (by discovery or by the MIG reconciler), and the `mig_layout_*` job fields are
     written by the MIG reconciler alone. So the portal never claims to know what the cluster did.
+    `mig_managed` is set once by discovery when the node first appears, then only by an admin's
+    take-over.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
@@ -92,6 +94,12 @@ class Node(models.Model):
     product = models.CharField(max_length=100, blank=True, help_text="nvidia.com/gpu.product")
     unknown_product = models.BooleanField(default=False, help_text="Product not mapped to a GPU type.")
     schedulable = models.BooleanField(default=True)
+    mig_managed = models.BooleanField(
+        default=True,
+        help_text="The portal may write this node's MIG layout. Off for a node that discovery found "
+        "with a layout set outside the portal, until an admin takes it over: applying the portal's "
+        "own layout would destroy the slices already there.",
+    )
     mig_config_state = models.CharField(
         max_length=20, blank=True, help_text="nvidia.com/mig.config.state as the workers last saw it."
     )

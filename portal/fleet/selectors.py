@@ -9,7 +9,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from portal.fleet.geometry import COMPUTE_SLICES, MEMORY_SLOTS, ProfileShape
@@ -53,6 +53,8 @@ def gpu_snapshot(*, gpu_type: GpuType | None = None, now: datetime | None = None
     """The GPUs (of one type, or all) as the placement engine sees them: three queries."""
     now = now or timezone.now()
     gpus = Gpu.objects.select_related("node__cluster", "gpu_type").filter(node__schedulable=True)
+    # A MIG GPU on a node whose layout was set outside the portal is not the portal's to cut.
+    gpus = gpus.filter(Q(mig_enabled=False) | Q(node__mig_managed=True))
     if gpu_type is not None:
         gpus = gpus.filter(gpu_type=gpu_type)
     gpus = list(gpus)
@@ -265,6 +267,11 @@ class GpuBar:
 class NodeBoard:
     node: Node
     gpus: list[GpuBar] = field(default_factory=list)
+
+    @property
+    def mig_config(self) -> str:
+        """The node's `nvidia.com/mig.config` label as discovery last read it."""
+        return (self.node.labels or {}).get("nvidia.com/mig.config", "")
 
     @property
     def gpu_type_name(self) -> str:

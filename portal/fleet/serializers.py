@@ -77,10 +77,26 @@ class FleetGpuSerializer(serializers.ModelSerializer):
     type = serializers.CharField(source="gpu_type.slug")
     holder = serializers.SerializerMethodField(help_text="For a whole GPU; null for a MIG GPU.")
     mig_slices = MigSliceSerializer(many=True)
+    mig_managed = serializers.BooleanField(
+        source="node.mig_managed",
+        help_text="False when the node's MIG layout was set outside the portal: its MIG GPUs take no "
+        "slices until an admin takes the node over.",
+    )
 
     class Meta:
         model = Gpu
-        fields = ["id", "node", "cluster", "index", "uuid", "type", "mig_enabled", "holder", "mig_slices"]
+        fields = [
+            "id",
+            "node",
+            "cluster",
+            "index",
+            "uuid",
+            "type",
+            "mig_enabled",
+            "mig_managed",
+            "holder",
+            "mig_slices",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(HolderSerializer(allow_null=True))

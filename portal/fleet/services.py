@@ -10,7 +10,7 @@ from django.db.models import F
 
 from portal.accounts.models import User
 from portal.audit.services import audit_record
-from portal.core.errors import NotAllowed
+from portal.core.errors import Conflict, NotAllowed, NotFound
 from portal.core.jobs import enqueue
 from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node
 from portal.fleet.placement import NoFit, Placement, SliceRequest, WholeRequest, place
@@ -278,3 +278,30 @@ def fleet_discovery_request(*, user: User) -> list[Cluster]:
         enqueue(DISCOVER_TASK, cluster.pk)
         audit_record(actor=user, action="cluster.discovery_requested", obj=cluster)
     return clusters
+
+
+@transaction.atomic
+def fleet_node_take_over(*, user: User, node_id: int) -> Node:
+    """Let the portal write the MIG layout of a node discovery found with a layout of its own.
+
+    From then on the portal places slices on its MIG GPUs and writes their layout, which makes
+    the MIG manager destroy the slices cut outside the portal: an admin decides that, not the
+    portal. Admins only; audited.
+    """
+    if not user.is_platform_admin:
+        raise NotAllowed("Only platform admins may take over a node's MIG layout.")
+    node = Node.objects.select_for_update().filter(pk=node_id).first()
+    if node is None:
+        raise NotFound(f"No node {node_id}.")
+    if node.mig_managed:
+        raise Conflict(f"The portal already manages the MIG layout of {node.name}.")
+    Node.objects.filter(pk=node.pk).update(mig_managed=True)
+    node.mig_managed = True
+    found = (node.labels or {}).get("nvidia.com/mig.config", "") or "unnamed"
+    audit_record(
+        actor=user,
+        action="node.mig_taken_over",
+        obj=node,
+        detail=f"layout {found} set outside the portal; the portal may now re-partition its GPUs",
+    )
+    return node

@@ -5,4 +5,5 @@ from portal.fleet import views
 urlpatterns = [
     path("fleet/", views.fleet, name="fleet"),
     path("fleet/discover/", views.discover, name="fleet-discover"),
+    path("fleet/nodes/<int:pk>/take-over/", views.node_take_over, name="fleet-node-take-over"),
 ]

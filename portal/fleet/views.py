@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from portal.core.views import login_required, page
 from portal.core.web import run_service
 from portal.fleet.selectors import fleet_board, fleet_capacity, fleet_clusters
-from portal.fleet.services import fleet_discovery_request
+from portal.fleet.services import fleet_discovery_request, fleet_node_take_over
 
 
 @login_required
@@ -35,4 +35,16 @@ def discover(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Node discovery started on {names}; the page updates as nodes arrive.")
         else:
             messages.info(request, "No Kubernetes cluster is registered: the fleet here is simulated.")
+    return redirect("fleet")
+
+
+@login_required
+@require_POST
+def node_take_over(request: HttpRequest, pk: int) -> HttpResponse:
+    """Let the portal manage the MIG layout of a node found with a layout of its own."""
+    node = run_service(request, lambda: fleet_node_take_over(user=request.user, node_id=pk))
+    if node is not None:
+        messages.success(
+            request, f"The portal now manages the MIG layout of {node.name}; its MIG GPUs take new slices."
+        )
     return redirect("fleet")

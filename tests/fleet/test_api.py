@@ -7,6 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from portal.fleet.models import Gpu, Node
+
 URL = "/api/v1/fleet/gpus"
 
 
@@ -104,3 +106,13 @@ def test_gpu_types_are_open_to_anyone_but_me_needs_a_signed_in_user(fleet):
     assert response.status_code == 200
     assert {row["slug"] for row in response.json()["results"]} == {"h100-80gb"}
     assert APIClient().get("/api/v1/me").status_code == 401
+
+
+def test_the_fleet_says_which_nodes_mig_layout_the_portal_manages(fleet, admin):
+    unmanaged = Gpu.objects.filter(mig_enabled=True).first().node
+    Node.objects.filter(pk=unmanaged.pk).update(mig_managed=False)
+
+    rows = admin.get(URL).json()["results"]
+
+    assert {row["node"] for row in rows if not row["mig_managed"]} == {unmanaged.name}
+    assert any(row["mig_managed"] for row in rows)

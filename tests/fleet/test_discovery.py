@@ -10,6 +10,7 @@ import pytest
 from django.db.models import F
 
 from portal.audit.models import AuditEvent
+from portal.core.errors import Conflict, NotAllowed
 from portal.fleet import discovery
 from portal.fleet.discovery import (
     DISCOVERY_HOLD_KEY,
@@ -20,6 +21,7 @@ from portal.fleet.discovery import (
 )
 from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node
 from portal.fleet.selectors import gpu_snapshot, price_per_hour
+from portal.fleet.services import fleet_node_take_over
 from tests.factories import ClusterFactory
 
 pytestmark = pytest.mark.django_db
@@ -184,6 +186,7 @@ def test_a_vanished_node_leaves_placement_but_keeps_its_rows(cluster, researcher
         price_per_hour=Decimal("6.88"),
         started_at=NOW,
     )
+    Node.objects.filter(name="gpu-h100-b").update(mig_managed=True)  # an admin took its layout over
     result = sync(cluster, MIG_H100, now=NOW + timedelta(minutes=5))
     node = Node.objects.get(name="gpu-h100-a")
     assert result.nodes_gone == ["gpu-h100-a"]
@@ -273,3 +276,37 @@ def test_discovery_keeps_a_layout_change_made_while_it_ran(cluster, monkeypatch)
     assert result.nodes_updated == ["gpu-h100-a"]
     assert node.mig_config_state == "pending"
     assert node.mig_layout_wanted == 1
+
+
+def test_a_node_that_arrives_with_its_own_mig_layout_is_left_alone_by_placement(cluster):
+    result = sync(cluster, WHOLE_H100, MIG_H100)
+
+    mig_node = Node.objects.get(name="gpu-h100-b")
+    assert not mig_node.mig_managed and Node.objects.get(name="gpu-h100-a").mig_managed
+    assert result.unmanaged == ["gpu-h100-b"]
+    assert "MIG layout was set outside the portal (left alone): gpu-h100-b" in result.summary()
+    snapshot = gpu_snapshot(gpu_type=GpuType.objects.get(slug="h100-80gb"), now=NOW)
+    assert {gpu.node for gpu in snapshot} == {"gpu-h100-a"}  # its MIG GPUs are not the portal's to cut
+
+
+def test_a_node_on_the_portals_own_layout_is_managed(cluster):
+    ours = dataclasses.replace(MIG_H100, mig_config="gpu-portal-gpu-h100-b-1")
+    sync(cluster, ours)
+    assert Node.objects.get(name="gpu-h100-b").mig_managed
+
+
+def test_an_admin_takes_over_an_unmanaged_node_and_its_mig_gpus_take_slices(cluster, admin_user, researcher):
+    sync(cluster, MIG_H100)
+    node = Node.objects.get(name="gpu-h100-b")
+    with pytest.raises(NotAllowed):
+        fleet_node_take_over(user=researcher, node_id=node.pk)
+
+    fleet_node_take_over(user=admin_user, node_id=node.pk)
+
+    assert Node.objects.get(pk=node.pk).mig_managed
+    event = AuditEvent.objects.get(action="node.mig_taken_over")
+    assert event.actor == admin_user and "layout all-balanced set outside the portal" in event.detail
+    snapshot = gpu_snapshot(gpu_type=GpuType.objects.get(slug="h100-80gb"), now=NOW)
+    assert len(snapshot) == 8 and all(gpu.mig_enabled for gpu in snapshot)
+    with pytest.raises(Conflict):
+        fleet_node_take_over(user=admin_user, node_id=node.pk)

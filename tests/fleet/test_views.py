@@ -90,3 +90,26 @@ def test_fleet_page_flags_nodes_with_unknown_products(admin_user, fleet):
     page = signed_in(admin_user).get("/fleet/").content.decode()
     assert "gpu-b200-a: NVIDIA-B200" in page
     assert "Discover GPU nodes now" in page
+
+
+def test_a_node_with_a_layout_set_outside_the_portal_is_flagged_and_an_admin_takes_it_over(
+    admin_user, researcher, fleet, h100
+):
+    node = make_node(name="gpu-h100-c", gpu_type=h100, gpus=2, mig=True)
+    Node.objects.filter(pk=node.pk).update(
+        mig_managed=False, labels={"nvidia.com/mig.config": "all-balanced"}
+    )
+    admin = signed_in(admin_user)
+
+    page = admin.get("/fleet/").content.decode()
+    assert "MIG layout not managed by the portal: all-balanced" in page
+    assert f'action="/fleet/nodes/{node.pk}/take-over/"' in page
+
+    refused = signed_in(researcher).post(f"/fleet/nodes/{node.pk}/take-over/", follow=True).content.decode()
+    assert "Only platform admins may take over" in refused
+    assert not Node.objects.get(pk=node.pk).mig_managed
+
+    page = admin.post(f"/fleet/nodes/{node.pk}/take-over/", follow=True).content.decode()
+    assert "The portal now manages the MIG layout of gpu-h100-c" in page
+    assert "MIG layout not managed by the portal" not in page
+    assert Node.objects.get(pk=node.pk).mig_managed

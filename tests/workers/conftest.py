@@ -7,10 +7,11 @@ from collections.abc import Callable
 
 import pytest
 
-from portal.fleet.models import Cluster
+from portal.fleet.models import Cluster, Node
+from portal.fleet.services import fleet_node_take_over
 from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Workload
-from tests.factories import ClusterFactory
+from tests.factories import ClusterFactory, UserFactory
 from tests.fakekube import FakeKube, fixtures
 from workers.reconcile.discovery import discover_cluster
 from workers.reconcile.workloads import reconcile_workload
@@ -24,9 +25,17 @@ SLICE = {"team": "vision", "name": "small", "gpu_type": "h100-80gb", "mig_profil
 @pytest.fixture
 def kube_cluster(db, fake_kube: FakeKube) -> Cluster:
     """A `kubernetes` cluster reached at the fake's URL, its Node and Gpu rows discovered from it:
-    gpu-h100-a (8 whole H100s), gpu-h100-b (8 MIG H100s), gpu-a100-a (4 MIG A100s)."""
+    gpu-h100-a (8 whole H100s), gpu-h100-b (8 MIG H100s), gpu-a100-a (4 MIG A100s). The MIG nodes
+    arrive with layouts of their own (`all-balanced`, `all-1g.5gb`); an admin has taken them over,
+    so the portal cuts their slices."""
     cluster = ClusterFactory(name="gpu", driver="kubernetes", api_url=fake_kube.url)
     assert discover_cluster(cluster.pk) is not None
+    assert set(Node.objects.filter(cluster=cluster, mig_managed=False).values_list("name", flat=True)) == {
+        "gpu-h100-b",
+        "gpu-a100-a",
+    }
+    for node in Node.objects.filter(cluster=cluster, mig_managed=False):
+        fleet_node_take_over(user=UserFactory(username="ops", is_staff=True), node_id=node.pk)
     cluster.refresh_from_db()
     return cluster
 
