@@ -103,6 +103,7 @@ def test_a_node_with_a_layout_set_outside_the_portal_is_flagged_and_an_admin_tak
 
     page = admin.get("/fleet/").content.decode()
     assert "MIG layout not managed by the portal: all-balanced" in page
+    assert "MIG · slices not imported" in page  # not drawn as free slots the portal could use
     assert f'action="/fleet/nodes/{node.pk}/take-over/"' in page
 
     refused = signed_in(researcher).post(f"/fleet/nodes/{node.pk}/take-over/", follow=True).content.decode()
