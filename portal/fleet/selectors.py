@@ -269,6 +269,11 @@ class NodeBoard:
     gpus: list[GpuBar] = field(default_factory=list)
 
     @property
+    def single_strategy(self) -> bool:
+        """The device plugin runs the node on the single MIG strategy (the portal cannot take it)."""
+        return (self.node.labels or {}).get("nvidia.com/mig.strategy") == "single"
+
+    @property
     def mig_config(self) -> str:
         """The node's `nvidia.com/mig.config` label as discovery last read it."""
         return (self.node.labels or {}).get("nvidia.com/mig.config", "")

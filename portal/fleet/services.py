@@ -280,6 +280,14 @@ def fleet_discovery_request(*, user: User) -> list[Cluster]:
     return clusters
 
 
+# The device plugin's single strategy wants one profile on every MIG GPU of a node; the portal cuts
+# slices per request, so it manages MIG only on nodes of the mixed strategy.
+SINGLE_STRATEGY_REFUSAL = (
+    "{node} runs the single MIG strategy, where every MIG device of the node must be one profile; "
+    "the portal cuts slices per request and needs the mixed strategy. Switch the node to mixed first."
+)
+
+
 @transaction.atomic
 def fleet_node_take_over(*, user: User, node_id: int) -> Node:
     """Let the portal write the MIG layout of a node discovery found with a layout of its own.
@@ -295,6 +303,8 @@ def fleet_node_take_over(*, user: User, node_id: int) -> Node:
         raise NotFound(f"No node {node_id}.")
     if node.mig_managed:
         raise Conflict(f"The portal already manages the MIG layout of {node.name}.")
+    if (node.labels or {}).get("nvidia.com/mig.strategy") == "single":
+        raise Conflict(SINGLE_STRATEGY_REFUSAL.format(node=node.name))
     Node.objects.filter(pk=node.pk).update(mig_managed=True)
     node.mig_managed = True
     found = (node.labels or {}).get("nvidia.com/mig.config", "") or "unnamed"

@@ -310,3 +310,15 @@ def test_an_admin_takes_over_an_unmanaged_node_and_its_mig_gpus_take_slices(clus
     assert len(snapshot) == 8 and all(gpu.mig_enabled for gpu in snapshot)
     with pytest.raises(Conflict):
         fleet_node_take_over(user=admin_user, node_id=node.pk)
+
+
+def test_a_single_strategy_node_stays_its_own_with_the_reason(cluster, admin_user):
+    result = sync(cluster, SINGLE_A100)
+    node = Node.objects.get(name="gpu-a100-a")
+    assert result.unmanaged == ["gpu-a100-a"] and not node.mig_managed
+
+    with pytest.raises(Conflict, match=r"runs the single MIG strategy.*needs the mixed strategy"):
+        fleet_node_take_over(user=admin_user, node_id=node.pk)
+
+    assert not Node.objects.get(pk=node.pk).mig_managed
+    assert not AuditEvent.objects.filter(action="node.mig_taken_over").exists()

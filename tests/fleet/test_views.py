@@ -114,3 +114,13 @@ def test_a_node_with_a_layout_set_outside_the_portal_is_flagged_and_an_admin_tak
     assert "The portal now manages the MIG layout of gpu-h100-c" in page
     assert "MIG layout not managed by the portal" not in page
     assert Node.objects.get(pk=node.pk).mig_managed
+
+
+def test_a_single_strategy_node_shows_why_it_cannot_be_taken_over(admin_user, fleet, h100):
+    node = make_node(name="gpu-h100-s", gpu_type=h100, gpus=1, mig=True)
+    Node.objects.filter(pk=node.pk).update(mig_managed=False, labels={"nvidia.com/mig.strategy": "single"})
+
+    page = signed_in(admin_user).get("/fleet/").content.decode()
+
+    assert "Single MIG strategy: the portal cuts slices per request and needs the mixed strategy." in page
+    assert f"/fleet/nodes/{node.pk}/take-over/" not in page

@@ -26,15 +26,15 @@ SLICE = {"team": "vision", "name": "small", "gpu_type": "h100-80gb", "mig_profil
 def kube_cluster(db, fake_kube: FakeKube) -> Cluster:
     """A `kubernetes` cluster reached at the fake's URL, its Node and Gpu rows discovered from it:
     gpu-h100-a (8 whole H100s), gpu-h100-b (8 MIG H100s), gpu-a100-a (4 MIG A100s). The MIG nodes
-    arrive with layouts of their own (`all-balanced`, `all-1g.5gb`); an admin has taken them over,
-    so the portal cuts their slices."""
+    arrive with layouts of their own (`all-balanced`, `all-1g.5gb`); an admin has taken over the
+    mixed-strategy one, so the portal cuts its slices (the single-strategy A100 stays its own)."""
     cluster = ClusterFactory(name="gpu", driver="kubernetes", api_url=fake_kube.url)
     assert discover_cluster(cluster.pk) is not None
     assert set(Node.objects.filter(cluster=cluster, mig_managed=False).values_list("name", flat=True)) == {
         "gpu-h100-b",
         "gpu-a100-a",
     }
-    for node in Node.objects.filter(cluster=cluster, mig_managed=False):
+    for node in Node.objects.filter(cluster=cluster, mig_managed=False).exclude(name="gpu-a100-a"):
         fleet_node_take_over(user=UserFactory(username="ops", is_staff=True), node_id=node.pk)
     cluster.refresh_from_db()
     return cluster
