@@ -1,7 +1,16 @@
 from django.contrib import admin
 
 from portal.core.admin import ReadOnlyAdmin
-from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node, PriceBookEntry
+from portal.fleet.models import (
+    NODE_MIG_JOB_FIELDS,
+    Allocation,
+    Cluster,
+    Gpu,
+    GpuType,
+    MigSlice,
+    Node,
+    PriceBookEntry,
+)
 
 
 class PriceInline(admin.TabularInline):
@@ -31,15 +40,7 @@ class NodeAdmin(admin.ModelAdmin):
     list_filter = ("cluster", "gpu_type", "unknown_product", "schedulable")
     inlines = [GpuInline]
     # Written by the portal's services and the workers only; an admin's save must not undo them.
-    readonly_fields = (
-        "mig_config_state",
-        "mig_layout_wanted",
-        "mig_layout_applied",
-        "mig_layout_attempts",
-        "mig_layout_next_attempt_at",
-        "mig_layout_last_error",
-        "mig_layout_lease_until",
-    )
+    readonly_fields = NODE_MIG_JOB_FIELDS
 
 
 @admin.register(MigSlice)

@@ -234,3 +234,15 @@ class SimulatedObject(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
+
+
+# What the MIG layout job and the cluster's reports write on a node; nobody edits them by hand.
+NODE_MIG_JOB_FIELDS = (
+    "mig_config_state",
+    "mig_layout_wanted",
+    "mig_layout_applied",
+    "mig_layout_attempts",
+    "mig_layout_next_attempt_at",
+    "mig_layout_last_error",
+    "mig_layout_lease_until",
+)

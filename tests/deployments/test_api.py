@@ -9,8 +9,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from portal.accounts.models import User
-from portal.accounts.services import token_create
 from portal.deployments.models import Serving
 from portal.deployments.selectors import deployment_example
 from portal.workloads.models import Workload
@@ -31,29 +29,6 @@ def _fresh_throttle():
     cache.clear()
     yield
     cache.clear()
-
-
-def token_client(user: User) -> APIClient:
-    """An APIClient sending `Authorization: Bearer <token>` with a new personal access token."""
-    _, raw = token_create(user=user, name="tests")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    return client
-
-
-@pytest.fixture
-def alice(researcher) -> APIClient:
-    return token_client(researcher)
-
-
-@pytest.fixture
-def bob(lead) -> APIClient:
-    return token_client(lead)
-
-
-@pytest.fixture
-def carol(other_researcher) -> APIClient:
-    return token_client(other_researcher)
 
 
 def deploy(client, run_jobs, **fields):
@@ -260,7 +235,6 @@ def test_the_list_is_newest_first_filterable_and_bounded_in_queries(run_jobs, fl
 
 
 def test_the_schema_describes_the_deployment_endpoints(db):
-    from rest_framework.test import APIClient
 
     paths = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()["paths"]
     for path in [

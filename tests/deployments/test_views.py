@@ -11,6 +11,7 @@ from django.test import Client
 from portal.deployments.models import Serving
 from portal.deployments.services import deployment_request
 from portal.workloads.models import Approval, Workload, WorkloadState
+from tests.conftest import signed_in
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 LLAMA_8B_ON_H100 = {
@@ -31,12 +32,6 @@ LLAMA_8B_ON_H100 = {
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

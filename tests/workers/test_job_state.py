@@ -12,7 +12,7 @@ import time_machine
 from celery import current_app
 from django.utils import timezone
 
-from portal.fleet.models import Allocation, MigSlice, Node, SimulatedObject
+from portal.fleet.models import NODE_MIG_JOB_FIELDS, Allocation, MigSlice, Node, SimulatedObject
 from portal.fleet.services import mig_layout_changed
 from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
@@ -29,15 +29,7 @@ from workers.tasks.fleet import apply_mig_layout, apply_mig_layouts_due
 
 pytestmark = pytest.mark.django_db
 START = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
-MIG_FIELDS = (
-    "mig_config_state",
-    "mig_layout_wanted",
-    "mig_layout_applied",
-    "mig_layout_attempts",
-    "mig_layout_next_attempt_at",
-    "mig_layout_last_error",
-    "mig_layout_lease_until",
-)
+MIG_FIELDS = NODE_MIG_JOB_FIELDS
 
 
 def mig_node() -> Node:

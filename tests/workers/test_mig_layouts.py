@@ -18,6 +18,16 @@ pytestmark = pytest.mark.django_db
 S = WorkloadState
 
 
+class FailingMig:
+    """A cluster whose MIG manager reports every layout change failed."""
+
+    def apply_mig_layout(self, node, layout):
+        pass
+
+    def mig_layout_state(self, node):
+        return "failed"
+
+
 def layout_of(node: str) -> dict:
     return SimulatedObject.objects.get(kind="MigLayout", name=node).body["layout"]
 
@@ -47,13 +57,6 @@ def test_sandbox_waits_while_the_layout_changes_and_the_gpu_takes_nothing_else(
 
 def test_failed_layout_change_requeues_the_request_unbilled(monkeypatch, fleet, researcher, slice_request):
     sandbox = sandbox_request(user=researcher, **slice_request)
-
-    class FailingMig:
-        def apply_mig_layout(self, node, layout):
-            pass
-
-        def mig_layout_state(self, node):
-            return "failed"
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: FailingMig())
     monkeypatch.setattr("workers.reconcile.mig.driver_for", lambda cluster: FailingMig())
@@ -92,13 +95,6 @@ def test_a_failed_layout_change_drops_the_slice_being_cut_even_beside_a_slice_in
         user=researcher, **{**slice_request, "name": "second"}
     )  # cut beside it, not started
     assert Allocation.objects.get(workload=second).gpu == gpu
-
-    class FailingMig:
-        def apply_mig_layout(self, node, layout):
-            pass
-
-        def mig_layout_state(self, node):
-            return "failed"
 
     monkeypatch.setattr(reconcile_module, "driver_for", lambda cluster: FailingMig())
     monkeypatch.setattr(mig_module, "driver_for", lambda cluster: FailingMig())
