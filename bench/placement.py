@@ -2,6 +2,7 @@
 
     python bench/placement.py                  # seeded synthetic workloads, prints a table
     python bench/placement.py --workload FILE  # JSON fleet and events in, one JSON line out
+    python bench/placement.py --draws 200      # random workload families, both MIG modes
 
 Every decision is checked by an independent validator (bench/checker.py); an invalid one stops
 the run. See bench/README.md for what each figure means.
@@ -15,13 +16,16 @@ _PROCESS_STARTED = time.perf_counter()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.families import draw  # noqa: E402
 from bench.jsonmode import BadWorkload, run_workload  # noqa: E402
 from bench.optimum import compare  # noqa: E402
 from bench.simulate import BestFit, FirstFit, Stats, run_stream  # noqa: E402
@@ -162,13 +166,56 @@ def main_workload(path: str) -> int:
     return 0
 
 
+def _one_draw(args: tuple[int, int, str]) -> tuple[int, float, float, float, str]:
+    """Run draw `number` in `mode` through both engines: (number, delta, engine, first fit, knobs)."""
+    number, seed, mode = args
+    sample = draw(number, seed)
+    gpus = views(sample.fleet, mode)
+    runs = [
+        run_stream(engine(gpus, whole_on_empty_mig=sample.whole_on_empty_mig), gpus, sample.arrivals,
+                   whole_on_empty_mig=sample.whole_on_empty_mig)
+        for engine in (BestFit, FirstFit)
+    ]  # fmt: skip
+    best, first = (100 * run.acceptance for run in runs)
+    return number, best - first, best, first, sample.knobs
+
+
+def main_draws(count: int, seed: int) -> int:
+    """Random workload families in both MIG modes: the mean and worst difference to first fit."""
+    print(f"Acceptance against first fit over {count} random workloads per MIG mode (seed {seed})")
+    print("  every decision validated; delta = engine minus first fit, in acceptance points")
+    worst_all = 0.0
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for mode in ("dynamic", "layouts"):
+            results = list(pool.map(_one_draw, [(n, seed, mode) for n in range(count)], chunksize=4))
+            deltas = sorted(results, key=lambda r: r[1])
+            mean = sum(r[1] for r in results) / len(results)
+            behind = sum(1 for r in results if r[1] < 0)
+            engine = sum(r[2] for r in results) / len(results)
+            first = sum(r[3] for r in results) / len(results)
+            print(
+                f"  {mode:<8} mean {mean:+.2f}  worst {deltas[0][1]:+.2f}  best {deltas[-1][1]:+.2f}"
+                f"  behind on {behind} of {count}  (mean acceptance {engine:.2f} % against {first:.2f} %)"
+            )
+            for number, delta, best, first_fit_, knobs in deltas[:3]:
+                print(f"    draw {number}: {delta:+.2f} ({best:.2f} % against {first_fit_:.2f} %): {knobs}")
+            worst_all = min(worst_all, deltas[0][1])
+    print(f"Total {time.perf_counter() - _PROCESS_STARTED:.1f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", metavar="FILE", help="run a JSON workload and print one JSON line")
     parser.add_argument("--seed", type=int, default=SEED, help=f"seed of the synthetic workloads ({SEED})")
+    parser.add_argument(
+        "--draws", type=int, metavar="N", help="N random workloads per MIG mode against first fit"
+    )
     args = parser.parse_args(argv)
     if args.workload:
         return main_workload(args.workload)
+    if args.draws:
+        return main_draws(args.draws, args.seed)
     return main_synthetic(args.seed)
 
 

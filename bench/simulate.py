@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass, field
 
 from bench.checker import Checker
-from bench.workloads import Arrival
-from portal.fleet.geometry import COMPUTE_SLICES
+from bench.workloads import Arrival, checker_rows
+from portal.fleet.geometry import COMPUTE_SLICES, ProfileShape, gpu_model
 from portal.fleet.placement import (
     FleetState,
     GpuView,
@@ -22,22 +22,35 @@ from portal.fleet.placement import (
 
 
 class BestFit:
-    """The engine under test, on an incremental FleetState; slices are destroyed on release."""
+    """The engine under test, on an incremental FleetState. Slices of "dynamic" GPUs are
+    destroyed on release; those of "layouts" GPUs stay cut. The demand that shapes a new layout
+    is the recent mix of slice requests per GPU type (each request weighs 1, decaying by
+    DEMAND_DECAY per later request of its type), as the portal takes it from recent requests."""
 
     name = "best-fit"
+    DEMAND_DECAY = 0.98
 
     def __init__(self, gpus: list[GpuView], *, whole_on_empty_mig: bool) -> None:
         self.state = FleetState(gpus)
         self.whole_on_empty_mig = whole_on_empty_mig
+        self.layouts = {g.gpu_id for g in gpus if g.mig_mode == "layouts"}
+        self.demand: dict[str, dict[str, float]] = {}
 
     def place(self, request: Request) -> Placement | NoFit:
-        return self.state.place(request, whole_on_empty_mig=self.whole_on_empty_mig)
+        demand = None
+        if isinstance(request, SliceRequest):
+            demand = self.demand.setdefault(request.gpu_type, {})
+            for name in demand:
+                demand[name] *= self.DEMAND_DECAY
+            demand[request.profile.name] = demand.get(request.profile.name, 0.0) + 1.0
+        return self.state.place(request, whole_on_empty_mig=self.whole_on_empty_mig, demand=demand)
 
     def apply(self, placement: Placement, request: Request) -> None:
         self.state.apply(placement, request.profile if isinstance(request, SliceRequest) else None)
 
     def release(self, placement: Placement) -> None:
-        self.state.release(placement, destroy_slice=True)
+        destroy = placement.profile is not None and placement.gpu_ids[0] not in self.layouts
+        self.state.release(placement, destroy_slice=destroy)
 
 
 class FirstFit:
@@ -46,7 +59,18 @@ class FirstFit:
     name = "first-fit"
 
     def __init__(self, gpus: list[GpuView], *, whole_on_empty_mig: bool) -> None:
-        self.by_id = {g.gpu_id: GpuView(g.gpu_id, g.node, g.index, g.gpu_type, g.mig_enabled) for g in gpus}
+        self.by_id = {
+            g.gpu_id: GpuView(
+                g.gpu_id,
+                g.node,
+                g.index,
+                g.gpu_type,
+                g.mig_enabled,
+                slices=list(g.slices),
+                mig_mode=g.mig_mode,
+            )
+            for g in gpus
+        }
         self.by_type: dict[str, list[GpuView]] = {}
         for gpu in sorted(self.by_id.values(), key=lambda g: (g.node, g.index)):
             self.by_type.setdefault(gpu.gpu_type, []).append(gpu)
@@ -60,22 +84,43 @@ class FirstFit:
         if not isinstance(request, SliceRequest):
             for gpu_id in placement.gpu_ids:
                 self.by_id[gpu_id].whole_held = True
+                self.by_id[gpu_id].slices = []  # free slices go with the GPU
             return
         shape = request.profile
         gpu = self.by_id[placement.gpu_ids[0]]
         assert placement.start is not None
-        gpu.slices.append(SliceView(None, shape.name, placement.start, shape.size, True, shape.media))
+        if placement.layout is not None:
+            gpu.slices = [
+                SliceView(None, name, start, cut.size, False, cut.media)
+                for name, start in placement.layout
+                if (cut := _shape(gpu.gpu_type, name))
+            ]
+        end = placement.start + shape.size
+        # what stays: held slices, and free ones clear of the new slice (those in its way go)
+        others = [s for s in gpu.slices if s.held or s.start + s.size <= placement.start or s.start >= end]
+        gpu.slices = [*others, SliceView(None, shape.name, placement.start, shape.size, True, shape.media)]
 
     def release(self, placement: Placement) -> None:
         for gpu_id in placement.gpu_ids:
             gpu = self.by_id[gpu_id]
             if placement.profile is None:
                 gpu.whole_held = False
-            else:
-                gpu.slices = [s for s in gpu.slices if s.start != placement.start]
+                continue
+            others = [s for s in gpu.slices if s.start != placement.start]
+            if gpu.mig_mode == "layouts":  # the slice stays cut, free
+                held = next(s for s in gpu.slices if s.start == placement.start)
+                others.append(SliceView(None, held.profile, held.start, held.size, False, held.media))
+            gpu.slices = others
 
 
 Engine = BestFit | FirstFit
+
+
+def _shape(gpu_type: str, profile: str) -> ProfileShape:
+    model = gpu_model(gpu_type)
+    shape = model.profile(profile) if model else None
+    assert shape is not None, f"{gpu_type} has no {profile}"
+    return shape
 
 
 @dataclass
@@ -142,7 +187,7 @@ def run_stream(
     engine: Engine, gpus: list[GpuView], arrivals: list[Arrival], *, whole_on_empty_mig: bool
 ) -> Stats:
     """Arrivals in time order; a placed request leaves after its hold; rejected ones are dropped."""
-    checker = Checker([(g.gpu_id, g.node, g.index, g.gpu_type, g.mig_enabled) for g in gpus])
+    checker = Checker(checker_rows(gpus))
     stats = Stats(engine.name)
     departures: list[tuple[float, str, Placement]] = []
     served = 0.0

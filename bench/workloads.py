@@ -6,7 +6,15 @@ import random
 from dataclasses import dataclass, field
 
 from portal.fleet.geometry import COMPUTE_SLICES, ProfileShape, gpu_model
-from portal.fleet.placement import FleetState, GpuView, Placement, Request, SliceRequest, WholeRequest
+from portal.fleet.placement import (
+    FleetState,
+    GpuView,
+    Placement,
+    Request,
+    SliceRequest,
+    SliceView,
+    WholeRequest,
+)
 
 GPU_TYPES = ("a100-80gb", "h100-80gb", "h200-141gb")
 
@@ -17,6 +25,8 @@ class NodeSpec:
     gpu_type: str
     gpus: int
     mig: bool
+    # GPU index -> the (profile, start) slices it carries before the first event, all free
+    layouts: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -53,13 +63,39 @@ class Mix:
     counts: dict[int, float] = field(default_factory=lambda: {1: 0.45, 2: 0.25, 4: 0.18, 8: 0.12})
 
 
-def views(fleet: list[NodeSpec]) -> list[GpuView]:
-    """Empty GPUs for a fleet description, with ids in node order."""
+def views(fleet: list[NodeSpec], mig_mode: str = "dynamic") -> list[GpuView]:
+    """The GPUs of a fleet description, holding nothing, with ids in node order."""
     result = []
     for spec in fleet:
+        model = gpu_model(spec.gpu_type)
         for index in range(spec.gpus):
-            result.append(GpuView(len(result), spec.node, index, spec.gpu_type, spec.mig))
+            slices = []
+            for profile, start in spec.layouts.get(index, ()):
+                shape = model.profile(profile) if model else None
+                assert shape is not None, f"{spec.gpu_type} has no {profile}"
+                slices.append(SliceView(None, profile, start, shape.size, False, shape.media))
+            result.append(
+                GpuView(
+                    len(result), spec.node, index, spec.gpu_type, spec.mig, slices=slices, mig_mode=mig_mode
+                )
+            )
     return result
+
+
+def checker_rows(gpus: list[GpuView]) -> list[tuple]:
+    """The fleet as the independent checker takes it: ids, places, modes and starting layouts."""
+    return [
+        (
+            g.gpu_id,
+            g.node,
+            g.index,
+            g.gpu_type,
+            g.mig_enabled,
+            g.mig_mode,
+            [(s.profile, s.start) for s in g.slices],
+        )
+        for g in gpus
+    ]
 
 
 def mixed_fleet(gpus: int = 1000, per_node: int = 8) -> list[NodeSpec]:

@@ -2,6 +2,8 @@
 
 Every decision is checked by a small independent checker written here from geometry.py's table
 (allowed starts, sizes, per-profile caps, one +me per GPU), which shares no code with the engine.
+Fleets mix both MIG modes: "dynamic" GPUs are cut slice by slice, "layouts" GPUs change only by
+a whole new layout, and only while nothing on them is held.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from portal.fleet.placement import (
 
 TYPES = ("h100-80gb", "a100-80gb")
 POLICIES = ("per_gpu", "idle_node", "never")
+MODES = ("dynamic", "layouts")
 
 
 def profiles(gpu_type: str) -> tuple[ProfileShape, ...]:
@@ -63,20 +66,31 @@ class Checker:
     def node_has_held_slice(self, node: str) -> bool:
         return any(s.held for g in self.gpus.values() if g.view.node == node for s in g.slices.values())
 
-    def legal_new_slice(self, gpu: Gpu, shape: ProfileShape, start: int) -> bool:
+    def may_change(self, gpu: Gpu) -> bool:
         view = gpu.view
         if not view.mig_enabled or view.reconfiguring or gpu.whole or view.mig_change_policy == "never":
             return False
-        if view.mig_change_policy == "idle_node" and self.node_has_held_slice(view.node):
+        return not (view.mig_change_policy == "idle_node" and self.node_has_held_slice(view.node))
+
+    def repartitionable(self, gpu: Gpu) -> bool:
+        held = any(s.held for s in gpu.slices.values())
+        return gpu.view.mig_mode == "layouts" and self.may_change(gpu) and not held
+
+    def legal_new_slice(self, gpu: Gpu, shape: ProfileShape, start: int) -> bool:
+        if gpu.view.mig_mode == "layouts" or not self.may_change(gpu):
             return False
         if start not in shape.starts or start + shape.size > MEMORY_SLOTS:
             return False
         wanted = set(range(start, start + shape.size))
-        if any(wanted & set(range(s.start, s.start + s.size)) for s in gpu.slices.values()):
+        if any(wanted & set(range(s.start, s.start + s.size)) for s in gpu.slices.values() if s.held):
             return False
-        if sum(1 for s in gpu.slices.values() if s.profile == shape.name) >= shape.max_count:
+        # free slices in the way of a new one on a "dynamic" GPU are destroyed
+        kept = [
+            s for s in gpu.slices.values() if s.held or not wanted & set(range(s.start, s.start + s.size))
+        ]
+        if sum(1 for s in kept if s.profile == shape.name) >= shape.max_count:
             return False
-        return not (shape.media and any(s.profile.endswith("+me") for s in gpu.slices.values()))
+        return not (shape.media and any(s.profile.endswith("+me") for s in kept))
 
     def reusable(self, gpu: Gpu, shape: ProfileShape, start: int) -> bool:
         existing = gpu.slices.get(start)
@@ -85,7 +99,7 @@ class Checker:
             existing is not None
             and not existing.held
             and existing.profile == shape.name
-            and not view.reconfiguring
+            and (not view.reconfiguring or view.mig_mode == "layouts")
         )
 
     def free_whole(self, gpu: Gpu, gpu_type: str, whole_on_empty_mig: bool) -> bool:
@@ -93,7 +107,7 @@ class Checker:
         return (
             view.gpu_type == gpu_type
             and not gpu.whole
-            and not gpu.slices
+            and not any(s.held for s in gpu.slices.values())
             and not view.reconfiguring
             and (whole_on_empty_mig or not view.mig_enabled)
         )
@@ -121,6 +135,7 @@ class Checker:
             assert self.free_whole(gpu, request.gpu_type, whole_on_empty_mig), f"GPU {gpu_id} not free whole"
         for gpu_id in decision.gpu_ids:
             self.gpus[gpu_id].whole = True
+            self.gpus[gpu_id].slices = {}  # a MIG GPU's free slices go with it
 
     def _check_slice(self, request: SliceRequest, decision: Placement | NoFit) -> None:
         shape = request.profile
@@ -130,18 +145,48 @@ class Checker:
                 for start in range(MEMORY_SLOTS):
                     assert not self.reusable(gpu, shape, start), "NoFit although a free slice existed"
                     assert not self.legal_new_slice(gpu, shape, start), "NoFit although a position was legal"
+                assert not self.repartitionable(gpu), "NoFit although a layouts GPU held nothing"
             return
         gpu = self.gpus[decision.gpu_ids[0]]
         start = decision.start
         assert start is not None and decision.profile == shape.name and gpu.view.gpu_type == request.gpu_type
-        if self.reusable(gpu, shape, start):
+        if decision.layout is None and self.reusable(gpu, shape, start):
             gpu.slices[start].held = True
             return
         assert not any(self.reusable(g, shape, s) for g in candidates for s in range(MEMORY_SLOTS)), (
             "free slice ignored"
         )
+        if decision.layout is not None:
+            assert self.repartitionable(gpu), "re-partitioned a GPU that holds something or may not change"
+            assert (shape.name, start) in decision.layout
+            gpu.slices = {}
+            for profile, at in decision.layout:
+                cut = GPU_MODELS[gpu.view.gpu_type].profile(profile)
+                assert cut is not None and self.legal_new_slice_on(gpu, cut, at), (
+                    f"bad layout {decision.layout}"
+                )
+                gpu.slices[at] = Slot(profile, at, cut.size, at == start)
+            return
         assert self.legal_new_slice(gpu, shape, start), f"illegal {shape.name} at {start}"
+        wanted = set(range(start, start + shape.size))
+        gpu.slices = {
+            at: s
+            for at, s in gpu.slices.items()
+            if s.held or not wanted & set(range(s.start, s.start + s.size))
+        }
         gpu.slices[start] = Slot(shape.name, start, shape.size, True)
+
+    @staticmethod
+    def legal_new_slice_on(gpu: Gpu, shape: ProfileShape, start: int) -> bool:
+        """Geometry alone: whether `shape` fits at `start` beside the GPU's slices."""
+        if start not in shape.starts or start + shape.size > MEMORY_SLOTS:
+            return False
+        wanted = set(range(start, start + shape.size))
+        if any(wanted & set(range(s.start, s.start + s.size)) for s in gpu.slices.values()):
+            return False
+        if sum(1 for s in gpu.slices.values() if s.profile == shape.name) >= shape.max_count:
+            return False
+        return not (shape.media and any(s.profile.endswith("+me") for s in gpu.slices.values()))
 
     def release(self, decision: Placement, destroy: bool) -> None:
         for gpu_id in decision.gpu_ids:
@@ -170,6 +215,7 @@ def fleets(draw) -> list[GpuView]:
     for node_number in range(draw(st.integers(1, 3))):
         gpu_type = draw(st.sampled_from(TYPES))
         policy = draw(st.sampled_from(POLICIES))
+        mode = draw(st.sampled_from(MODES))
         for index in range(draw(st.integers(1, 4))):
             mig = draw(st.booleans())
             slices: list[SliceView] = []
@@ -195,7 +241,7 @@ def fleets(draw) -> list[GpuView]:
                 GpuView(
                     gpu_id=len(gpus), node=f"n{node_number}", index=index, gpu_type=gpu_type, mig_enabled=mig,
                     whole_held=not mig and draw(st.booleans()), slices=slices,
-                    reconfiguring=draw(st.integers(0, 9)) == 0, mig_change_policy=policy,
+                    reconfiguring=draw(st.integers(0, 9)) == 0, mig_change_policy=policy, mig_mode=mode,
                 )
             )  # fmt: skip
     return gpus
@@ -234,8 +280,9 @@ def test_random_sequences_never_break_the_geometry_or_double_book(fleet, ops, wh
                 live.append(decision)
         elif live:
             decision = live.pop(op[1] % len(live))
-            state.release(decision, destroy_slice=op[2])
-            checker.release(decision, op[2])
+            destroy = op[2] and checker.gpus[decision.gpu_ids[0]].view.mig_mode == "dynamic"
+            state.release(decision, destroy_slice=destroy)
+            checker.release(decision, destroy)
         checker.assert_invariants()
 
 

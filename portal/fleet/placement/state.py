@@ -9,13 +9,22 @@ the same GPU or slot.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from portal.fleet.geometry import MEMORY_SLOTS, ProfileShape, gpu_model
-from portal.fleet.placement.tables import MEDIA_BIT, Choice, choices, range_mask, shape_key
+from portal.fleet.placement.tables import (
+    COMPUTE_WEIGHTS,
+    MEDIA_BIT,
+    Choice,
+    choices,
+    demand_weights,
+    range_mask,
+    shape_key,
+)
 from portal.fleet.placement.types import GpuView, NoFit, Placement, Request, SliceView, WholeRequest
 
 POLICIES = frozenset({"per_gpu", "idle_node", "never"})
+MODES = frozenset({"dynamic", "layouts"})
 
 
 class PlacementConflict(ValueError):
@@ -46,25 +55,45 @@ class _Gpu:
     """One GPU in the working state: its slices as an 8-bit slot mask, and where it is filed."""
 
     __slots__ = (
-        "cut_key", "gpu_id", "gpu_type", "group", "index", "mask", "media", "mig", "mig_use", "node",
-        "policy", "rank", "reconfiguring", "slices", "whole_held",
+        "cut_key", "gpu_id", "gpu_type", "group", "held", "index", "layouts", "mask", "media", "mig",
+        "mig_use", "node", "policy", "rank", "reconfiguring", "repartitionable", "slices", "whole_held",
     )  # fmt: skip
 
     def __init__(self, view: GpuView, rank: int, group: _Group) -> None:
         if view.mig_change_policy not in POLICIES:
             raise ValueError(f"GPU {view.gpu_id}: unknown mig_change_policy {view.mig_change_policy!r}")
+        if view.mig_mode not in MODES:
+            raise ValueError(f"GPU {view.gpu_id}: unknown mig_mode {view.mig_mode!r}")
         self.gpu_id, self.node, self.index, self.gpu_type = view.gpu_id, view.node, view.index, view.gpu_type
         self.mig, self.whole_held, self.reconfiguring = view.mig_enabled, view.whole_held, view.reconfiguring
         self.policy, self.rank, self.group = view.mig_change_policy, rank, group
+        self.layouts = view.mig_mode == "layouts"
         self.slices: dict[int, _Slice] = {}
         self.mask = 0
         self.media = False
-        self.cut_key: int | None = None
+        self.held = 0  # slices held
+        self.cut_key: int | None = None  # "dynamic": filed by layout where a new slice may be cut
+        self.repartitionable = False  # "layouts": holds nothing and may take a new layout now
         self.mig_use: str | None = None  # a MIG GPU's use as counted by type: "slices", "whole" or None
         for s in view.slices:
             self.slices[s.start] = _Slice(s.slice_id, s.profile, s.size, s.held, s.media)
             self.mask |= range_mask(s.start, s.size)
             self.media = self.media or s.media
+            self.held += s.held
+
+    def held_key(self) -> int:
+        """The state key of what it holds: held slices' slots, and MEDIA_BIT for a held +me. On a
+        "dynamic" GPU that is what a new cut must fit beside: a free slice in the way goes."""
+        key = 0
+        for start, s in self.slices.items():
+            if s.held:
+                key |= range_mask(start, s.size) | (MEDIA_BIT if s.media else 0)
+        return key
+
+    def offers_free_slices(self) -> bool:
+        """Whether its free slices may be taken: a "layouts" GPU's are being cut along with its
+        new layout, so they are, even while it changes; a "dynamic" GPU's wait for the change."""
+        return self.layouts or not self.reconfiguring
 
     def label(self) -> str:
         """How reasons name the GPU: node/index."""
@@ -80,6 +109,8 @@ class FleetState:
         self._held_on_node: dict[str, int] = defaultdict(int)
         self._groups: dict[str, list[_Group]] = defaultdict(list)
         self._cut: dict[str, dict[int, dict[int, None]]] = defaultdict(dict)
+        self._repartition: dict[str, dict[int, None]] = defaultdict(dict)  # "layouts" GPUs, by type
+        self._layouts_gpus: dict[str, int] = defaultdict(int)
         self._free: dict[tuple[str, str], dict[tuple[int, int], None]] = defaultdict(dict)
         self._mig_gpus: dict[str, int] = defaultdict(int)
         self._shapes: dict[tuple[str, str], ProfileShape | None] = {}
@@ -97,24 +128,34 @@ class FleetState:
             gpu = self._gpus[view.gpu_id] = _Gpu(view, rank, group)
             self._node_gpus[gpu.node].append(gpu)
             self._mig_gpus[gpu.gpu_type] += gpu.mig
+            self._layouts_gpus[gpu.gpu_type] += gpu.mig and gpu.layouts
             for start, s in gpu.slices.items():
                 self._held_on_node[gpu.node] += s.held
-                if not s.held and not gpu.reconfiguring:
+                if not s.held and gpu.offers_free_slices():
                     self._free[(gpu.gpu_type, s.profile)][(gpu.gpu_id, start)] = None
         for gpu in self._gpus.values():
             self._refresh(gpu)
 
     # -- deciding --------------------------------------------------------------------------------
 
-    def place(self, request: Request, *, whole_on_empty_mig: bool = False) -> Placement | NoFit:
+    def place(
+        self,
+        request: Request,
+        *,
+        whole_on_empty_mig: bool = False,
+        demand: Mapping[str, float] | None = None,
+    ) -> Placement | NoFit:
         """Decide where `request` goes, without changing the state (see `apply`).
 
-        `whole_on_empty_mig` lets a MIG-enabled GPU with no slices be handed out whole (the
-        benchmark's workload mode); the portal keeps MIG GPUs for slices.
+        `whole_on_empty_mig` lets a MIG-enabled GPU that holds nothing be handed out whole (the
+        benchmark's workload mode); the portal keeps MIG GPUs for slices. `demand` weighs the
+        profiles of the request's GPU type (recent requests, the queue): it shapes the layout
+        a "layouts" GPU is re-partitioned into; without it the layout is all of the requested
+        profile.
         """
         if isinstance(request, WholeRequest):
             return self._place_whole(request, whole_on_empty_mig)
-        return self._place_slice(request.gpu_type, request.profile)
+        return self._place_slice(request.gpu_type, request.profile, demand)
 
     def _place_whole(self, request: WholeRequest, whole_on_empty_mig: bool) -> Placement | NoFit:
         gpu_type, count = request.gpu_type, request.count
@@ -156,13 +197,26 @@ class FleetState:
         _, _, left, mig_used, _ = key
         rank = self._rank
         chosen = sorted(group.free_plain, key=rank)[: count - mig_used]
-        chosen += sorted(group.free_mig, key=rank)[:mig_used]
+        # MIG GPUs with no layout before those whose free slices would go.
+        chosen += sorted(group.free_mig, key=lambda gpu_id: (self._gpus[gpu_id].mask != 0, rank(gpu_id)))[
+            :mig_used
+        ]
         chosen.sort(key=rank)
         return Placement(
             node=group.node,
             gpu_ids=tuple(chosen),
             reason=_whole_reason(request, group.node, room, key, runner_up, spare_mig),
         )
+
+    def _weights(self, gpu_type: str, demand: Mapping[str, float] | None) -> tuple[int, ...]:
+        """Room weights for cutting `gpu_type`: from demand where it is known, else by compute."""
+        if not demand:
+            return COMPUTE_WEIGHTS
+        model = gpu_model(gpu_type)
+        by_shape: dict[tuple[int, tuple[int, ...]], float] = defaultdict(float)
+        for profile in model.profiles if model else ():
+            by_shape[(profile.size, profile.starts)] += demand.get(profile.name, 0.0)
+        return demand_weights(by_shape)
 
     def _rank(self, gpu_id: int) -> int:
         return self._gpus[gpu_id].rank
@@ -175,12 +229,18 @@ class FleetState:
             self._shapes[key] = shape if model is None else model.profile(shape.name)
         return self._shapes[key] == shape
 
-    def _place_slice(self, gpu_type: str, shape: ProfileShape) -> Placement | NoFit:
+    def _place_slice(
+        self, gpu_type: str, shape: ProfileShape, demand: Mapping[str, float] | None
+    ) -> Placement | NoFit:
         if not self._known_shape(gpu_type, shape):
             return NoFit(f"{gpu_type} offers no {shape.name} profile")
         free = self._free.get((gpu_type, shape.name))
         if free:
-            gpu_id, start = min(free, key=lambda item: (self._gpus[item[0]].rank, item[1]))
+            # A free slice on a GPU already in use first: a GPU that holds nothing stays free to
+            # be re-partitioned or handed out whole.
+            gpu_id, start = min(
+                free, key=lambda item: (not self._gpus[item[0]].held, self._gpus[item[0]].rank, item[1])
+            )
             gpu = self._gpus[gpu_id]
             return Placement(
                 node=gpu.node,
@@ -190,21 +250,90 @@ class FleetState:
                 slice_id=gpu.slices[start].slice_id,
                 reason=f"reuses the free {shape.name} slice on {gpu.label()} at slot {start}",
             )
-        buckets = self._cut.get(gpu_type)
         if not self._mig_gpus.get(gpu_type):
             return NoFit(f"no MIG-enabled {gpu_type} GPU for a {shape.name} slice")
+        buckets = self._cut.get(gpu_type)
+        if buckets:
+            index = _choice_index(shape, self._weights(gpu_type, demand))
+            ranked = sorted((index[key] for key in buckets if key in index), key=lambda item: item[0])
+            for _, choice in ranked:
+                gpu = self._pick(buckets[choice.key], shape, choice)
+                if gpu is not None:
+                    return self._cut_placement(gpu, shape, choice)
+        idle = self._repartition.get(gpu_type)
+        if idle:
+            wanted = demand or {shape.name: 1.0}
+            # The GPU whose free slices are least in demand goes, one with no layout before a cut
+            # one, then on the node with the fewest GPUs left free for whole requests.
+            gpu = min(
+                (self._gpus[gpu_id] for gpu_id in idle),
+                key=lambda g: (
+                    sum(wanted.get(s.profile, 0.0) for s in g.slices.values()),
+                    g.mask != 0,
+                    len(g.group.free_mig),
+                    g.rank,
+                ),
+            )
+            return self._repartition_placement(gpu, shape, wanted)
+        if self._layouts_gpus.get(gpu_type):
+            return NoFit(
+                f"no free {shape.name} slice on {gpu_type}; waiting for a {gpu_type} GPU with nothing"
+                " on it to re-partition"
+            )
         if not buckets:
             return NoFit(
                 f"no free {shape.name} slice on {gpu_type}, and no {gpu_type} GPU may be cut now"
                 " (MIG change policy, reconfiguration or all held)"
             )
-        index = _choice_index(shape)
-        ranked = sorted((index[key] for key in buckets if key in index), key=lambda item: item[0])
-        for _, choice in ranked:
-            gpu = self._pick(buckets[choice.key], shape, choice)
-            if gpu is not None:
-                return self._cut_placement(gpu, shape, choice)
         return NoFit(f"no {gpu_type} with a free {shape.name} position")
+
+    def _repartition_placement(
+        self, gpu: _Gpu, shape: ProfileShape, demand: Mapping[str, float]
+    ) -> Placement:
+        """Re-partition an idle "layouts" GPU into a whole layout and take one of its slices.
+
+        The requested slice goes where it keeps the most room; then, while anything fits, the
+        profile whose demand is least covered by the type's free slices (demand / (1 + free
+        slices of it, counting this layout's)) goes at its best start. Profiles with no demand
+        are not cut; slots nothing is wanted for stay uncut.
+        """
+        start = _choice_index(shape)[0][1].start
+        layout = [(shape.name, start)]
+        key = range_mask(start, shape.size) | (MEDIA_BIT if shape.media else 0)
+        counts = {shape.name: 1}
+        added: dict[str, int] = {}
+        model = gpu_model(gpu.gpu_type)
+        profiles = [p for p in (model.profiles if model else (shape,)) if demand.get(p.name, 0) > 0]
+        supply = {p.name: len(self._free.get((gpu.gpu_type, p.name), ())) for p in profiles}
+        for s in gpu.slices.values():  # the GPU's own free slices go with its old layout
+            if s.profile in supply:
+                supply[s.profile] -= 1
+        while True:
+            best: tuple[float, int, ProfileShape, Choice] | None = None
+            for number, profile in enumerate(profiles):
+                found = _choice_index(profile).get(key)
+                if found is None or counts.get(profile.name, 0) >= profile.max_count:
+                    continue
+                score = demand[profile.name] / (1 + supply[profile.name] + added.get(profile.name, 0))
+                if best is None or (score, -number) > (best[0], -best[1]):
+                    best = (score, number, profile, found[1])
+            if best is None:
+                break
+            _, _, profile, choice = best
+            layout.append((profile.name, choice.start))
+            counts[profile.name] = counts.get(profile.name, 0) + 1
+            added[profile.name] = added.get(profile.name, 0) + 1
+            key |= range_mask(choice.start, profile.size) | (MEDIA_BIT if profile.media else 0)
+        layout.sort(key=lambda item: item[1])
+        cut = ", ".join(f"{name}@{at}" for name, at in layout)
+        return Placement(
+            node=gpu.node,
+            gpu_ids=(gpu.gpu_id,),
+            profile=shape.name,
+            start=start,
+            layout=tuple(layout),
+            reason=f"no free {shape.name} slice; re-partitions idle {gpu.label()} into {cut}",
+        )
 
     def _pick(self, bucket: dict[int, None], shape: ProfileShape, choice: Choice) -> _Gpu | None:
         """The GPU of a same-layout bucket to cut on; on an empty GPU, the node with fewest empties."""
@@ -241,25 +370,41 @@ class FleetState:
             if len(set(placement.gpu_ids)) != len(gpus):
                 raise PlacementConflict(f"placement names a GPU twice: {placement.gpu_ids}")
             for gpu in gpus:
-                if gpu.whole_held or gpu.slices or gpu.reconfiguring or gpu.node != placement.node:
+                if gpu.whole_held or gpu.held or gpu.reconfiguring or gpu.node != placement.node:
                     raise PlacementConflict(f"{gpu.label()} cannot be handed out whole now")
             for gpu in gpus:
+                self._clear_layout(gpu)  # free slices of a MIG GPU that holds nothing go
                 gpu.whole_held = True
                 self._refresh(gpu)
             return
         gpu, start = self._slice_target(placement, taking=True)
+        if placement.layout is not None:
+            self._repartition_to(gpu, placement.layout)
         existing = gpu.slices.get(start)
         if existing is not None and not existing.held and existing.profile == placement.profile:
             existing.held = True
             self._free[(gpu.gpu_type, existing.profile)].pop((gpu.gpu_id, start), None)
+        elif gpu.layouts:
+            raise PlacementConflict(
+                f"{gpu.label()} has no free {placement.profile} at slot {start}, and its slices are cut"
+                " only by re-partitioning it whole"
+            )
         else:
             shape = shape or self._shape_for(gpu, placement.profile)
             if shape.name != placement.profile:
                 raise PlacementConflict(f"placement is for {placement.profile}, shape is {shape.name}")
             self._check_cut(gpu, shape, start)
+            bits = range_mask(start, shape.size)
+            for at, s in list(gpu.slices.items()):  # free slices in the way are destroyed
+                if range_mask(at, s.size) & bits:
+                    self._free[(gpu.gpu_type, s.profile)].pop((gpu.gpu_id, at), None)
+                    del gpu.slices[at]
+                    gpu.mask &= ~range_mask(at, s.size)
+            gpu.media = any(s.media for s in gpu.slices.values())
             gpu.slices[start] = _Slice(None, shape.name, shape.size, True, shape.media)
             gpu.mask |= range_mask(start, shape.size)
             gpu.media = gpu.media or shape.media
+        gpu.held += 1
         self._held_on_node[gpu.node] += 1
         if self._held_on_node[gpu.node] == 1:
             self._refresh_node(gpu.node)
@@ -267,7 +412,8 @@ class FleetState:
             self._refresh(gpu)
 
     def release(self, placement: Placement, *, destroy_slice: bool = False) -> None:
-        """End the hold `placement` recorded; a slice stays cut and free unless `destroy_slice`."""
+        """End the hold `placement` recorded; a slice stays cut and free unless `destroy_slice`
+        (on "dynamic" GPUs only: a "layouts" GPU's slices change only with its whole layout)."""
         if placement.profile is None:
             for gpu_id in placement.gpu_ids:
                 gpu = self._get(gpu_id)
@@ -280,12 +426,17 @@ class FleetState:
         existing = gpu.slices.get(start)
         if existing is None or not existing.held or existing.profile != placement.profile:
             raise PlacementConflict(f"no held {placement.profile} at slot {start} on {gpu.label()}")
+        if destroy_slice and gpu.layouts:
+            raise PlacementConflict(
+                f"{gpu.label()} keeps its layout: a slice of it cannot be destroyed alone"
+            )
         existing.held = False
+        gpu.held -= 1
         if destroy_slice:
             del gpu.slices[start]
             gpu.mask &= ~range_mask(start, existing.size)
             gpu.media = any(s.media for s in gpu.slices.values())
-        elif not gpu.reconfiguring:
+        elif gpu.offers_free_slices():
             self._free[(gpu.gpu_type, existing.profile)][(gpu.gpu_id, start)] = None
         self._held_on_node[gpu.node] -= 1
         if self._held_on_node[gpu.node] == 0:
@@ -299,6 +450,7 @@ class FleetState:
             GpuView(
                 gpu_id=g.gpu_id, node=g.node, index=g.index, gpu_type=g.gpu_type, mig_enabled=g.mig,
                 whole_held=g.whole_held, reconfiguring=g.reconfiguring, mig_change_policy=g.policy,
+                mig_mode="layouts" if g.layouts else "dynamic",
                 slices=[
                     SliceView(s.slice_id, s.profile, start, s.size, s.held, s.media)
                     for start, s in sorted(g.slices.items())
@@ -319,9 +471,38 @@ class FleetState:
         if len(placement.gpu_ids) != 1 or placement.start is None:
             raise PlacementConflict("a slice placement names one GPU and a start slot")
         gpu = self._get(placement.gpu_ids[0])
-        if taking and (not gpu.mig or gpu.whole_held or gpu.reconfiguring or gpu.node != placement.node):
+        changing = gpu.reconfiguring and (placement.layout is not None or not gpu.offers_free_slices())
+        if taking and (not gpu.mig or gpu.whole_held or changing or gpu.node != placement.node):
             raise PlacementConflict(f"{gpu.label()} cannot take a slice now")
         return gpu, placement.start
+
+    def _clear_layout(self, gpu: _Gpu) -> None:
+        """Drop the (free) slices of a GPU that holds nothing."""
+        for start, s in gpu.slices.items():
+            self._free[(gpu.gpu_type, s.profile)].pop((gpu.gpu_id, start), None)
+        gpu.slices, gpu.mask, gpu.media = {}, 0, False
+
+    def _repartition_to(self, gpu: _Gpu, layout: tuple[tuple[str, int], ...]) -> None:
+        """Give an idle "layouts" GPU a new layout, every slice free; raises PlacementConflict
+        when the GPU may not change now or the layout breaks the geometry."""
+        if not gpu.layouts or not gpu.repartitionable:
+            raise PlacementConflict(f"{gpu.label()} may not be re-partitioned now")
+        slices: dict[int, _Slice] = {}
+        mask, media, counts = 0, False, defaultdict(int)
+        for profile, start in layout:
+            shape = self._shape_for(gpu, profile)
+            bits = range_mask(start, shape.size)
+            counts[profile] += 1
+            if start not in shape.starts or start + shape.size > MEMORY_SLOTS or bits & mask:
+                raise PlacementConflict(f"layout puts {profile} at slot {start} on {gpu.label()}")
+            if (shape.media and media) or counts[profile] > shape.max_count:
+                raise PlacementConflict(f"layout has too many {profile} for {gpu.label()}")
+            slices[start] = _Slice(None, profile, shape.size, False, shape.media)
+            mask, media = mask | bits, media or shape.media
+        self._clear_layout(gpu)
+        gpu.slices, gpu.mask, gpu.media = slices, mask, media
+        for start, s in slices.items():
+            self._free[(gpu.gpu_type, s.profile)][(gpu.gpu_id, start)] = None
 
     def _shape_for(self, gpu: _Gpu, profile: str) -> ProfileShape:
         shape = self._shapes.get((gpu.gpu_type, profile))
@@ -336,11 +517,13 @@ class FleetState:
         if gpu.cut_key is None:
             raise PlacementConflict(f"{gpu.label()} may not be cut now ({gpu.policy} policy)")
         bits = range_mask(start, shape.size)
-        if start not in shape.starts or start + shape.size > MEMORY_SLOTS or bits & gpu.mask:
+        held = gpu.held_key()
+        if start not in shape.starts or start + shape.size > MEMORY_SLOTS or bits & held:
             raise PlacementConflict(f"{shape.name} does not fit at slot {start} on {gpu.label()}")
-        if shape.media and gpu.media:
+        kept = [s for at, s in gpu.slices.items() if s.held or not range_mask(at, s.size) & bits]
+        if shape.media and any(s.media for s in kept):
             raise PlacementConflict(f"{gpu.label()} already has a media-extension slice")
-        if sum(s.profile == shape.name for s in gpu.slices.values()) >= shape.max_count:
+        if sum(s.profile == shape.name for s in kept) >= shape.max_count:
             raise PlacementConflict(f"{gpu.label()} already has {shape.max_count} {shape.name}")
 
     def _refresh_node(self, node: str) -> None:
@@ -351,8 +534,16 @@ class FleetState:
         """Re-file `gpu` in the cut buckets and the whole-GPU free sets after a change."""
         key = None
         may_cut = gpu.policy == "per_gpu" or (gpu.policy == "idle_node" and not self._held_on_node[gpu.node])
-        if gpu.mig and not gpu.reconfiguring and not gpu.whole_held and may_cut:
-            key = gpu.mask | (MEDIA_BIT if gpu.media else 0)
+        may_cut = may_cut and gpu.mig and not gpu.reconfiguring and not gpu.whole_held
+        if may_cut and not gpu.layouts:
+            key = gpu.held_key()
+        repartitionable = may_cut and gpu.layouts and not gpu.held
+        if repartitionable != gpu.repartitionable:
+            if repartitionable:
+                self._repartition[gpu.gpu_type][gpu.gpu_id] = None
+            else:
+                self._repartition[gpu.gpu_type].pop(gpu.gpu_id, None)
+            gpu.repartitionable = repartitionable
         if key != gpu.cut_key:
             buckets = self._cut[gpu.gpu_type]
             if gpu.cut_key is not None:
@@ -372,7 +563,7 @@ class FleetState:
                     self._mig_use[(gpu.gpu_type, use)] += 1
                 gpu.mig_use = use
         group = gpu.group
-        if gpu.reconfiguring or gpu.whole_held or gpu.slices:
+        if gpu.reconfiguring or gpu.whole_held or gpu.held:
             group.free_plain.pop(gpu.gpu_id, None)
             group.free_mig.pop(gpu.gpu_id, None)
         elif gpu.mig:
@@ -416,12 +607,14 @@ def _whole_reason(
     return reason
 
 
-_INDEXES: dict[tuple[int, tuple[int, ...], bool], dict[int, tuple[int, Choice]]] = {}
+_INDEXES: dict[tuple[int, tuple[int, ...], bool, tuple[int, ...]], dict[int, tuple[int, Choice]]] = {}
 
 
-def _choice_index(shape: ProfileShape) -> dict[int, tuple[int, Choice]]:
-    """State key -> (preference order, choice) for a shape, built once per shape."""
-    key = shape_key(shape)
+def _choice_index(
+    shape: ProfileShape, weights: tuple[int, ...] = COMPUTE_WEIGHTS
+) -> dict[int, tuple[int, Choice]]:
+    """State key -> (preference order, choice) for a shape, built once per shape and weights."""
+    key = (*shape_key(shape), weights)
     index = _INDEXES.get(key)
     if index is None:
         index = _INDEXES[key] = {c.key: (order, c) for order, c in enumerate(choices(*key))}

@@ -48,16 +48,33 @@ def max_instances(mask: int, size: int, starts: tuple[int, ...]) -> int:
     return best(mask, 0)
 
 
-def _room(mask: int) -> int:
-    """Future room left by a layout: per shape, how many more fit, weighted by compute slices.
+# Per shape, in SHAPES order: how many more instances fit beside each occupied mask.
+INSTANCES: tuple[tuple[int, ...], ...] = tuple(
+    tuple(max_instances(mask, size, starts) for mask in range(FULL_MASK + 1)) for size, starts in SHAPES
+)
+# The weights `room` uses when nothing is known of demand: compute slices, so losing room for a
+# big profile costs more than losing room for a 1g and a small slice lands where it breaks the
+# fewest large aligned runs.
+COMPUTE_WEIGHTS: tuple[int, ...] = tuple(SHAPES.values())
 
-    Losing room for a big profile costs more than losing room for a 1g, so a small slice lands
-    where it breaks the fewest large aligned runs.
-    """
-    return sum(compute * max_instances(mask, size, starts) for (size, starts), compute in SHAPES.items())
+
+@cache
+def room(weights: tuple[int, ...] = COMPUTE_WEIGHTS) -> tuple[int, ...]:
+    """Future room left by each layout: per shape, how many more fit, times the shape's weight."""
+    return tuple(sum(w * INSTANCES[k][mask] for k, w in enumerate(weights)) for mask in range(FULL_MASK + 1))
 
 
-ROOM: tuple[int, ...] = tuple(_room(mask) for mask in range(FULL_MASK + 1))
+QUANTA = 5
+
+
+def demand_weights(demand: dict[tuple[int, tuple[int, ...]], float]) -> tuple[int, ...]:
+    """Room weights from demand per shape (size, starts): each shape's share of the requests,
+    in fifths, plus one so no shape's room is worth nothing. Coarse on purpose: the tables
+    built for a weight vector are cached, and demand that barely moved reuses them."""
+    total = sum(demand.values())
+    if total <= 0:
+        return COMPUTE_WEIGHTS
+    return tuple(1 + round(QUANTA * demand.get(shape, 0.0) / total) for shape in SHAPES)
 
 
 def _longest_free_run(mask: int) -> int:
@@ -86,12 +103,16 @@ def shape_key(shape: ProfileShape) -> tuple[int, tuple[int, ...], bool]:
 
 
 @cache
-def choices(size: int, starts: tuple[int, ...], media: bool) -> tuple[Choice, ...]:
+def choices(
+    size: int, starts: tuple[int, ...], media: bool, weights: tuple[int, ...] = COMPUTE_WEIGHTS
+) -> tuple[Choice, ...]:
     """Every GPU state that can take this shape, best state first, with its best start.
 
-    Order: partly-cut GPUs before empty ones (keep whole GPUs whole), then least room lost,
-    then the fuller GPU (classic best fit), then the lower mask for a stable order.
+    Order: partly-cut GPUs before empty ones (keep whole GPUs whole), then least room lost
+    (room weighted by `weights`, see `room`), then the fuller GPU (classic best fit), then the
+    lower mask for a stable order.
     """
+    room_left = room(weights)
     found: list[tuple[tuple[int, int, int, int], Choice]] = []
     for key in range(2 * (FULL_MASK + 1)):
         mask, has_media = key & FULL_MASK, bool(key & MEDIA_BIT)
@@ -104,7 +125,7 @@ def choices(size: int, starts: tuple[int, ...], media: bool) -> tuple[Choice, ..
             bits = range_mask(start, size)
             if start + size <= MEMORY_SLOTS and bits & mask == 0:
                 after = mask | bits
-                options.append((ROOM[mask] - ROOM[after], -FREE_RUN[after], start))
+                options.append((room_left[mask] - room_left[after], -FREE_RUN[after], start))
         if not options:
             continue
         loss, neg_run, start = min(options)

@@ -34,6 +34,10 @@ class GpuView:
     reconfiguring: bool = False
     # The node's cluster allows MIG layout changes: "per_gpu", "idle_node" or "never".
     mig_change_policy: str = "per_gpu"
+    # How the cluster cuts MIG slices: "dynamic" (one slice at a time, beside slices in use: the
+    # DRA driver) or "layouts" (a GPU's whole layout at once, only while nothing on it is held:
+    # the GPU Operator's MIG manager). Released slices stay cut in "layouts".
+    mig_mode: str = "dynamic"
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class Placement:
 
     Whole GPUs: `node` and `gpu_ids`. A slice: `gpu_ids == (gpu_id,)`, `profile` and `start`;
     `slice_id` names an existing free slice to reuse, or is None when the slice must be created.
+    `layout` is set when the decision re-partitions a "layouts" GPU: its whole new layout as
+    (profile, start) pairs, every slice free but the one this request takes.
     """
 
     node: str
@@ -69,6 +75,7 @@ class Placement:
     profile: str | None = None
     start: int | None = None
     slice_id: int | None = None
+    layout: tuple[tuple[str, int], ...] | None = None
 
     @property
     def creates_slice(self) -> bool:
