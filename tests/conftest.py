@@ -122,6 +122,7 @@ def _fast_simulation(request, settings):
 
     settings.PORTAL_SIM_POD_START_SECONDS = 0
     settings.PORTAL_SIM_MIG_RECONFIG_SECONDS = 0
+    settings.PORTAL_MIG_CONFIG_SETTLE_SECONDS = 0  # the fake MIG manager's mounted file is refreshed by tests
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     previous = current_app.conf.task_always_eager
     current_app.conf.task_always_eager = request.node.get_closest_marker("integration") is None
@@ -202,6 +203,13 @@ def other_researcher(other_team):
 @pytest.fixture
 def admin_user(db):
     return UserFactory(username="admin", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def dynamic_mig(fleet):
+    """The fleet's cluster cuts MIG slices one by one ("dynamic"), beside slices in use."""
+    fleet["mig"].cluster.__class__.objects.filter(pk=fleet["mig"].cluster_id).update(mig_mode="dynamic")
+    return fleet
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ class GpuTypeAdmin(admin.ModelAdmin):
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ("name", "driver", "mig_change_policy", "last_discovery_at")
+    list_display = ("name", "driver", "mig_mode", "mig_change_policy", "last_discovery_at")
 
 
 class GpuInline(admin.TabularInline):

@@ -18,7 +18,7 @@ from datetime import datetime
 from django.db import transaction
 
 from portal.audit.services import audit_record
-from portal.fleet.geometry import GPU_MODELS
+from portal.fleet.geometry import GPU_MODELS, MEMORY_SLOTS, GpuModel, fits
 from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node, PriceBookEntry
 
 WHOLE_GPU = "nvidia.com/gpu"
@@ -74,6 +74,7 @@ class SyncResult:
     unknown: dict[str, str] = field(default_factory=dict)  # node -> product, every run
     stale_gpus: list[str] = field(default_factory=list)  # no longer reported, kept for their history
     unmanaged: list[str] = field(default_factory=list)  # added with a MIG layout set outside the portal
+    imported: list[str] = field(default_factory=list)  # "node: 16 x 1g.10gb, ..." taken in as free slices
 
     @property
     def changed(self) -> bool:
@@ -85,6 +86,7 @@ class SyncResult:
             or self.gpus_removed
             or self.mig_changed
             or self.gpu_types_added
+            or self.imported
         )
 
     def summary(self) -> str:
@@ -99,6 +101,7 @@ class SyncResult:
             ("MIG mode changed", self.mig_changed),
             ("GPUs no longer reported but kept", _by_node(self.stale_gpus)),
             ("nodes whose MIG layout was set outside the portal (left alone)", self.unmanaged),
+            ("existing MIG slices taken in as free", self.imported),
         ):
             if items:
                 parts.append(f"{label}: {', '.join(items)}")
@@ -306,6 +309,8 @@ def _sync_node(
         result.nodes_updated.append(seen.name)
     if gpu_type is not None:
         _sync_gpus(cluster, node, gpu_type, seen, result)
+        if not node.mig_managed and seen.mig_strategy == "mixed":
+            _import_layout(node, gpu_type, seen, result)
 
 
 def _sync_gpus(
@@ -339,6 +344,99 @@ def _sync_gpus(
                 result.gpus_removed.append(f"{node.name}/{index}")
     if target is not None:
         _sync_mig_modes(node, [gpus[i] for i in sorted(gpus)], target, result)
+
+
+def _import_layout(node: Node, gpu_type: GpuType, seen: DiscoveredNode, result: SyncResult) -> None:
+    """Take the slices a node arrived with in as free slices, so requests can use them without
+    anything being re-partitioned; once, while the node has no slices on record.
+
+    Under the mixed strategy the device plugin advertises `nvidia.com/mig-<profile>` per node,
+    not per GPU (and mig-parted configs give counts, not places): the counts are shared out over
+    the MIG GPUs evenly where they divide (the `all-*` configs), else as they fit, each GPU's
+    slices at the first starts the geometry allows. Which GPU holds which slice is the portal's
+    bookkeeping; the kubelet picks the device.
+    """
+    model = gpu_type.model
+    gpus = list(Gpu.objects.filter(node=node, mig_enabled=True).order_by("index"))
+    if model is None or not gpus or MigSlice.objects.filter(gpu__in=gpus).exists():
+        return
+    counts: dict[str, int] = {}
+    for resource, amount in seen.allocatable.items():
+        if resource.startswith(MIG_RESOURCE_PREFIX) and amount > 0:
+            name = resource.removeprefix(MIG_RESOURCE_PREFIX)
+            name = f"{name.removesuffix('.me')}+me" if name.endswith(".me") else name
+            if model.profile(name) is not None:
+                counts[name] = amount
+    layouts = split_layouts(model, counts, len(gpus))
+    for gpu, layout in zip(gpus, layouts, strict=True):
+        for profile, start in layout:
+            shape = model.profile(profile)
+            assert shape is not None
+            MigSlice.objects.create(
+                gpu=gpu, profile=profile, start=start, size=shape.size, compute_slices=shape.compute_slices
+            )
+    taken = {}
+    for layout in layouts:
+        for profile, _ in layout:
+            taken[profile] = taken.get(profile, 0) + 1
+    if taken:
+        result.imported.append(f"{node.name}: " + ", ".join(f"{n} x {p}" for p, n in sorted(taken.items())))
+
+
+def split_layouts(model: GpuModel, counts: dict[str, int], gpus: int) -> list[list[tuple[str, int]]]:
+    """Per GPU, (profile, start) slices that together hold `counts` (as many as fit)."""
+    if gpus and all(n % gpus == 0 for n in counts.values()):
+        share = {profile: n // gpus for profile, n in counts.items()}
+        one = _pack(
+            model, [], [p for p, n in sorted(share.items(), key=_biggest_first(model)) for _ in range(n)]
+        )
+        return [list(one) for _ in range(gpus)]
+    layouts: list[list[tuple[str, int]]] = [[] for _ in range(gpus)]
+    for profile, n in sorted(counts.items(), key=_biggest_first(model)):
+        for _ in range(n):
+            for layout in layouts:
+                packed = _pack(model, layout, [profile])
+                if len(packed) > len(layout):
+                    layout[:] = packed
+                    break
+    return layouts
+
+
+def _biggest_first(model: GpuModel):
+    return lambda item: (-model.profile(item[0]).size, item[0])  # type: ignore[union-attr]
+
+
+def _pack(model: GpuModel, layout: list[tuple[str, int]], profiles: list[str]) -> list[tuple[str, int]]:
+    """`layout` plus as many of `profiles` (in order) as fit beside it: a search over the legal
+    starts, so `2g, 1g, 1g, 3g` find the one arrangement that holds them all."""
+
+    def fits_beside(placed: list[tuple[str, int]], profile: str, start: int) -> bool:
+        shape = model.profile(profile)
+        assert shape is not None
+        names = [name for name, _ in placed]
+        if names.count(profile) >= shape.max_count or (shape.media and any(n.endswith("+me") for n in names)):
+            return False
+        ranges = [(at, model.profile(name).size) for name, at in placed]  # type: ignore[union-attr]
+        return start + shape.size <= MEMORY_SLOTS and fits(ranges, shape, start)
+
+    def search(placed: list[tuple[str, int]], rest: list[str]) -> list[tuple[str, int]] | None:
+        if not rest:
+            return placed
+        shape = model.profile(rest[0])
+        for start in shape.starts if shape else ():
+            if fits_beside(placed, rest[0], start):
+                found = search([*placed, (rest[0], start)], rest[1:])
+                if found is not None:
+                    return found
+        return None
+
+    wanted = [p for p in profiles if model.profile(p) is not None]
+    while wanted:
+        found = search(list(layout), wanted)
+        if found is not None:
+            return sorted(found, key=lambda item: item[1])
+        wanted = wanted[:-1]  # the smallest last: drop it and try again
+    return sorted(layout, key=lambda item: item[1])
 
 
 def _sync_mig_modes(node: Node, gpus: list[Gpu], target: int, result: SyncResult) -> None:

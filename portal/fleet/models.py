@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -64,14 +65,39 @@ class Cluster(models.Model):
     context = models.CharField(max_length=200, blank=True)
     in_cluster = models.BooleanField(default=False)
     api_url = models.CharField(max_length=300, blank=True)
+
+    class MigMode(models.TextChoices):
+        LAYOUTS = (
+            "layouts",
+            "layouts: the GPU Operator's MIG manager re-partitions a GPU whole, while it holds nothing",
+        )
+        DYNAMIC = "dynamic", "dynamic: slices are cut one by one beside slices in use (NVIDIA's DRA driver)"
+
     mig_change_policy = models.CharField(
         max_length=20, choices=MigChangePolicy.choices, default=MigChangePolicy.PER_GPU
+    )
+    mig_mode = models.CharField(
+        max_length=20,
+        choices=MigMode.choices,
+        default=MigMode.LAYOUTS,
+        help_text="How MIG slices are cut on this cluster's GPUs. A Kubernetes cluster with the GPU "
+        "Operator and its device plugin runs 'layouts'.",
     )
     last_discovery_at = models.DateTimeField(null=True, blank=True)
     last_discovery_error = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        if self.driver == "kubernetes" and self.mig_mode == self.MigMode.DYNAMIC:
+            raise ValidationError(
+                {
+                    "mig_mode": "The Kubernetes driver cuts MIG slices through the GPU Operator's MIG "
+                    "manager, which re-partitions a GPU whole: use 'layouts'. Slice-by-slice cutting "
+                    "needs device claims through NVIDIA's DRA driver, which this portal does not make yet."
+                }
+            )
 
 
 class Node(models.Model):
@@ -112,6 +138,9 @@ class Node(models.Model):
     mig_layout_attempts = models.PositiveIntegerField(default=0)
     mig_layout_next_attempt_at = models.DateTimeField(null=True, blank=True)
     mig_layout_last_error = models.TextField(blank=True)
+    mig_layout_failed_version = models.PositiveIntegerField(
+        default=0, help_text="The wanted version the cluster last reported failed (0: none)."
+    )
     mig_layout_lease_until = models.DateTimeField(null=True, blank=True)
     labels = models.JSONField(default=dict, blank=True)
 
@@ -244,5 +273,6 @@ NODE_MIG_JOB_FIELDS = (
     "mig_layout_attempts",
     "mig_layout_next_attempt_at",
     "mig_layout_last_error",
+    "mig_layout_failed_version",
     "mig_layout_lease_until",
 )

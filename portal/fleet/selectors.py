@@ -9,7 +9,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
 from portal.fleet.geometry import COMPUTE_SLICES, MEMORY_SLOTS, ProfileShape
@@ -53,8 +53,6 @@ def gpu_snapshot(*, gpu_type: GpuType | None = None, now: datetime | None = None
     """The GPUs (of one type, or all) as the placement engine sees them: three queries."""
     now = now or timezone.now()
     gpus = Gpu.objects.select_related("node__cluster", "gpu_type").filter(node__schedulable=True)
-    # A MIG GPU on a node whose layout was set outside the portal is not the portal's to cut.
-    gpus = gpus.filter(Q(mig_enabled=False) | Q(node__mig_managed=True))
     if gpu_type is not None:
         gpus = gpus.filter(gpu_type=gpu_type)
     gpus = list(gpus)
@@ -97,10 +95,30 @@ def gpu_snapshot(*, gpu_type: GpuType | None = None, now: datetime | None = None
                 whole_held=gpu.pk in whole_held,
                 slices=slices.get(gpu.pk, []),
                 reconfiguring=reconfiguring,
-                mig_change_policy=node.cluster.mig_change_policy,
+                # A node whose layout was set outside the portal lends its free slices, but its
+                # layout is not the portal's to change until an admin takes it over.
+                mig_change_policy=node.cluster.mig_change_policy if node.mig_managed else "never",
+                mig_mode=node.cluster.mig_mode,
             )
         )
     return views
+
+
+RECENT_SLICE_HOLDS = 500
+
+
+def recent_slice_demand() -> dict[str, dict[str, float]]:
+    """The recent mix of MIG profiles per GPU type (slug -> profile -> count), from the last
+    RECENT_SLICE_HOLDS slice holds: what a "layouts" GPU is re-partitioned for. One query."""
+    demand: dict[str, dict[str, float]] = defaultdict(dict)
+    recent = (
+        Allocation.objects.exclude(mig_profile="")
+        .order_by("-started_at")
+        .values_list("gpu_type__slug", "mig_profile")[:RECENT_SLICE_HOLDS]
+    )
+    for slug, profile in recent:
+        demand[slug][profile] = demand[slug].get(profile, 0.0) + 1.0
+    return dict(demand)
 
 
 @dataclass(frozen=True)
@@ -261,6 +279,17 @@ class GpuBar:
         if not self.gpu.mig_enabled:
             return 0 if self.whole_holder else MEMORY_SLOTS
         return MEMORY_SLOTS - sum(cell.size for cell in self.slices)
+
+    @property
+    def layout_summary(self) -> str:
+        """A MIG GPU's layout in words: slices held and free, and whether it is being changed."""
+        if not self.slices:
+            return "not cut"
+        held = sum(1 for cell in self.slices if cell.holder)
+        parts = [f"{held} held", f"{len(self.slices) - held} free"]
+        if any(cell.state == MigSlice.State.CREATING for cell in self.slices):
+            parts.append("re-partitioning")
+        return " · ".join(parts)
 
 
 @dataclass

@@ -82,6 +82,11 @@ class FleetGpuSerializer(serializers.ModelSerializer):
         help_text="False when the node's MIG layout was set outside the portal: its MIG GPUs take no "
         "slices until an admin takes the node over.",
     )
+    mig_mode = serializers.CharField(
+        source="node.cluster.mig_mode",
+        help_text="How the cluster cuts MIG slices: 'layouts' (a GPU is re-partitioned whole, only while "
+        "it holds nothing; released slices stay cut) or 'dynamic' (slice by slice).",
+    )
 
     class Meta:
         model = Gpu
@@ -94,6 +99,7 @@ class FleetGpuSerializer(serializers.ModelSerializer):
             "type",
             "mig_enabled",
             "mig_managed",
+            "mig_mode",
             "holder",
             "mig_slices",
         ]

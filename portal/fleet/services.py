@@ -15,7 +15,7 @@ from portal.core.jobs import enqueue
 from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node
 from portal.fleet.placement import NoFit, Placement, SliceRequest, WholeRequest, place
 from portal.fleet.placement.queue import QueuedRequest, drain
-from portal.fleet.selectors import gpu_snapshot, price_per_hour, slice_share
+from portal.fleet.selectors import gpu_snapshot, price_per_hour, recent_slice_demand, slice_share
 
 if TYPE_CHECKING:  # portal.workloads sits above the fleet: named in annotations only
     from portal.workloads.models import Workload
@@ -46,11 +46,12 @@ def allocation_place(*, holder: Workload, now: datetime) -> Placement | NoFit:
     """
     gpu_type = GpuType.objects.select_for_update().get(pk=holder.gpu_type_id)
     request = placement_request(gpu_type=gpu_type, count=holder.gpu_count, mig_profile=holder.mig_profile)
+    demand = _demand_with(recent_slice_demand().get(gpu_type.slug, {}), request)
     decisions: list[Placement] = []
     try:
         with transaction.atomic():
             for replica in range(holder.replicas):
-                decision = place(gpu_snapshot(gpu_type=gpu_type, now=now), request)
+                decision = place(gpu_snapshot(gpu_type=gpu_type, now=now), request, demand=demand)
                 if isinstance(decision, NoFit):
                     raise _NoRoom(decision)
                 allocation_record(
@@ -95,7 +96,15 @@ def allocations_place_queued(
         requests[holder.pk] = request
         queued_at = (holder.queued_at or now).timestamp()
         queue.append(QueuedRequest(holder.pk, holder.priority, queued_at, request))
-    decisions = dict(drain(queue, snapshot, now=now.timestamp(), starvation_seconds=starvation_seconds))
+    decisions = dict(
+        drain(
+            queue,
+            snapshot,
+            now=now.timestamp(),
+            starvation_seconds=starvation_seconds,
+            demand=recent_slice_demand(),
+        )
+    )
     by_id = {h.pk: h for h in holders}
     for holder_id, decision in decisions.items():
         holder = by_id[holder_id]
@@ -107,6 +116,14 @@ def allocations_place_queued(
             now=now,
         )
     return decisions
+
+
+def _demand_with(recent: dict[str, float], request: WholeRequest | SliceRequest) -> dict[str, float]:
+    """Recent demand for the type's profiles, with the request itself counted."""
+    if not isinstance(request, SliceRequest):
+        return recent
+    name = request.profile.name
+    return {**recent, name: recent.get(name, 0.0) + 1.0}
 
 
 def allocation_record(
@@ -132,10 +149,14 @@ def allocation_record(
     }
     if isinstance(request, SliceRequest):
         gpu = gpus[decision.gpu_ids[0]]
-        if decision.slice_id is None:
+        if decision.layout is not None:
+            mig_slice = _mig_repartition(gpu=gpu, layout=decision.layout, start=decision.start)
+        elif decision.slice_id is None:
             # A new GPU instance: it exists in the cluster only once the node's MIG layout is
             # applied, so it starts as "creating" and nothing else is cut on its GPU meanwhile.
+            # Free slices in its way go (the engine cuts beside held slices only).
             mig_layout_changed(node_ids=[gpu.node_id])
+            _free_slices_in_the_way(gpu=gpu, start=decision.start, size=request.profile.size).delete()
             mig_slice = MigSlice.objects.create(
                 gpu=gpu,
                 profile=request.profile.name,
@@ -164,6 +185,41 @@ def allocation_record(
     holder.placement_reason = decision.reason[:300]
 
 
+def _free_slices_in_the_way(*, gpu: Gpu, start: int, size: int):
+    """The slices of `gpu` that nobody holds and that overlap slots [start, start + size)."""
+    held = Allocation.objects.filter(released_at__isnull=True, mig_slice__isnull=False).values("mig_slice_id")
+    overlapping = [
+        s.pk
+        for s in MigSlice.objects.filter(gpu=gpu).exclude(pk__in=held)
+        if s.start < start + size and start < s.start + s.size
+    ]
+    return MigSlice.objects.filter(pk__in=overlapping)
+
+
+def _mig_repartition(*, gpu: Gpu, layout: tuple[tuple[str, int], ...], start: int | None) -> MigSlice:
+    """Give a GPU that holds nothing a whole new layout (every slice "creating" until the node's
+    layout is applied); returns the slice at `start`, for the request that asked for it."""
+    if Allocation.objects.filter(gpu=gpu, released_at__isnull=True).exists():
+        raise ValueError(f"{gpu} holds a slice: its layout cannot change")  # the engine never asks this
+    mig_layout_changed(node_ids=[gpu.node_id])
+    MigSlice.objects.filter(gpu=gpu).delete()
+    model = gpu.gpu_type.model
+    created = {}
+    for profile, at in layout:
+        shape = model.profile(profile) if model else None
+        if shape is None:
+            raise ValueError(f"{gpu.gpu_type.slug} offers no {profile}")
+        created[at] = MigSlice.objects.create(
+            gpu=gpu,
+            profile=profile,
+            start=at,
+            size=shape.size,
+            compute_slices=shape.compute_slices,
+            state=MigSlice.State.CREATING,
+        )
+    return created[start]
+
+
 def allocations_end(*, holder: Workload, at: datetime) -> int:
     """Stop billing the holder's allocations at `at` (those still billing)."""
     return Allocation.objects.filter(workload=holder, ended_at__isnull=True).update(ended_at=at)
@@ -186,8 +242,9 @@ def allocations_release(*, holder: Workload, at: datetime) -> list[int]:
 
 
 def mig_layouts_free(*, gpu_ids: list[int]) -> list[int]:
-    """Delete the slices of MIG GPUs that no longer hold any; returns the nodes that changed.
-    Callers hold the GPU type lock."""
+    """Delete the slices of "dynamic" MIG GPUs that no longer hold any; returns the nodes that
+    changed. A "layouts" GPU keeps its layout: its released slices stay cut, free for the next
+    request of their profile, until the GPU is re-partitioned. Callers hold the GPU type lock."""
     in_use = set(
         Allocation.objects.filter(gpu_id__in=gpu_ids, released_at__isnull=True).values_list(
             "gpu_id", flat=True
@@ -195,7 +252,9 @@ def mig_layouts_free(*, gpu_ids: list[int]) -> list[int]:
     )
     empty = [gpu_id for gpu_id in set(gpu_ids) if gpu_id not in in_use]
     doomed = list(
-        MigSlice.objects.filter(gpu_id__in=empty, gpu__mig_enabled=True).values_list("pk", "gpu__node_id")
+        MigSlice.objects.filter(
+            gpu_id__in=empty, gpu__mig_enabled=True, gpu__node__cluster__mig_mode=Cluster.MigMode.DYNAMIC
+        ).values_list("pk", "gpu__node_id")
     )
     changed = mig_layout_changed(node_ids=[node_id for _, node_id in doomed])
     MigSlice.objects.filter(pk__in=[pk for pk, _ in doomed]).delete()

@@ -25,4 +25,4 @@ def fake_kube() -> Iterator[FakeKube]:
 def kube_driver(fake_kube: FakeKube) -> KubernetesDriver:
     """The real driver and client, pointed at the fake over plain HTTP, with short timeouts."""
     config = ClusterConfig(name="fake", driver="kubernetes", api_url=fake_kube.url)
-    return KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0)))
+    return KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0), mig_config_settle_seconds=0))

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
 from tests.fakekube.api import Failure, FakeApi, Recorded
+from tests.fakekube.migmanager import FakeMigManager
 from tests.fakekube.nodes import default_nodes
 from tests.fakekube.resources import BY_KIND
 from tests.fakekube.store import Store
@@ -77,6 +78,10 @@ class FakeKube:
             )
         for node in default_nodes() if nodes is None else nodes:
             self.add_node(node)
+        self.mig = FakeMigManager(self)
+        if nodes is None:  # the layouts the default MIG nodes arrive with
+            self.mig.adopt("gpu-h100-b", {i: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1} for i in range(8)})
+            self.mig.adopt("gpu-a100-a", {i: {"1g.5gb": 7} for i in range(4)})
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

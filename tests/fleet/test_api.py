@@ -30,16 +30,19 @@ def test_the_fleet_shows_who_holds_each_gpu_and_slice(run_jobs, fleet, alice, ad
     assert held_whole[0]["uuid"].startswith("GPU-gpu-h100-a-")
 
     cut = gpus[("gpu-h100-b", placed["gpu"])]
-    assert cut["mig_enabled"] is True
+    assert cut["mig_enabled"] is True and cut["mig_mode"] == "layouts"
     assert cut["holder"] is None
+    # A "layouts" GPU is cut whole: the request takes one of seven 1g.10gb, the rest stay free.
+    holder = {"kind": "sandbox", "id": slice_id, "name": "mig-small"}
     assert cut["mig_slices"] == [
         {
             "profile": "1g.10gb",
-            "start": placed["start"],
+            "start": start,
             "size": 1,
             "state": "ready",
-            "holder": {"kind": "sandbox", "id": slice_id, "name": "mig-small"},
+            "holder": holder if start == placed["start"] else None,
         }
+        for start in range(7)
     ]
 
 

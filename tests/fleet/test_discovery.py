@@ -20,8 +20,9 @@ from portal.fleet.discovery import (
     gpu_uuid,
 )
 from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node
+from portal.fleet.placement import NoFit, Placement, place
 from portal.fleet.selectors import gpu_snapshot, price_per_hour
-from portal.fleet.services import fleet_node_take_over
+from portal.fleet.services import fleet_node_take_over, placement_request
 from tests.factories import ClusterFactory
 
 pytestmark = pytest.mark.django_db
@@ -149,7 +150,7 @@ def test_mig_modes_are_left_alone_while_a_layout_change_is_under_way(cluster):
 def test_turning_mig_off_drops_the_free_slices_of_the_gpu(cluster):
     sync(cluster, MIG_H100)
     gpu = Gpu.objects.get(node__name="gpu-h100-b", index=0)
-    MigSlice.objects.create(gpu=gpu, profile="1g.10gb", start=0, size=1, compute_slices=1)
+    assert MigSlice.objects.filter(gpu=gpu).exists()  # the layout it arrived with, taken in
     sync(cluster, dataclasses.replace(WHOLE_H100, name="gpu-h100-b"))
     gpu.refresh_from_db()
     assert not gpu.mig_enabled
@@ -278,15 +279,28 @@ def test_discovery_keeps_a_layout_change_made_while_it_ran(cluster, monkeypatch)
     assert node.mig_layout_wanted == 1
 
 
-def test_a_node_that_arrives_with_its_own_mig_layout_is_left_alone_by_placement(cluster):
+def test_a_node_that_arrives_with_its_own_mig_layout_lends_its_slices_but_is_never_re_cut(cluster):
     result = sync(cluster, WHOLE_H100, MIG_H100)
 
     mig_node = Node.objects.get(name="gpu-h100-b")
     assert not mig_node.mig_managed and Node.objects.get(name="gpu-h100-a").mig_managed
     assert result.unmanaged == ["gpu-h100-b"]
     assert "MIG layout was set outside the portal (left alone): gpu-h100-b" in result.summary()
+    # 16 x 1g.10gb and 8 x 3g.40gb over 8 GPUs: each GPU 2 x 1g and a 3g, taken in as free slices
+    assert result.imported == ["gpu-h100-b: 16 x 1g.10gb, 8 x 3g.40gb"]
+    for gpu in Gpu.objects.filter(node=mig_node):
+        assert sorted(gpu.mig_slices.values_list("profile", "start")) == [
+            ("1g.10gb", 4), ("1g.10gb", 5), ("3g.40gb", 0)
+        ]  # fmt: skip
     snapshot = gpu_snapshot(gpu_type=GpuType.objects.get(slug="h100-80gb"), now=NOW)
-    assert {gpu.node for gpu in snapshot} == {"gpu-h100-a"}  # its MIG GPUs are not the portal's to cut
+    lent = [gpu for gpu in snapshot if gpu.node == "gpu-h100-b"]
+    assert len(lent) == 8 and {gpu.mig_change_policy for gpu in lent} == {"never"}
+    h100 = GpuType.objects.get(slug="h100-80gb")
+    small = place(snapshot, placement_request(gpu_type=h100, count=1, mig_profile="1g.10gb"))
+    assert isinstance(small, Placement) and small.slice_id is not None and small.layout is None
+    other = place(snapshot, placement_request(gpu_type=h100, count=1, mig_profile="2g.20gb"))
+    assert isinstance(other, NoFit)  # no free 2g.20gb, and the node's layout is not the portal's
+    assert sync(cluster, WHOLE_H100, MIG_H100).imported == []  # once
 
 
 def test_a_node_on_the_portals_own_layout_is_managed(cluster):

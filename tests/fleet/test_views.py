@@ -37,7 +37,8 @@ def test_admins_see_slices_at_their_start_with_profile_and_holder(
     assert 'class="slice held"' in page
     assert 'class="slice whole held"' in page and "whole-box" in page
     assert page.count('class="slice whole free-whole"') == 7  # the other whole H100s
-    assert "MIG · 7/8 free" in page
+    assert "MIG · 1 held · 6 free" in page and "MIG · not cut" in page
+    assert "MIG mode: layouts" in page
     assert "1g.10gb: 8" in page  # every MIG GPU can still take a 1g.10gb
 
 

@@ -40,6 +40,14 @@ def kube_cluster(db, fake_kube: FakeKube) -> Cluster:
     return cluster
 
 
+def mig_manager_runs(fake: FakeKube) -> None:
+    """The kubelet refreshes the mounted MIG config, and the MIG manager applies what the node's
+    label points at (picked up, then done)."""
+    fake.mig.refresh_mounts()
+    fake.mig.step()
+    fake.mig.step()
+
+
 @pytest.fixture
 def request_on_kube(run_jobs, kube_cluster, researcher) -> Callable[..., Workload]:
     """Request a sandbox as the researcher and run the jobs it enqueues; returns the fresh row."""
@@ -53,13 +61,13 @@ def request_on_kube(run_jobs, kube_cluster, researcher) -> Callable[..., Workloa
 
 @pytest.fixture
 def running_on_kube(request_on_kube, fake_kube: FakeKube) -> Callable[..., Workload]:
-    """A sandbox taken to `running` on the fake: requested, its MIG layout (if it needs a new
-    slice) reported done, its pod marked ready, reconciled."""
+    """A sandbox taken to `running` on the fake: requested, its MIG layout (if it needs a
+    re-partition) applied by the fake's MIG manager, its pod marked ready, reconciled."""
 
     def start(**fields: object) -> Workload:
         sandbox = request_on_kube(**fields)
         if fake_kube.get("Namespace", sandbox.namespace) is None:  # waiting for the MIG manager
-            fake_kube.set_mig_state(sandbox.node_name, "success")
+            mig_manager_runs(fake_kube)
             reconcile_workload(sandbox.pk)
         fake_kube.pod_running(sandbox.namespace)
         reconcile_workload(sandbox.pk)

@@ -224,7 +224,7 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     driver.discover_gpu_nodes()
     driver.apply_mig_layout("gpu-h100-a", {0: [("1g.10gb", 0)]})  # creates the ConfigMap
     driver.apply_mig_layout("gpu-h100-a", {0: [("3g.40gb", 0)]})  # reads and patches it
-    driver.mig_layout_state("gpu-h100-a")
+    driver.mig_layout_state("gpu-h100-a", {0: [("3g.40gb", 0)]})
     driver.delete_workload(changed)
     serving = make_serving_spec(replicas=2)
     driver.apply_workload(serving)  # one Deployment per replica

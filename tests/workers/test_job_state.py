@@ -27,7 +27,7 @@ from workers.reconcile.workloads import reconcile_workload
 from workers.tasks import workloads as workload_tasks
 from workers.tasks.fleet import apply_mig_layout, apply_mig_layouts_due
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("dynamic_mig")]
 START = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
 MIG_FIELDS = NODE_MIG_JOB_FIELDS
 
@@ -62,14 +62,14 @@ class CountingDriver:
         self.inner, self.state, self.error = inner, state, error
         self.applied: list[dict] = []
 
-    def apply_mig_layout(self, node, layout):
+    def apply_mig_layout(self, node, layout, retry=False):
         self.applied.append(layout)
         if self.error is not None:
             raise self.error
         self.inner.apply_mig_layout(node, layout)
 
-    def mig_layout_state(self, node):
-        return self.state or self.inner.mig_layout_state(node)
+    def mig_layout_state(self, node, layout=None):
+        return self.state or self.inner.mig_layout_state(node, layout)
 
 
 @pytest.fixture
@@ -213,7 +213,7 @@ def test_a_layout_changed_while_it_was_applied_is_not_settled_as_the_old_one(
     node_id = mig_node().pk
     driver = counting()
 
-    def state_after_a_concurrent_change(node):
+    def state_after_a_concurrent_change(node, layout=None):
         mig_layout_changed(node_ids=[node_id])  # e.g. another slice cut on the node meanwhile
         driver.mig_layout_state = driver.inner.mig_layout_state
         return "success"
@@ -272,7 +272,7 @@ def test_a_pass_that_outran_its_lease_leaves_the_next_workers_lease_alone(fleet,
     later = timezone.now() + timedelta(minutes=5)
     real_apply = get_driver(cluster_config(node.cluster)).apply_mig_layout
 
-    def slow_apply(name, layout):
+    def slow_apply(name, layout, retry=False):
         # This pass stalls past its lease; another worker claims the node meanwhile.
         Node.objects.filter(pk=node.pk).update(mig_layout_lease_until=later)
         return real_apply(name, layout)

@@ -356,47 +356,6 @@ def test_a_mig_layout_becomes_a_mig_parted_config_and_a_node_label(
     assert "all-disabled" in config["mig-configs"]
 
 
-def test_the_mig_layout_state_follows_the_mig_manager(
-    fake_kube: FakeKube, kube_driver: KubernetesDriver
-) -> None:
-    kube_driver.apply_mig_layout("gpu-h100-a", {0: [("7g.80gb", 0)]})
-    assert kube_driver.mig_layout_state("gpu-h100-a") == "pending"
-    fake_kube.set_mig_state("gpu-h100-a", "rebooting")
-    assert kube_driver.mig_layout_state("gpu-h100-a") == "pending"
-    fake_kube.set_mig_state("gpu-h100-a", "success")
-    assert kube_driver.mig_layout_state("gpu-h100-a") == "success"
-    fake_kube.set_mig_state("gpu-h100-a", "failed")
-    assert kube_driver.mig_layout_state("gpu-h100-a") == "failed"
-
-
-def test_requesting_the_same_layout_again_leaves_the_node_alone(
-    fake_kube: FakeKube, kube_driver: KubernetesDriver
-) -> None:
-    layout = {1: [("2g.20gb", 0), ("2g.20gb", 2)]}
-    kube_driver.apply_mig_layout("gpu-h100-a", layout)
-    fake_kube.set_mig_state("gpu-h100-a", "success")
-    fake_kube.requests.clear()
-    kube_driver.apply_mig_layout("gpu-h100-a", layout)
-    assert not [r for r in fake_kube.requests if r.verb in ("create", "patch")]
-    assert kube_driver.mig_layout_state("gpu-h100-a") == "success"
-
-
-def test_a_new_layout_replaces_the_nodes_old_configs_and_keeps_other_nodes(
-    fake_kube: FakeKube, kube_driver: KubernetesDriver
-) -> None:
-    kube_driver.apply_mig_layout("gpu-h100-b", {0: [("1g.10gb", 0)]})
-    kube_driver.apply_mig_layout("gpu-h100-a", {0: [("1g.10gb", 0)]})
-    first = fake_kube.get("Node", "gpu-h100-a")["metadata"]["labels"]["nvidia.com/mig.config"]
-    kube_driver.apply_mig_layout("gpu-h100-a", {0: [("3g.40gb", 0)]})
-    second = fake_kube.get("Node", "gpu-h100-a")["metadata"]["labels"]["nvidia.com/mig.config"]
-    kube_driver.apply_mig_layout("gpu-h100-a", {0: [("4g.40gb", 0)]})
-    third = fake_kube.get("Node", "gpu-h100-a")["metadata"]["labels"]["nvidia.com/mig.config"]
-    configs = _mig_config(fake_kube)["mig-configs"]
-    assert len({first, second, third}) == 3
-    assert first not in configs and second in configs and third in configs  # the labelled one stays
-    assert any(name.startswith("gpu-portal-gpu-h100-b-") for name in configs)
-
-
 def test_a_concurrent_change_to_the_mig_config_map_is_retried(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:

@@ -13,10 +13,15 @@ from django.core.management import CommandError, call_command
 
 from portal.fleet.models import Allocation, MigSlice, Node
 from portal.sandboxes.services import sandbox_request
-from portal.workloads.models import Workload, WorkloadState
-from portal.workloads.services import workloads_due_for_reconcile, workloads_sweep
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
+from portal.workloads.services import (
+    workload_queue_drain,
+    workload_terminate,
+    workloads_due_for_reconcile,
+    workloads_sweep,
+)
 from tests.fakekube import SCHEMA_VERSION, FakeKube
-from tests.workers.conftest import SLICE, WHOLE
+from tests.workers.conftest import SLICE, WHOLE, mig_manager_runs
 from workers.reconcile.workloads import reconcile_workload
 
 pytestmark = pytest.mark.django_db
@@ -70,36 +75,91 @@ def test_whole_gpu_sandbox_is_created_over_http_runs_and_expires_billed_to_its_e
     assert allocation.released_at is not None
 
 
-def test_mig_slice_sandbox_waits_for_the_mig_manager_then_runs_with_a_slice_quota(fake_kube, request_on_kube):
-    sandbox = request_on_kube(**SLICE)
+def test_a_slice_the_node_already_has_is_taken_without_changing_its_layout(fake_kube, request_on_kube):
+    sandbox = request_on_kube(**SLICE)  # gpu-h100-b arrived with all-balanced: free 1g.10gb slices
     mig_slice = Allocation.objects.get(workload=sandbox).mig_slice
-    assert sandbox.node_name == "gpu-h100-b" and mig_slice.state == MigSlice.State.CREATING
-    assert sandbox.state == S.PROVISIONING
-    assert sandbox.message.startswith("Cutting a 1g.10gb slice on gpu-h100-b")
+    assert sandbox.node_name == "gpu-h100-b" and mig_slice.state == MigSlice.State.READY
+    assert (
+        fake_kube.get("Node", "gpu-h100-b")["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
+    )
+    hard = fake_kube.get("ResourceQuota", "sandbox-quota", sandbox.namespace)["spec"]["hard"]
+    assert hard["requests.nvidia.com/mig-1g.10gb"] == "1"
+    assert fake_kube.mig.history == []  # nothing re-partitioned
+
+
+def test_a_profile_no_free_slice_has_re_partitions_one_idle_gpu_through_the_mig_manager(
+    fake_kube, request_on_kube
+):
+    sandbox = request_on_kube(**{**SLICE, "name": "big", "mig_profile": "7g.80gb"})
+    mig_slice = Allocation.objects.get(workload=sandbox).mig_slice
+    assert mig_slice.state == MigSlice.State.CREATING and sandbox.state == S.PROVISIONING
+    assert sandbox.message.startswith("Cutting a 7g.80gb slice on gpu-h100-b")
     labels = fake_kube.get("Node", "gpu-h100-b")["metadata"]["labels"]
     config_name = labels["nvidia.com/mig.config"]
-    assert config_name.startswith("gpu-portal-gpu-h100-b-")
-    assert labels["nvidia.com/mig.config.state"] == "pending"
+    assert (
+        config_name.startswith("gpu-portal-gpu-h100-b-")
+        and labels["nvidia.com/mig.config.state"] == "pending"
+    )
     config_map = fake_kube.get("ConfigMap", "gpu-portal-mig-parted-config", "gpu-operator")
     entries = yaml.safe_load(config_map["data"]["config.yaml"])["mig-configs"][config_name]
-    cut = next(entry for entry in entries if entry["devices"] == [mig_slice.gpu.index])
-    assert cut == {"devices": [mig_slice.gpu.index], "mig-enabled": True, "mig-devices": {"1g.10gb": 1}}
+    index = mig_slice.gpu.index
+    balanced = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+    for entry in entries:  # one GPU changes; the others keep the layout they arrived with
+        wanted = {"7g.80gb": 1} if entry["devices"] == [index] else balanced
+        assert entry == {"devices": entry["devices"], "mig-enabled": True, "mig-devices": wanted}
     assert fake_kube.get("Namespace", sandbox.namespace) is None  # nothing is applied before the slice
 
-    reconcile_workload(sandbox.pk)  # the MIG manager is still at work
+    reconcile_workload(sandbox.pk)  # the MIG manager has not run yet
     assert Workload.objects.get(pk=sandbox.pk).state == S.PROVISIONING
-    assert fake_kube.get("Node", "gpu-h100-b")["metadata"]["labels"]["nvidia.com/mig.config"] == config_name
 
-    fake_kube.set_mig_state("gpu-h100-b", "success")
+    fake_kube.mig.refresh_mounts()
+    fake_kube.mig.step()
+    fake_kube.mig.step()
+    assert fake_kube.mig.history == [("gpu-h100-b", config_name, "success: applied")]
     reconcile_workload(sandbox.pk)
     assert MigSlice.objects.get(pk=mig_slice.pk).state == MigSlice.State.READY
     assert Node.objects.get(name="gpu-h100-b").mig_config_state == "success"
     hard = fake_kube.get("ResourceQuota", "sandbox-quota", sandbox.namespace)["spec"]["hard"]
-    assert hard["requests.nvidia.com/mig-1g.10gb"] == "1"
-    assert hard["requests.nvidia.com/gpu"] == "0"
+    assert hard["requests.nvidia.com/mig-7g.80gb"] == "1" and hard["requests.nvidia.com/gpu"] == "0"
     fake_kube.pod_running(sandbox.namespace)
     reconcile_workload(sandbox.pk)
     assert Workload.objects.get(pk=sandbox.pk).state == S.RUNNING
+
+
+def test_a_gpu_the_kubelet_filled_behind_the_portals_back_fails_in_use_and_the_request_waits(
+    run_jobs, fake_kube, request_on_kube
+):
+    """The kubelet, not the portal, picks the device: a pod the portal placed on GPU 3 may sit on
+    GPU 0. Re-partitioning GPU 0 then fails "in use", the request goes back to the queue, and
+    nothing under the pod is destroyed."""
+    small = request_on_kube(**SLICE)
+    big = request_on_kube(**{**SLICE, "name": "big", "mig_profile": "7g.80gb"})
+    target = Allocation.objects.get(workload=big).gpu.index
+    assert Allocation.objects.get(workload=small).gpu.index != target  # as the portal sees it
+    fake_kube.mig.assign(small.namespace, "sandbox-0", target)  # as the kubelet did it
+    fake_kube.mig.refresh_mounts()
+    fake_kube.mig.step()
+    fake_kube.mig.step()
+    assert fake_kube.mig.history[-1][2] == f"failed: GPU {target} in use"
+    reconcile_workload(big.pk)
+    big.refresh_from_db()
+    assert big.state == S.QUEUED and "MIG layout change on gpu-h100-b failed" in big.message
+    assert fake_kube.mig.devices_in_use("gpu-h100-b") == {target: {"1g.10gb": 1}}
+
+    # The pod ends; the request is placed again. The MIG manager never retries a failed config
+    # by itself: the portal points the node at the layout's second name.
+    run_jobs(lambda: workload_terminate(user=small.owner, workload_id=small.pk, kind=WorkloadKind.SANDBOX))
+    fake_kube.mig.pinned.clear()
+    run_jobs(lambda: workload_queue_drain())
+    big.refresh_from_db()
+    assert big.state == S.PROVISIONING
+    mig_manager_runs(fake_kube)
+    assert fake_kube.mig.history[-1][2] == "success: applied"
+    assert fake_kube.mig.history[-1][1] != fake_kube.mig.history[-2][1]  # a new label value
+    reconcile_workload(big.pk)
+    fake_kube.pod_running(big.namespace)
+    reconcile_workload(big.pk)
+    assert Workload.objects.get(pk=big.pk).state == S.RUNNING
 
 
 def test_image_pull_failure_fails_the_sandbox_with_the_kubelets_message(fake_kube, request_on_kube):

@@ -1,5 +1,6 @@
-"""On-demand MIG layouts: a new slice waits for the node's layout change; an empty GPU's layout
-is freed again; a failed change puts the request back in the queue."""
+"""On-demand MIG layouts on a "dynamic" cluster, cut slice by slice: a new slice waits for the
+node's layout change; an empty GPU's layout is freed again; a failed change puts the request back
+in the queue. (tests/workers/test_mig_layouts_mode.py has the "layouts" clusters.)"""
 
 from __future__ import annotations
 
@@ -14,17 +15,17 @@ from workers.reconcile import mig as mig_module
 from workers.reconcile import workloads as reconcile_module
 from workers.reconcile.workloads import reconcile_workload
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("dynamic_mig")]
 S = WorkloadState
 
 
 class FailingMig:
     """A cluster whose MIG manager reports every layout change failed."""
 
-    def apply_mig_layout(self, node, layout):
+    def apply_mig_layout(self, node, layout, retry=False):
         pass
 
-    def mig_layout_state(self, node):
+    def mig_layout_state(self, node, layout=None):
         return "failed"
 
 

@@ -92,8 +92,9 @@ class ClusterDriver(Protocol):
     def discover_gpu_nodes(self) -> list[DiscoveredGpuNode]:
         """GPU nodes as the GPU Operator advertises them."""
 
-    def apply_mig_layout(self, node: str, layout: MigLayout) -> None:
-        """Ask for this MIG layout on the node (all its GPUs)."""
+    def apply_mig_layout(self, node: str, layout: MigLayout, *, retry: bool = False) -> None:
+        """Ask for this MIG layout on the node (all its GPUs); `retry` asks again after the
+        cluster reported it failed."""
 
-    def mig_layout_state(self, node: str) -> MigLayoutState:
-        """How far the node's last requested MIG layout has got."""
+    def mig_layout_state(self, node: str, layout: MigLayout) -> MigLayoutState:
+        """How far the node has got towards `layout` (as last given to apply_mig_layout)."""

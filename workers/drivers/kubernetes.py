@@ -9,9 +9,12 @@ when it differs, deletes that meet nothing are fine. Failures are `DriverError`s
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
+
+import yaml
 
 from workers.drivers.base import (
     ClusterConfig,
@@ -29,12 +32,15 @@ from workers.drivers.kubernetes_nodes import (
     MIG_CONFIG,
     MIG_CONFIG_KEY,
     MIG_CONFIG_STATE,
+    WRITTEN_AT_PREFIX,
+    advertised_matches,
     discovered_node,
     gpu_type_slug,
     layout_state,
     merge_mig_config,
     mig_config_name,
     mig_parted_entries,
+    written_at_key,
 )
 from workers.drivers.kubernetes_status import serving_status, workload_status
 from workers.manifests import (
@@ -85,6 +91,10 @@ class KubernetesOptions:
     manifests: ManifestOptions = field(default_factory=ManifestOptions)
     mig_config_map: str = "gpu-portal-mig-parted-config"
     mig_config_namespace: str = "gpu-operator"
+    # The kubelet refreshes a mounted ConfigMap after its sync period plus its cache's TTL (about
+    # a minute each by default): a node is pointed at a new config only this long after it was
+    # written, or its MIG manager may read the old file and fail.
+    mig_config_settle_seconds: float = 120.0
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
     product_slugs: Mapping[str, str] = field(default_factory=dict)
 
@@ -139,11 +149,17 @@ class KubernetesDriver:
     """ClusterDriver on the official client; `api` may be injected (tests, a shared client)."""
 
     def __init__(
-        self, config: ClusterConfig, options: KubernetesOptions | None = None, *, api: KubeApi | None = None
+        self,
+        config: ClusterConfig,
+        options: KubernetesOptions | None = None,
+        *,
+        api: KubeApi | None = None,
+        clock: Callable[[], datetime] | None = None,
     ):
         self.config = config
         self.options = options or KubernetesOptions()
         self.api = api or KubeApi(config, timeout=self.options.timeout)
+        self.clock = clock or (lambda: datetime.now(UTC))
 
     # --- sandboxes ----------------------------------------------------------------------------
 
@@ -280,33 +296,56 @@ class KubernetesDriver:
             raise DriverError(f"node {node} not found in cluster {self.config.name}", retryable=False)
         return dict(found.get("metadata", {}).get("labels") or {})
 
-    def apply_mig_layout(self, node: str, layout: MigLayout) -> None:
-        """Write the layout as a mig-parted config and point the node's MIG manager at it.
+    def apply_mig_layout(self, node: str, layout: MigLayout, *, retry: bool = False) -> None:
+        """Move the node towards the layout through the MIG manager; call again until
+        `mig_layout_state` says it is done (each call does the next safe step, or nothing).
 
-        GPUs in `layout` get MIG with those slices; the node's other GPUs get MIG off. Each
-        layout gets a config name of its own, so the node label changes and the MIG manager acts;
-        on a change the state label is set to `pending` with it, so that a stale `success` from
-        the previous layout is never read as this one's.
+        GPUs in `layout` get MIG with those slices; the node's other GPUs get MIG off, and
+        mig-parted leaves every GPU whose config is unchanged alone. In order:
+
+        1. The layout is written as a mig-parted config of its own name into the ConfigMap the
+           MIG manager mounts, with the time it was written.
+        2. The node's `nvidia.com/mig.config` label is pointed at it only once the kubelet has
+           had time to refresh the mounted file (`mig_config_settle_seconds`), and never while
+           the MIG manager is still at work on an earlier change (`pending`, `rebooting`): a
+           change made then can leave a stale `success` behind. With the label the state label
+           is set to `pending`, so an earlier `success` is never read as this layout's.
+        3. After `failed` the MIG manager waits for the label to change, and so does this, until
+           the caller asks to `retry`: then the node is pointed at the layout's second name
+           (written, then settled, the same way).
         """
-        labels = self._node_labels(node)
+        found = self.api.get("Node", node)
+        if found is None:
+            raise DriverError(f"node {node} not found in cluster {self.config.name}", retryable=False)
+        labels = dict(found.get("metadata", {}).get("labels") or {})
         gpu_count = int(labels.get(GPU_COUNT, "0") or 0)
         outside = [index for index in layout if index < 0 or (gpu_count and index >= gpu_count)]
         if outside:
             raise DriverError(
                 f"node {node} has {gpu_count} GPUs; the layout names GPU {outside}", retryable=False
             )
-        name = mig_config_name(node, layout, gpu_count)
-        self._write_mig_config(
-            node, name, mig_parted_entries(layout, gpu_count), keep=labels.get(MIG_CONFIG, "")
+        current, state = labels.get(MIG_CONFIG, ""), labels.get(MIG_CONFIG_STATE, "")
+        names = (
+            mig_config_name(node, layout, gpu_count),
+            mig_config_name(node, layout, gpu_count, retry=True),
         )
-        if labels.get(MIG_CONFIG) != name:
-            self.api.patch(
-                "Node", node, {"metadata": {"labels": {MIG_CONFIG: name, MIG_CONFIG_STATE: "pending"}}}
-            )
+        if current in names and (state != "failed" or not retry):
+            return  # pointed at it already: the MIG manager is at work, done, or failed it
+        name = names[1] if current == names[0] else names[0]
+        written = self._write_mig_config(node, name, mig_parted_entries(layout, gpu_count), keep=current)
+        if state in ("pending", "rebooting"):
+            return  # never change the label under the MIG manager's feet
+        if (self.clock() - written).total_seconds() < self.options.mig_config_settle_seconds:
+            return  # the mounted file may not show the new config yet
+        self.api.patch(
+            "Node", node, {"metadata": {"labels": {MIG_CONFIG: name, MIG_CONFIG_STATE: "pending"}}}
+        )
 
-    def _write_mig_config(self, node: str, name: str, entries: list[dict], keep: str) -> None:
-        """Add the config to the shared ConfigMap; resourceVersion guards against lost updates
-        when several nodes are reconfigured at once."""
+    def _write_mig_config(self, node: str, name: str, entries: list[dict], keep: str) -> datetime:
+        """Add the config to the shared ConfigMap, and an annotation with when it was first
+        written; returns that time. resourceVersion guards against lost updates when several
+        nodes are reconfigured at once. Configs the node no longer needs are dropped with their
+        annotations (not `keep`, the one its label points at)."""
         cm_name, cm_namespace = self.options.mig_config_map, self.options.mig_config_namespace
         for _attempt in range(3):
             config_map = self.api.get("ConfigMap", cm_name, cm_namespace)
@@ -320,26 +359,71 @@ class KubernetesDriver:
                                 "name": cm_name,
                                 "namespace": cm_namespace,
                                 "labels": {MANAGED_BY_KEY: MANAGED_BY},
+                                "annotations": {written_at_key(name): _stamp(self.clock())},
                             },
                             "data": {MIG_CONFIG_KEY: merge_mig_config("", node, name, entries, keep)},
                         }
                     )
-                    return
+                    return self.clock()
                 current = (config_map.get("data") or {}).get(MIG_CONFIG_KEY, "")
                 wanted = merge_mig_config(current, node, name, entries, keep)
-                if wanted == current:
-                    return
+                annotations = config_map["metadata"].get("annotations") or {}
+                stamped = annotations.get(written_at_key(name))
+                if wanted == current and stamped:
+                    return _parse_stamp(stamped)
+                configs = set((yaml.safe_load(wanted) or {}).get("mig-configs") or {})
+                changes: dict[str, str | None] = {
+                    key: None
+                    for key in annotations
+                    if key.startswith(WRITTEN_AT_PREFIX)
+                    and key.removeprefix(WRITTEN_AT_PREFIX) not in configs
+                }
+                now = self.clock()
+                if not stamped:
+                    changes[written_at_key(name)] = _stamp(now)
                 version = config_map["metadata"].get("resourceVersion")
-                body = {"metadata": {"resourceVersion": version}, "data": {MIG_CONFIG_KEY: wanted}}
+                body = {
+                    "metadata": {"resourceVersion": version, "annotations": changes},
+                    "data": {MIG_CONFIG_KEY: wanted},
+                }
                 self.api.patch("ConfigMap", cm_name, body, cm_namespace)
-                return
+                # A config already in the file before it was stamped counts from now: its age is unknown.
+                return _parse_stamp(stamped) if stamped else now
             except KubernetesApiError as exc:
                 if exc.status != 409:
                     raise
         raise DriverError(f"ConfigMap {cm_namespace}/{cm_name} kept changing while writing {name}")
 
-    def mig_layout_state(self, node: str) -> MigLayoutState:
-        return layout_state(self._node_labels(node))
+    def mig_layout_state(self, node: str, layout: MigLayout) -> MigLayoutState:
+        """`success` only when the node is pointed at this layout's config, the MIG manager says
+        `success`, and the device plugin advertises what the layout makes; `failed` when the MIG
+        manager failed this layout; else `pending`."""
+        found = self.api.get("Node", node)
+        if found is None:
+            raise DriverError(f"node {node} not found in cluster {self.config.name}", retryable=False)
+        labels = found.get("metadata", {}).get("labels") or {}
+        gpu_count = int(labels.get(GPU_COUNT, "0") or 0)
+        names = (
+            mig_config_name(node, layout, gpu_count),
+            mig_config_name(node, layout, gpu_count, retry=True),
+        )
+        if labels.get(MIG_CONFIG) not in names:
+            return "pending"
+        state = layout_state(labels)
+        if state == "success" and not advertised_matches(found, layout, gpu_count):
+            return "pending"  # a stale success, or the device plugin has not re-registered yet
+        return state
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_stamp(value: str) -> datetime:
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return datetime.now(UTC)
 
 
 def _ready(pod: dict) -> bool:

@@ -97,14 +97,45 @@ def _node_part(node: str) -> str:
     return f"{node[:33].rstrip('.-')}-{hashlib.sha256(node.encode()).hexdigest()[:6]}"
 
 
-def mig_config_name(node: str, layout: MigLayout, gpu_count: int) -> str:
+def mig_config_name(node: str, layout: MigLayout, gpu_count: int, *, retry: bool = False) -> str:
     """`gpu-portal-<node>-<layout hash>`: a new name for every new layout, so the node label
-    changes and the MIG manager acts; at most 63 characters, as a label value must be."""
+    changes and the MIG manager acts; at most 63 characters, as a label value must be.
+
+    `retry` gives the layout's second name, of the same length: the MIG manager acts only on a
+    change of the label, and does not try a failed config again, so a retry of the same layout
+    points the node at its other name.
+    """
     canonical = json.dumps(
         {"gpus": gpu_count, "layout": {str(i): sorted(layout[i]) for i in sorted(layout)}}, sort_keys=True
     )
-    digest = hashlib.sha256(canonical.encode()).hexdigest()[:8]
+    digest = hashlib.sha256((canonical + ("#retry" if retry else "")).encode()).hexdigest()[:8]
     return f"{MIG_CONFIG_PREFIX}{_node_part(node)}-{digest}"
+
+
+def written_at_key(name: str) -> str:
+    """The ConfigMap annotation that records when config `name` was first written to it."""
+    return f"{WRITTEN_AT_PREFIX}{name}"
+
+
+WRITTEN_AT_PREFIX = "mig.gpu-portal.io/"
+
+
+def advertised_matches(node: Mapping, layout: MigLayout, gpu_count: int) -> bool:
+    """Whether the node's allocatable resources are what the layout makes under the mixed
+    strategy: `nvidia.com/mig-<profile>` per profile, and the GPUs without MIG as
+    `nvidia.com/gpu`. The MIG manager's `success` alone can be stale (an earlier change's), and
+    the device plugin restarts after it; this is what pods can actually get."""
+    allocatable = node.get("status", {}).get("allocatable") or {}
+    # the device plugin's resource names write a profile's "+" as "." (1g.10gb+me: mig-1g.10gb.me)
+    wanted = Counter(profile.replace("+", ".") for slices in layout.values() for profile, _start in slices)
+    found = {
+        resource.removeprefix(MIG_RESOURCE_PREFIX): _int(amount)
+        for resource, amount in allocatable.items()
+        if resource.startswith(MIG_RESOURCE_PREFIX)
+    }
+    if {profile: n for profile, n in found.items() if n} != dict(wanted):
+        return False
+    return _int(allocatable.get(WHOLE_GPU)) == max(0, gpu_count - len(layout))
 
 
 def mig_parted_entries(layout: MigLayout, gpu_count: int) -> list[dict]:

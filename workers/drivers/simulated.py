@@ -139,7 +139,7 @@ class SimulatedDriver:
     def discover_gpu_nodes(self) -> list[DiscoveredGpuNode]:
         return []  # the simulated fleet is the one seeded in the database
 
-    def apply_mig_layout(self, node: str, layout: MigLayout) -> None:
+    def apply_mig_layout(self, node: str, layout: MigLayout, *, retry: bool = False) -> None:
         wanted = {str(index): [list(item) for item in slices] for index, slices in layout.items()}
         found = self.store.get(kind="MigLayout", namespace="", name=node)
         if found is not None and found[0].get("layout") == wanted:
@@ -147,7 +147,7 @@ class SimulatedDriver:
         body = {"layout": wanted, "requested_at": self.clock().isoformat()}
         self.store.upsert(kind="MigLayout", namespace="", name=node, body=body)
 
-    def mig_layout_state(self, node: str) -> MigLayoutState:
+    def mig_layout_state(self, node: str, layout: MigLayout | None = None) -> MigLayoutState:
         found = self.store.get(kind="MigLayout", namespace="", name=node)
         if found is None:
             return "success"

@@ -63,8 +63,16 @@ def reconcile_node_mig(node_id: int, *, now: datetime | None = None) -> MigLayou
             return "success"
         try:
             driver = driver_for(node.cluster)
-            driver.apply_mig_layout(node.name, mig_layout_of(node_id=node.pk))
-            state = driver.mig_layout_state(node.name)
+            layout = mig_layout_of(node_id=node.pk)
+            # The MIG manager does not try a failed config again by itself: ask again for a layout
+            # the portal wanted since, or for the same one once the back-off is over.
+            retry = node.mig_config_state == "failed" and (
+                node.mig_layout_failed_version != version
+                or node.mig_layout_next_attempt_at is None
+                or node.mig_layout_next_attempt_at <= now
+            )
+            driver.apply_mig_layout(node.name, layout, retry=retry)
+            state = driver.mig_layout_state(node.name, layout)
         except DriverError as error:
             log.warning("MIG layout of node %s: %s (retryable=%s)", node.name, error.message, error.retryable)
             _not_yet(node, now, error=error.message, backoff=True)
@@ -73,7 +81,12 @@ def reconcile_node_mig(node_id: int, *, now: datetime | None = None) -> MigLayou
             return "success" if _settle(node, version) else "pending"
         if state == "failed":
             _not_yet(
-                node, now, observed=state, error="the MIG manager could not apply the layout", backoff=True
+                node,
+                now,
+                observed=state,
+                error="the MIG manager could not apply the layout (a GPU in use, or its config not readable yet)",
+                backoff=True,
+                failed_version=version,
             )
         else:
             _not_yet(node, now, observed=state, error="", backoff=False)
@@ -104,7 +117,15 @@ def _settle(node: Node, version: int) -> bool:
     return settled
 
 
-def _not_yet(node: Node, now: datetime, *, error: str, backoff: bool, observed: str | None = None) -> None:
+def _not_yet(
+    node: Node,
+    now: datetime,
+    *,
+    error: str,
+    backoff: bool,
+    observed: str | None = None,
+    failed_version: int | None = None,
+) -> None:
     """Note a pass that did not settle the layout (and the state the cluster showed, if it was
     reached) and when to look again: soon while the MIG manager works, less often once it has
     taken too long, and backing off on failures."""
@@ -117,6 +138,8 @@ def _not_yet(node: Node, now: datetime, *, error: str, backoff: bool, observed: 
         delay = SLOW_RECHECK_SECONDS
         error = f"the MIG manager has not finished after {attempts} checks"
     fields: dict = {"mig_config_state": observed} if observed is not None else {}
+    if failed_version is not None:
+        fields["mig_layout_failed_version"] = failed_version
     Node.objects.filter(pk=node.pk).update(
         mig_layout_attempts=attempts,
         mig_layout_next_attempt_at=now + timedelta(seconds=delay),

@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
-from portal.fleet.models import MigSlice
+from portal.fleet.models import MigSlice, Node
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
     workload_attempt_failed,
@@ -185,10 +185,7 @@ def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, no
         if state == "pending":
             workload_mark_waiting(
                 workload_id=workload.pk,
-                message=(
-                    f"Cutting a {waiting_for_slice.profile} slice on {workload.node_name} GPU "
-                    f"{waiting_for_slice.gpu.index} (MIG reconfiguration)"
-                ),
+                message=_cutting_message(waiting_for_slice, workload.node_name, now),
                 now=now,
                 recheck_seconds=RECHECK_SECONDS,
             )
@@ -243,4 +240,19 @@ def _teardown(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now
         return
     Workload.objects.filter(pk=workload.pk, state=WorkloadState.TERMINATING).update(
         message="Removing it from the cluster.", next_attempt_at=now + timedelta(seconds=RECHECK_SECONDS)
+    )
+
+
+def _cutting_message(mig_slice: MigSlice, node_name: str, now: datetime) -> str:
+    """What a workload waiting for its slice tells its owner: which GPU is being re-partitioned,
+    for how long so far, and what the cluster last said about the node."""
+    waited = max(0, int((now - mig_slice.created_at).total_seconds()))
+    so_far = f"{waited} s" if waited < 120 else f"{waited // 60} min"
+    error = (
+        Node.objects.filter(pk=mig_slice.gpu.node_id).values_list("mig_layout_last_error", flat=True).first()
+    )
+    detail = f"; {error}" if error else ""
+    return (
+        f"Cutting a {mig_slice.profile} slice on {node_name} GPU {mig_slice.gpu.index}: the node is "
+        f"re-partitioning (MIG reconfiguration), {so_far} so far{detail}"
     )

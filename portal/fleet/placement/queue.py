@@ -18,11 +18,11 @@ The rule `drain` applies, in one pass over a working copy of the snapshot:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from portal.fleet.placement.state import FleetState
-from portal.fleet.placement.types import GpuView, Placement, Request, WholeRequest
+from portal.fleet.placement.types import GpuView, Placement, Request, SliceRequest, WholeRequest
 
 DEFAULT_STARVATION_SECONDS = 900.0
 
@@ -43,12 +43,20 @@ def drain(
     now: float,
     starvation_seconds: float = DEFAULT_STARVATION_SECONDS,
     whole_on_empty_mig: bool = False,
+    demand: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[tuple[Hashable, Placement]]:
     """The queued requests to place now, with their placements, in decision order.
 
+    `demand` is the recent mix of slice profiles per GPU type; the queue's own slice requests
+    are added to it, so a GPU re-partitioned for one queued request is cut for the others too.
     Requests not in the result stay queued. The snapshot `gpus` is not modified.
     """
     items = [QueuedRequest(*item) for item in queue]
+    wanted: dict[str, dict[str, float]] = {t: dict(mix) for t, mix in (demand or {}).items()}
+    for item in items:
+        if isinstance(item.request, SliceRequest):
+            mix = wanted.setdefault(item.request.gpu_type, {})
+            mix[item.request.profile.name] = mix.get(item.request.profile.name, 0.0) + 1.0
     state = FleetState(gpus)
     ceilings = _Ceilings(gpus, whole_on_empty_mig)
 
@@ -64,7 +72,9 @@ def drain(
         pool = _pool(item.request, whole_on_empty_mig)
         if pool in reserved:
             continue
-        placement = state.place(item.request, whole_on_empty_mig=whole_on_empty_mig)
+        placement = state.place(
+            item.request, whole_on_empty_mig=whole_on_empty_mig, demand=wanted.get(item.request.gpu_type)
+        )
         if isinstance(placement, Placement):
             state.apply(placement, None if isinstance(item.request, WholeRequest) else item.request.profile)
             decisions.append((item.id, placement))
