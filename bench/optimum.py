@@ -3,19 +3,25 @@
 On a few MIG GPUs, some already cut, a batch of slice requests is placed by the engine (through
 `drain`, in arrival order), by first fit, and by the integer program, which maximises accepted
 requests and then minimises GPUs in use. The gap says how far online best fit is from offline.
+
+In "layouts" mode a GPU holding a slice offers only its free slices, and a GPU holding nothing
+may take any whole layout: the integer program chooses among both.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from dataclasses import dataclass
 
 import pulp
 
-from bench.workloads import Mix, profile_by_class, small_h100_snapshot
+from bench.families import _random_layout
+from bench.simulate import FirstFit
+from bench.workloads import Mix, profile_by_class, small_h100_snapshot, small_layouts_snapshot
 from portal.fleet.geometry import MEMORY_SLOTS, ProfileShape
-from portal.fleet.placement import GpuView, Placement, SliceRequest, SliceView, drain, first_fit
+from portal.fleet.placement import GpuView, Placement, SliceRequest, drain
 
 GPU_TYPE = "h100-80gb"
 
@@ -26,29 +32,29 @@ class Outcome:
     gpus_used: int
 
 
-def _used(gpus: list[GpuView]) -> int:
-    return sum(1 for g in gpus if g.slices)
-
-
 def by_engine(gpus: list[GpuView], batch: list[ProfileShape]) -> Outcome:
     queue = [(n, 0, float(n), SliceRequest(GPU_TYPE, shape)) for n, shape in enumerate(batch)]
     decisions = drain(queue, gpus, now=float(len(batch)))
     touched = {p.gpu_ids[0] for _, p in decisions}
-    return Outcome(len(decisions), sum(1 for g in gpus if g.slices or g.gpu_id in touched))
+    return Outcome(
+        len(decisions), sum(1 for g in gpus if any(s.held for s in g.slices) or g.gpu_id in touched)
+    )
 
 
 def by_first_fit(gpus: list[GpuView], batch: list[ProfileShape]) -> Outcome:
-    work = [
-        GpuView(g.gpu_id, g.node, g.index, g.gpu_type, g.mig_enabled, slices=list(g.slices)) for g in gpus
-    ]
+    engine = FirstFit(gpus, whole_on_empty_mig=False)
     accepted = 0
     for shape in batch:
-        decision = first_fit(work, SliceRequest(GPU_TYPE, shape))
+        request = SliceRequest(GPU_TYPE, shape)
+        decision = engine.place(request)
         if isinstance(decision, Placement):
-            gpu = next(g for g in work if g.gpu_id == decision.gpu_ids[0])
-            gpu.slices.append(SliceView(None, shape.name, decision.start or 0, shape.size, True, shape.media))
+            engine.apply(decision, request)
             accepted += 1
-    return Outcome(accepted, _used(work))
+    return Outcome(accepted, _used_held(list(engine.by_id.values())))
+
+
+def _used_held(gpus: list[GpuView]) -> int:
+    return sum(1 for g in gpus if any(s.held for s in g.slices))
 
 
 def by_integer_program(gpus: list[GpuView], batch: list[ProfileShape]) -> Outcome:
@@ -59,6 +65,15 @@ def by_integer_program(gpus: list[GpuView], batch: list[ProfileShape]) -> Outcom
     x: dict[tuple[str, int, int], pulp.LpVariable] = {}
     fresh: dict[int, pulp.LpVariable] = {}
     for g in gpus:
+        if g.mig_mode == "layouts" and any(s.held for s in g.slices):
+            for s in g.slices:  # a GPU in use keeps its layout: only its free slices are offered
+                if not s.held and s.profile in shapes:
+                    x[(s.profile, g.gpu_id, s.start)] = pulp.LpVariable(
+                        f"x_{s.profile}_{g.gpu_id}_{s.start}", cat="Binary"
+                    )
+            continue
+        if g.mig_mode == "layouts":  # holds nothing: any whole layout, as on an empty GPU
+            g = dataclasses.replace(g, slices=[])
         taken = {slot for s in g.slices for slot in range(s.start, s.start + s.size)}
         has_media = any(s.media for s in g.slices)
         if not g.slices:
@@ -93,7 +108,7 @@ def by_integer_program(gpus: list[GpuView], batch: list[ProfileShape]) -> Outcom
     problem += (len(gpus) + 1) * pulp.lpSum(x.values()) - pulp.lpSum(fresh.values())
     problem.solve(pulp.PULP_CBC_CMD(msg=False))
     accepted = round(sum(v.value() or 0 for v in x.values()))
-    used = _used(gpus) + round(sum(v.value() or 0 for v in fresh.values()))
+    used = _used_held(gpus) + round(sum(v.value() or 0 for v in fresh.values()))
     return Outcome(accepted, used)
 
 
@@ -107,7 +122,7 @@ class GapReport:
     engine_gpu_gap: float  # extra GPUs used where the engine accepted as many as the optimum
 
 
-def compare(snapshots: int, seed: int, mix: Mix) -> GapReport:
+def compare(snapshots: int, seed: int, mix: Mix, mode: str = "dynamic") -> GapReport:
     """Place random batches on random small snapshots three ways and add the outcomes up."""
     rng = random.Random(seed)
     labels, weights = zip(*mix.profiles.items(), strict=True)
@@ -115,8 +130,11 @@ def compare(snapshots: int, seed: int, mix: Mix) -> GapReport:
     worst = 0.0
     equal_used = [0, 0]
     for _ in range(snapshots):
-        gpus = small_h100_snapshot(rng.randint(2, 5), rng)
-        free_slots = sum(MEMORY_SLOTS - sum(s.size for s in g.slices) for g in gpus)
+        if mode == "layouts":
+            gpus = small_layouts_snapshot(rng.randint(2, 5), rng, lambda r: _random_layout(r, GPU_TYPE))
+        else:
+            gpus = small_h100_snapshot(rng.randint(2, 5), rng)
+        free_slots = sum(MEMORY_SLOTS - sum(s.size for s in g.slices if s.held) for g in gpus)
         batch = []
         while sum(shape.size for shape in batch) < free_slots * rng.uniform(0.4, 1.2):
             batch.append(profile_by_class(GPU_TYPE, rng.choices(labels, weights)[0]))

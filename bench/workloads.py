@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from portal.fleet.geometry import COMPUTE_SLICES, ProfileShape, gpu_model
@@ -167,3 +169,22 @@ def small_h100_snapshot(gpus: int, rng: random.Random) -> list[GpuView]:
         except ValueError:
             continue
     return state.views()
+
+
+def small_layouts_snapshot(
+    gpus: int, rng: random.Random, layout: Callable[[random.Random], tuple]
+) -> list[GpuView]:
+    """A few "layouts" H100s: some uncut, some with a full layout (from `layout`) of which some
+    slices are held (for the optimum check in layouts mode)."""
+    result = []
+    for view in views([NodeSpec("small", "h100-80gb", gpus, True)], "layouts"):
+        slices = []
+        if rng.random() < 0.6:
+            busy = rng.random() < 0.6
+            for profile, start in layout(rng):
+                shape = gpu_model("h100-80gb").profile(profile)  # type: ignore[union-attr]
+                assert shape is not None
+                held = busy and rng.random() < 0.5
+                slices.append(SliceView(None, profile, start, shape.size, held, shape.media))
+        result.append(dataclasses.replace(view, slices=slices))
+    return result

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from portal.fleet.placement import FleetState, NoFit, Placement, PlacementConflict, WholeRequest, first_fit
+from portal.fleet.placement import (
+    FleetState,
+    NoFit,
+    Placement,
+    PlacementConflict,
+    QueuedRequest,
+    WholeRequest,
+    drain,
+    first_fit,
+)
 from tests.fleet.test_placement import H100, held, mig_gpu, shape, slice_request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,3 +195,30 @@ def test_bench_rejects_bad_modes_and_layouts(tmp_path: Path, change: dict, messa
     result = run_bench(tmp_path, {**LAYOUTS, **change})
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_queued_request_re_partitions_an_idle_gpu_whose_layout_serves_the_queue_poorly() -> None:
+    idle = layouts_gpu(
+        0, held("3g.40gb", 0, is_held=False), *(held("1g.10gb", start, is_held=False) for start in (4, 5, 6))
+    )
+    demand = {"2g.20gb": 4.0, "3g.40gb": 1.0}  # nobody wants the 1g.10gb slices
+    state = FleetState([idle])
+    # A request that would start at once takes the free slice: no layout change to wait for.
+    assert state.place(slice_request("3g.40gb"), demand=demand).layout is None
+    # One that already waits in a queue, with 2g requests behind it, re-partitions instead.
+    reshaped = state.place(slice_request("3g.40gb"), demand=demand, reshape_idle=True)
+    assert isinstance(reshaped, Placement) and reshaped.layout is not None
+    assert "2g.20gb" in {profile for profile, _ in reshaped.layout}
+
+
+def test_the_drain_shapes_a_layout_for_the_requests_behind_the_one_it_places() -> None:
+    queue = [
+        QueuedRequest(1, 0, 1.0, slice_request("3g.40gb")),
+        QueuedRequest(2, 0, 2.0, slice_request("1g.20gb")),
+        QueuedRequest(3, 0, 3.0, slice_request("1g.20gb")),
+    ]
+    decisions = dict(drain(queue, [layouts_gpu(0)], now=10.0))
+    first = decisions[1]
+    assert first.layout is not None
+    assert sorted(p for p, _ in first.layout) == ["1g.20gb", "1g.20gb", "3g.40gb"]
+    assert decisions[2].layout is None and decisions[3].layout is None  # slices of that layout

@@ -153,9 +153,13 @@ class Checker:
         if decision.layout is None and self.reusable(gpu, shape, start):
             gpu.slices[start].held = True
             return
-        assert not any(self.reusable(g, shape, s) for g in candidates for s in range(MEMORY_SLOTS)), (
-            "free slice ignored"
-        )
+        ignored = [g for g in candidates for s in range(MEMORY_SLOTS) if self.reusable(g, shape, s)]
+        if decision.layout is not None:
+            # a queued request may re-partition an idle GPU rather than lock its layout; it never
+            # passes over a free slice on a GPU in use
+            assert not any(any(s.held for s in g.slices.values()) for g in ignored), "free slice ignored"
+        else:
+            assert not ignored, "free slice ignored"
         if decision.layout is not None:
             assert self.repartitionable(gpu), "re-partitioned a GPU that holds something or may not change"
             assert (shape.name, start) in decision.layout

@@ -93,7 +93,8 @@ def test_a_profile_no_free_slice_has_re_partitions_one_idle_gpu_through_the_mig_
     sandbox = request_on_kube(**{**SLICE, "name": "big", "mig_profile": "7g.80gb"})
     mig_slice = Allocation.objects.get(workload=sandbox).mig_slice
     assert mig_slice.state == MigSlice.State.CREATING and sandbox.state == S.PROVISIONING
-    assert sandbox.message.startswith("Cutting a 7g.80gb slice on gpu-h100-b")
+    assert sandbox.message.startswith("Re-partitioning gpu-h100-b GPU")
+    assert "for a 7g.80gb slice (MIG reconfiguration)" in sandbox.message
     labels = fake_kube.get("Node", "gpu-h100-b")["metadata"]["labels"]
     config_name = labels["nvidia.com/mig.config"]
     assert (

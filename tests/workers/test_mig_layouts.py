@@ -50,7 +50,8 @@ def test_sandbox_waits_while_the_layout_changes_and_the_gpu_takes_nothing_else(
     first = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     first.refresh_from_db()
     assert first.state == S.PROVISIONING
-    assert first.message.startswith("Cutting a 1g.10gb slice on gpu-h100-b GPU")
+    assert first.message.startswith("Re-partitioning gpu-h100-b GPU")
+    assert "for a 1g.10gb slice (MIG reconfiguration), 0 s so far" in first.message
     second = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "name": "second"}))
     first_gpu = Allocation.objects.get(workload=first).gpu_id
     assert Allocation.objects.get(workload=second).gpu_id != first_gpu

@@ -253,6 +253,6 @@ def _cutting_message(mig_slice: MigSlice, node_name: str, now: datetime) -> str:
     )
     detail = f"; {error}" if error else ""
     return (
-        f"Cutting a {mig_slice.profile} slice on {node_name} GPU {mig_slice.gpu.index}: the node is "
-        f"re-partitioning (MIG reconfiguration), {so_far} so far{detail}"
+        f"Re-partitioning {node_name} GPU {mig_slice.gpu.index} for a {mig_slice.profile} slice "
+        f"(MIG reconfiguration), {so_far} so far{detail}"
     )

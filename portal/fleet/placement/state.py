@@ -144,6 +144,7 @@ class FleetState:
         *,
         whole_on_empty_mig: bool = False,
         demand: Mapping[str, float] | None = None,
+        reshape_idle: bool = False,
     ) -> Placement | NoFit:
         """Decide where `request` goes, without changing the state (see `apply`).
 
@@ -151,11 +152,14 @@ class FleetState:
         benchmark's workload mode); the portal keeps MIG GPUs for slices. `demand` weighs the
         profiles of the request's GPU type (recent requests, the queue): it shapes the layout
         a "layouts" GPU is re-partitioned into; without it the layout is all of the requested
-        profile.
+        profile. `reshape_idle` lets a request that would take a free slice of an idle
+        "layouts" GPU re-partition that GPU instead, where a layout shaped by `demand` offers
+        clearly more of what is wanted: worth a layout change for requests that already wait
+        in a queue, not for one that would start at once.
         """
         if isinstance(request, WholeRequest):
             return self._place_whole(request, whole_on_empty_mig)
-        return self._place_slice(request.gpu_type, request.profile, demand)
+        return self._place_slice(request.gpu_type, request.profile, demand, reshape_idle)
 
     def _place_whole(self, request: WholeRequest, whole_on_empty_mig: bool) -> Placement | NoFit:
         gpu_type, count = request.gpu_type, request.count
@@ -230,7 +234,7 @@ class FleetState:
         return self._shapes[key] == shape
 
     def _place_slice(
-        self, gpu_type: str, shape: ProfileShape, demand: Mapping[str, float] | None
+        self, gpu_type: str, shape: ProfileShape, demand: Mapping[str, float] | None, reshape_idle: bool
     ) -> Placement | NoFit:
         if not self._known_shape(gpu_type, shape):
             return NoFit(f"{gpu_type} offers no {shape.name} profile")
@@ -242,6 +246,15 @@ class FleetState:
                 free, key=lambda item: (not self._gpus[item[0]].held, self._gpus[item[0]].rank, item[1])
             )
             gpu = self._gpus[gpu_id]
+            if reshape_idle and not gpu.held and gpu.repartitionable and demand:
+                # Taking a slice of an idle GPU fixes its layout for as long as the slice is held:
+                # where a layout shaped by demand would offer clearly more of what is wanted,
+                # re-partition it instead.
+                better = self._repartition_placement(gpu, shape, demand)
+                assert better.layout is not None
+                now = [(s.profile, at) for at, s in gpu.slices.items()]
+                if _usefulness(better.layout, demand) >= _usefulness(now, demand) + 1:
+                    return better
             return Placement(
                 node=gpu.node,
                 gpu_ids=(gpu_id,),
@@ -263,11 +276,13 @@ class FleetState:
         idle = self._repartition.get(gpu_type)
         if idle:
             wanted = demand or {shape.name: 1.0}
-            # The GPU whose free slices are least in demand goes, one with no layout before a cut
-            # one, then on the node with the fewest GPUs left free for whole requests.
+            # Where taking the GPU breaks no free block of 4 or 8 GPUs for whole requests, the GPU
+            # whose free slices are least in demand goes, one with no layout before a cut one,
+            # then on the node with the fewest GPUs left free for whole requests.
             gpu = min(
                 (self._gpus[gpu_id] for gpu_id in idle),
                 key=lambda g: (
+                    _blocks(len(g.group.free_mig)) - _blocks(len(g.group.free_mig) - 1),
                     sum(wanted.get(s.profile, 0.0) for s in g.slices.values()),
                     g.mask != 0,
                     len(g.group.free_mig),
@@ -570,6 +585,15 @@ class FleetState:
             group.free_mig[gpu.gpu_id] = None
         else:
             group.free_plain[gpu.gpu_id] = None
+
+
+def _usefulness(layout, demand: Mapping[str, float]) -> float:
+    """How much of what is wanted a layout offers: each slice counts its profile's demand,
+    relative to the most wanted profile's."""
+    top = max(demand.values(), default=0.0)
+    if top <= 0:
+        return 0.0
+    return sum(demand.get(profile, 0.0) / top for profile, _ in layout)
 
 
 def _blocks(free: int) -> int:
