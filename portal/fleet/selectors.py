@@ -258,6 +258,7 @@ class SliceCell:
     size: int
     state: str
     holder: Holder | None
+    created_at: datetime | None = None
 
     @property
     def column(self) -> int:
@@ -308,6 +309,17 @@ class NodeBoard:
         return (self.node.labels or {}).get("nvidia.com/mig.config", "")
 
     @property
+    def repartitioning_since(self) -> datetime | None:
+        """When the oldest layout change still being applied on the node was asked for."""
+        being_cut = [
+            cell.created_at
+            for bar in self.gpus
+            for cell in bar.slices
+            if cell.state == MigSlice.State.CREATING and cell.created_at
+        ]
+        return min(being_cut, default=None)
+
+    @property
     def gpu_type_name(self) -> str:
         """From the node's GPUs, which come with their type (the node's own type is not fetched)."""
         return self.gpus[0].gpu.gpu_type.name if self.gpus else "no GPUs"
@@ -343,6 +355,7 @@ def fleet_board() -> list[NodeBoard]:
                     size=mig_slice.size,
                     state=mig_slice.state,
                     holder=_holder(hold) if hold else None,
+                    created_at=mig_slice.created_at,
                 )
             )
         board.gpus.append(bar)

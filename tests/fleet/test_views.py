@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from portal.audit.models import AuditEvent
-from portal.fleet.models import Node
+from portal.fleet.models import Gpu, MigSlice, Node
 from portal.sandboxes.services import sandbox_request
 from tests.conftest import signed_in
 from tests.factories import ClusterFactory, make_node
@@ -125,3 +125,17 @@ def test_a_single_strategy_node_shows_why_it_cannot_be_taken_over(admin_user, fl
 
     assert "Single MIG strategy: the portal cuts slices per request and needs the mixed strategy." in page
     assert f"/fleet/nodes/{node.pk}/take-over/" not in page
+
+
+def test_a_node_being_re_partitioned_says_so_and_for_how_long(admin_client, fleet):
+    gpu = Gpu.objects.get(node=fleet["mig"], index=3)
+    MigSlice.objects.create(gpu=gpu, profile="7g.80gb", start=0, size=8, compute_slices=7, state="creating")
+    Node.objects.filter(pk=fleet["mig"].pk).update(
+        mig_layout_last_error="the MIG manager has not finished after 150 checks"
+    )
+
+    page = admin_client.get("/fleet/").content.decode()
+
+    assert "re-partitioning, 0\xa0minutes so far" in page
+    assert "MIG · 0 held · 1 free · re-partitioning" in page
+    assert "the MIG manager has not finished after 150 checks" in page
