@@ -14,6 +14,8 @@ class GpuClaim:
 
     Whole GPUs: resource "nvidia.com/gpu", count N, gpu_indices the placed GPUs.
     A MIG slice: resource "nvidia.com/mig-<profile>", count 1, gpu_indices (gpu,), mig_start set.
+    On a "dynamic" cluster `dra_parent_uuid` is the placed GPU's UUID: the slice is claimed
+    through NVIDIA's DRA driver (a ResourceClaim pinned to that GPU), not the device plugin.
     """
 
     resource: str
@@ -22,6 +24,7 @@ class GpuClaim:
     gpu_indices: tuple[int, ...]
     mig_profile: str | None = None
     mig_start: int | None = None
+    dra_parent_uuid: str = ""
 
 
 @dataclass(frozen=True)

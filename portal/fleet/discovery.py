@@ -57,6 +57,8 @@ class DiscoveredNode:
     mig_config_state: str = ""
     allocatable: dict[str, int] = field(default_factory=dict)
     gpu_type: str | None = None
+    gpu_uuids: dict[int, str] = field(default_factory=dict)  # GPU index -> UUID, where reported
+    dra_mig_gpus: tuple[int, ...] | None = None  # GPUs NVIDIA's DRA driver offers MIG slices on
 
 
 @dataclass
@@ -145,6 +147,8 @@ def mig_gpu_count(node: DiscoveredNode) -> int | None:
     Single strategy: GFD appends `-MIG-<profile>` to the product of a MIG node. Mixed strategy:
     GPUs that are not offered whole while MIG resources are offered are in MIG mode.
     """
+    if node.dra_mig_gpus is not None:  # NVIDIA's DRA driver says which GPUs it cuts slices on
+        return len(node.dra_mig_gpus)
     if node.gpu_count <= 0 or not node.mig_capable or node.mig_strategy not in ("single", "mixed"):
         return 0
     if node.mig_config_state == "pending" or node.mig_config.startswith(PORTAL_MIG_CONFIG_PREFIX):
@@ -165,8 +169,8 @@ def mig_gpu_count(node: DiscoveredNode) -> int | None:
 def has_foreign_layout(node: DiscoveredNode) -> bool:
     """Whether the node runs MIG GPUs under a layout the portal did not write (a MIG manager
     config such as `all-balanced`, or a single-strategy profile)."""
-    if node.mig_config.startswith(PORTAL_MIG_CONFIG_PREFIX):
-        return False
+    if node.mig_config.startswith(PORTAL_MIG_CONFIG_PREFIX) or node.dra_mig_gpus is not None:
+        return False  # the portal's own, or NVIDIA's DRA driver's GPUs (slices made per claim)
     return (mig_gpu_count(node) or 0) > 0
 
 
@@ -321,15 +325,22 @@ def _sync_gpus(
     target = mig_gpu_count(seen)
     count = seen.gpu_count
     for index in range(count):
+        reported = seen.gpu_uuids.get(index)
         if index not in gpus:
             gpus[index] = Gpu.objects.create(
                 node=node,
                 index=index,
                 gpu_type=gpu_type,
                 mig_enabled=target == count and count > 0,
-                uuid=gpu_uuid(cluster=cluster.name, node=node.name, index=index),
+                uuid=reported or gpu_uuid(cluster=cluster.name, node=node.name, index=index),
             )
             result.gpus_added.append(f"{node.name}/{index}")
+        elif reported and gpus[index].uuid != reported:
+            # The UUID a DRA claim is pinned to: the GPU's own, once the cluster reports it.
+            Gpu.objects.filter(pk=gpus[index].pk).update(uuid=reported)
+            gpus[index].uuid = reported
+            if node.name not in result.nodes_updated:
+                result.nodes_updated.append(node.name)
         elif gpus[index].gpu_type_id != gpu_type.pk:
             Gpu.objects.filter(pk=gpus[index].pk).update(gpu_type=gpu_type)
             if node.name not in result.nodes_updated:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -81,23 +80,14 @@ class Cluster(models.Model):
         choices=MigMode.choices,
         default=MigMode.LAYOUTS,
         help_text="How MIG slices are cut on this cluster's GPUs. A Kubernetes cluster with the GPU "
-        "Operator and its device plugin runs 'layouts'.",
+        "Operator's MIG manager and device plugin runs 'layouts'; one with NVIDIA's DRA driver and its "
+        "DynamicMIG feature gate (Kubernetes 1.34+) runs 'dynamic'.",
     )
     last_discovery_at = models.DateTimeField(null=True, blank=True)
     last_discovery_error = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return self.name
-
-    def clean(self) -> None:
-        if self.driver == "kubernetes" and self.mig_mode == self.MigMode.DYNAMIC:
-            raise ValidationError(
-                {
-                    "mig_mode": "The Kubernetes driver cuts MIG slices through the GPU Operator's MIG "
-                    "manager, which re-partitions a GPU whole: use 'layouts'. Slice-by-slice cutting "
-                    "needs device claims through NVIDIA's DRA driver, which this portal does not make yet."
-                }
-            )
 
 
 class Node(models.Model):
@@ -220,7 +210,11 @@ class Allocation(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
-        indexes = [models.Index(fields=["team", "started_at"]), models.Index(fields=["released_at"])]
+        indexes = [
+            models.Index(fields=["team", "started_at"]),
+            models.Index(fields=["released_at"]),
+            models.Index(fields=["started_at"]),  # the recent mix of slices (placement demand)
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["gpu"],

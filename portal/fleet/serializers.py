@@ -79,8 +79,8 @@ class FleetGpuSerializer(serializers.ModelSerializer):
     mig_slices = MigSliceSerializer(many=True)
     mig_managed = serializers.BooleanField(
         source="node.mig_managed",
-        help_text="False when the node's MIG layout was set outside the portal: its MIG GPUs take no "
-        "slices until an admin takes the node over.",
+        help_text="False when the node's MIG layout was set outside the portal: requests use its free "
+        "slices, but the portal re-partitions none of its GPUs until an admin takes the node over.",
     )
     mig_mode = serializers.CharField(
         source="node.cluster.mig_mode",

@@ -151,6 +151,8 @@ def allocation_record(
         gpu = gpus[decision.gpu_ids[0]]
         if decision.layout is not None:
             mig_slice = _mig_repartition(gpu=gpu, layout=decision.layout, start=decision.start)
+        elif decision.slice_id is None and (free := _free_slice_at(gpu, request, decision.start)):
+            mig_slice = free  # a free slice of a layout cut earlier in the same pass (no id yet)
         elif decision.slice_id is None:
             # A new GPU instance: it exists in the cluster only once the node's MIG layout is
             # applied, so it starts as "creating" and nothing else is cut on its GPU meanwhile.
@@ -183,6 +185,16 @@ def allocation_record(
     holder.cluster = first.node.cluster
     holder.node_name = first.node.name
     holder.placement_reason = decision.reason[:300]
+
+
+def _free_slice_at(gpu: Gpu, request: SliceRequest, start: int | None) -> MigSlice | None:
+    """The unheld slice of the requested profile at `start` on `gpu`, if the records have one."""
+    held = Allocation.objects.filter(released_at__isnull=True, mig_slice__isnull=False).values("mig_slice_id")
+    return (
+        MigSlice.objects.filter(gpu=gpu, start=start, profile=request.profile.name)
+        .exclude(pk__in=held)
+        .first()
+    )
 
 
 def _free_slices_in_the_way(*, gpu: Gpu, start: int, size: int):
@@ -263,14 +275,19 @@ def mig_layouts_free(*, gpu_ids: list[int]) -> list[int]:
 
 def mig_slices_abandon(*, node_id: int) -> list[int]:
     """After a failed layout change: drop the slices still being cut that nobody holds any more,
-    so their GPUs stop counting as reconfiguring. Returns the node when its layout changed."""
+    so their GPUs stop counting as reconfiguring. On a "layouts" cluster a GPU that still holds
+    one of its new slices keeps its whole new layout (it may not change while held); the last
+    holder's requeue drops it. Returns the node when its layout changed."""
     creating = MigSlice.objects.filter(gpu__node_id=node_id, state=MigSlice.State.CREATING)
-    held = set(
-        Allocation.objects.filter(mig_slice__in=creating, released_at__isnull=True).values_list(
-            "mig_slice_id", flat=True
-        )
-    )
-    doomed = [pk for pk in creating.values_list("pk", flat=True) if pk not in held]
+    live = Allocation.objects.filter(gpu__node_id=node_id, released_at__isnull=True)
+    held = set(live.exclude(mig_slice=None).values_list("mig_slice_id", flat=True))
+    layouts = Node.objects.filter(pk=node_id, cluster__mig_mode=Cluster.MigMode.LAYOUTS).exists()
+    busy_gpus = set(live.values_list("gpu_id", flat=True)) if layouts else set()
+    doomed = [
+        pk
+        for pk, gpu_id in creating.values_list("pk", "gpu_id")
+        if pk not in held and gpu_id not in busy_gpus
+    ]
     if not doomed:
         return []
     mig_layout_changed(node_ids=[node_id])
@@ -311,6 +328,33 @@ def mig_layout_settled(*, node_id: int, version: int) -> bool:
     return True
 
 
+@transaction.atomic
+def mig_slices_observed(*, holder: Workload, starts: dict[int, int]) -> list[int]:
+    """Where the cluster put the holder's slices (replica -> start slot), where it chooses the
+    place itself (NVIDIA's DRA driver picks the placement on the pinned GPU): the records follow
+    the cluster, so later placements see the GPU as it is. Free slices of the portal's records in
+    the way are dropped. Returns the ids of the slices moved. Locks the GPU type as placement does.
+    """
+    if not starts:
+        return []
+    GpuType.objects.select_for_update().filter(pk=holder.gpu_type_id).first()
+    moved = []
+    held = Allocation.objects.filter(workload=holder, released_at__isnull=True, mig_slice__isnull=False)
+    for allocation in held.select_related("mig_slice"):
+        start = starts.get(allocation.replica)
+        mig_slice = allocation.mig_slice
+        if start is None or mig_slice is None or mig_slice.start == start:
+            continue
+        others = MigSlice.objects.filter(gpu_id=mig_slice.gpu_id).exclude(pk=mig_slice.pk)
+        in_the_way = [s for s in others if s.start < start + mig_slice.size and start < s.start + s.size]
+        if any(s.allocations.filter(released_at__isnull=True).exists() for s in in_the_way):
+            continue  # the records hold another slice there: leave them for the node agent to settle
+        MigSlice.objects.filter(pk__in=[s.pk for s in in_the_way]).delete()
+        MigSlice.objects.filter(pk=mig_slice.pk).update(start=start)
+        moved.append(mig_slice.pk)
+    return moved
+
+
 def mig_layout_of(*, node_id: int) -> dict[int, list[tuple[str, int]]]:
     """The MIG layout the database intends for a node: GPU index -> [(profile, start)]."""
     layout: dict[int, list[tuple[str, int]]] = {
@@ -347,13 +391,25 @@ SINGLE_STRATEGY_REFUSAL = (
 )
 
 
+# The device plugin advertises MIG devices per node: where the node's GPUs carry different
+# layouts, the portal cannot tell which GPU holds what, and a layout it writes for all GPUs could
+# rewrite one in use.
+MIXED_LAYOUT_REFUSAL = (
+    "The MIG GPUs of {node} carry different layouts, and the cluster reports slices per node, not per "
+    "GPU: the portal cannot tell which GPU holds what. Give the node one layout for all its GPUs (an "
+    "all-* config of the MIG manager) and run discovery again, or leave it unmanaged."
+)
+
+
 @transaction.atomic
 def fleet_node_take_over(*, user: User, node_id: int) -> Node:
     """Let the portal write the MIG layout of a node discovery found with a layout of its own.
 
-    From then on the portal places slices on its MIG GPUs and writes their layout, which makes
-    the MIG manager destroy the slices cut outside the portal: an admin decides that, not the
-    portal. Admins only; audited.
+    From then on the portal re-partitions the node's idle MIG GPUs as requests need, and every
+    layout it writes lists all the node's GPUs: the ones it does not change keep the layout taken
+    in at discovery. That is only safe where the records know each GPU's layout, so a node whose
+    GPUs carry different layouts (the device plugin reports counts per node, not per GPU) is
+    refused. Admins only; audited.
     """
     if not user.is_platform_admin:
         raise NotAllowed("Only platform admins may take over a node's MIG layout.")
@@ -364,6 +420,13 @@ def fleet_node_take_over(*, user: User, node_id: int) -> Node:
         raise Conflict(f"The portal already manages the MIG layout of {node.name}.")
     if (node.labels or {}).get("nvidia.com/mig.strategy") == "single":
         raise Conflict(SINGLE_STRATEGY_REFUSAL.format(node=node.name))
+    layouts: dict[int, list[str]] = {
+        gpu_id: [] for gpu_id in Gpu.objects.filter(node=node, mig_enabled=True).values_list("pk", flat=True)
+    }
+    for gpu_id, profile in MigSlice.objects.filter(gpu__node=node).values_list("gpu_id", "profile"):
+        layouts.setdefault(gpu_id, []).append(profile)
+    if len({tuple(sorted(profiles)) for profiles in layouts.values()}) > 1:
+        raise Conflict(MIXED_LAYOUT_REFUSAL.format(node=node.name))
     Node.objects.filter(pk=node.pk).update(mig_managed=True)
     node.mig_managed = True
     found = (node.labels or {}).get("nvidia.com/mig.config", "") or "unnamed"
@@ -371,6 +434,6 @@ def fleet_node_take_over(*, user: User, node_id: int) -> Node:
         actor=user,
         action="node.mig_taken_over",
         obj=node,
-        detail=f"layout {found} set outside the portal; the portal may now re-partition its GPUs",
+        detail=f"layout {found} set outside the portal; the portal may now re-partition its idle GPUs",
     )
     return node

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,7 +26,16 @@ from tests.fakekube.validation import Cause, object_causes, update_causes
 SERVICE_ACCOUNT = "system:serviceaccount:gpu-portal:gpu-portal"
 # Kinds whose status only the status subresource (controllers, kubelets) may change.
 STATUS_KINDS = frozenset(
-    {"Namespace", "Node", "Pod", "Service", "StatefulSet", "Deployment", "PersistentVolumeClaim"}
+    {
+        "Namespace",
+        "Node",
+        "Pod",
+        "Service",
+        "StatefulSet",
+        "Deployment",
+        "PersistentVolumeClaim",
+        "ResourceClaim",
+    }
 )
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -106,6 +116,7 @@ class FakeApi:
         self.slow_namespace_deletion = slow_namespace_deletion
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
+        self.pod_created: list[Callable[[dict], None]] = []  # the scheduler's DRA allocation
         self._service_ips = iter(range(10, 65000))
 
     # --- entry point ----------------------------------------------------------------------------
@@ -271,6 +282,9 @@ class FakeApi:
         stored = self.store.put(key, obj)
         if resource.kind == "StatefulSet":
             controllers.start_stateful_set(self, stored)
+        if resource.kind == "Pod":
+            for hook in self.pod_created:
+                hook(stored)
         return self.store.get(key) or stored
 
     def _defaults(self, obj: dict) -> None:

@@ -39,6 +39,9 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("deployments", "Deployment", "apps", "v1"),
     Resource("networkpolicies", "NetworkPolicy", "networking.k8s.io", "v1"),
     Resource("rolebindings", "RoleBinding", "rbac.authorization.k8s.io", "v1"),
+    Resource("deviceclasses", "DeviceClass", "resource.k8s.io", "v1", namespaced=False),
+    Resource("resourceslices", "ResourceSlice", "resource.k8s.io", "v1", namespaced=False),
+    Resource("resourceclaims", "ResourceClaim", "resource.k8s.io", "v1"),
 )
 BY_GROUP_VERSION_PLURAL = {(r.group, r.version, r.plural): r for r in RESOURCES}
 BY_KIND = {r.kind: r for r in RESOURCES}

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
 from tests.fakekube.api import Failure, FakeApi, Recorded
+from tests.fakekube.dra import FakeDra
 from tests.fakekube.migmanager import FakeMigManager
 from tests.fakekube.nodes import default_nodes
 from tests.fakekube.resources import BY_KIND
@@ -79,6 +80,9 @@ class FakeKube:
         for node in default_nodes() if nodes is None else nodes:
             self.add_node(node)
         self.mig = FakeMigManager(self)
+        self.dra: FakeDra | None = (
+            None  # NVIDIA's DRA driver, where a test installs it (tests/fakekube/dra.py)
+        )
         if nodes is None:  # the layouts the default MIG nodes arrive with
             self.mig.adopt("gpu-h100-b", {i: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1} for i in range(8)})
             self.mig.adopt("gpu-a100-a", {i: {"1g.5gb": 7} for i in range(4)})

@@ -16,6 +16,14 @@ from tests.fakekube.resources import Resource
 # schemas for 1.25 to 1.37; 1.33 is the oldest minor the portal supports, so a field added later
 # fails here instead of on an older cluster.
 SCHEMA_VERSION = "1.33"
+# resource.k8s.io/v1 (Dynamic Resource Allocation, GA) first exists in 1.34: the DRA path is
+# checked against that minor, the oldest a cluster running NVIDIA's DRA driver can be.
+DRA_SCHEMA_VERSION = "1.34"
+
+
+def schema_version(api_version: str) -> str:
+    return DRA_SCHEMA_VERSION if api_version.startswith("resource.k8s.io/") else SCHEMA_VERSION
+
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -46,13 +54,14 @@ def is_qualified_name(key: str) -> bool:
 def _validator(kind: str, api_version: str) -> jsonschema.Validator | None:
     """kubernetes-validate's strict schema for a kind, built once: `kubernetes_validate.validate`
     re-reads 1.4 MB of definitions on every call, which a server validating every request can't afford."""
-    directory = f"kubernetes-json-schema/v{SCHEMA_VERSION}.0-local-strict"
+    version = schema_version(api_version)
+    directory = f"kubernetes-json-schema/v{version}.0-local-strict"
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     try:
-        schema = schema_contents(f"{directory}/{kind.lower()}-{group_version}.json", SCHEMA_VERSION)
+        schema = schema_contents(f"{directory}/{kind.lower()}-{group_version}.json", version)
     except FileNotFoundError:
         return None
-    definitions = schema_contents(f"{directory}/_definitions.json", SCHEMA_VERSION)
+    definitions = schema_contents(f"{directory}/_definitions.json", version)
     registry = referencing.Resource.from_contents(definitions) @ (
         referencing.Resource.from_contents(schema) @ referencing.Registry()
     )
@@ -66,7 +75,8 @@ def schema_causes(obj: dict) -> list[Cause]:
         return [
             (
                 "kind",
-                f"no schema for {obj.get('apiVersion')} {obj.get('kind')} in Kubernetes {SCHEMA_VERSION}",
+                f"no schema for {obj.get('apiVersion')} {obj.get('kind')} in Kubernetes"
+                f" {schema_version(str(obj.get('apiVersion', '')))}",
             )
         ]
     error = jsonschema.exceptions.best_match(validator.iter_errors(obj))

@@ -104,7 +104,7 @@ def test_a_node_with_a_layout_set_outside_the_portal_is_flagged_and_an_admin_tak
 
     page = admin.get("/fleet/").content.decode()
     assert "MIG layout not managed by the portal: all-balanced" in page
-    assert "MIG · slices not imported" in page  # not drawn as free slots the portal could use
+    assert "MIG · slices not taken in" in page  # not drawn as free slots the portal could use
     assert f'action="/fleet/nodes/{node.pk}/take-over/"' in page
 
     refused = signed_in(researcher).post(f"/fleet/nodes/{node.pk}/take-over/", follow=True).content.decode()
@@ -139,3 +139,16 @@ def test_a_node_being_re_partitioned_says_so_and_for_how_long(admin_client, flee
     assert "re-partitioning, 0\xa0minutes so far" in page
     assert "MIG · 0 held · 1 free · re-partitioning" in page
     assert "the MIG manager has not finished after 150 checks" in page
+
+
+def test_a_node_whose_gpus_carry_different_layouts_cannot_be_taken_over(admin_user, fleet, h100):
+    node = make_node(name="gpu-h100-m", gpu_type=h100, gpus=2, mig=True)
+    Node.objects.filter(pk=node.pk).update(mig_managed=False, labels={"nvidia.com/mig.config": "custom"})
+    first, second = Gpu.objects.filter(node=node).order_by("index")
+    MigSlice.objects.create(gpu=first, profile="7g.80gb", start=0, size=8, compute_slices=7)
+    MigSlice.objects.create(gpu=second, profile="3g.40gb", start=0, size=4, compute_slices=3)
+
+    page = signed_in(admin_user).post(f"/fleet/nodes/{node.pk}/take-over/", follow=True).content.decode()
+
+    assert "carry different layouts, and the cluster reports slices per node" in page
+    assert not Node.objects.get(pk=node.pk).mig_managed

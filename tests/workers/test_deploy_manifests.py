@@ -18,7 +18,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.fakekube import SCHEMA_VERSION, FakeKube, fixtures
+from tests.fakekube import SCHEMA_VERSION, FakeKube, dra, fixtures
 from tests.workers.test_manifests import SLICE, make_serving_spec, make_spec
 from workers.drivers.kubernetes import REQUIRED_PERMISSIONS, KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import MIG_CONFIG_KEY, merge_mig_config
@@ -234,6 +234,21 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     )
     driver.apply_workload(dataclasses.replace(one, cpu=12))  # patches, and deletes the replica scaled away
     driver.workload_status(one)
+    # A "dynamic" cluster: slices claimed through NVIDIA's DRA driver.
+    with fake.store.lock:
+        dra.install(fake.api, [("gpu-h100-a", "h100-80gb", 1)])
+    dynamic = KubernetesDriver(dataclasses.replace(driver.config, mig_mode="dynamic"), driver.options)
+    claimed = dataclasses.replace(
+        spec,
+        workload_id=77,
+        namespace="sbx-vision-claimed-77",
+        gpu=dataclasses.replace(SLICE, dra_parent_uuid="GPU-1"),
+    )
+    dynamic.apply_workload(claimed)  # creates the ResourceClaim
+    moved = dataclasses.replace(claimed.gpu, dra_parent_uuid="GPU-2")
+    dynamic.apply_workload(dataclasses.replace(claimed, gpu=moved))  # reads it, replaces it
+    dynamic.workload_status(claimed)
+    dynamic.discover_gpu_nodes()  # lists the ResourceSlices
     return {(r.group, r.resource, r.verb) for r in fake.requests}
 
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fakekube import SCHEMA_VERSION
-from tests.fakekube.validation import QUANTITY, is_dns_subdomain
+from tests.fakekube.validation import QUANTITY, is_dns_subdomain, schema_version
 from workers.manifests import (
     AccessPath,
     ManifestOptions,
@@ -407,3 +407,48 @@ def test_placement_is_recorded_for_operators_without_restarting_the_pod_on_exten
     )
     assert extended["StatefulSet"] == stateful_set
     assert is_dns_subdomain(stateful_set["metadata"]["name"])
+
+
+DRA_SLICE = dataclasses.replace(SLICE, dra_parent_uuid="GPU-3b1e5d2a-0000-4000-8000-000000000003")
+
+
+def test_a_slice_claimed_through_dra_is_a_pinned_resource_claim_the_pod_names() -> None:
+    objects = workload_objects(make_spec(gpu=DRA_SLICE))
+    kinds = [obj["kind"] for obj in objects]
+    assert kinds.index("ResourceClaim") < kinds.index("StatefulSet")  # the claim exists before the pod
+    claim = next(obj for obj in objects if obj["kind"] == "ResourceClaim")
+    request = claim["spec"]["devices"]["requests"][0]["exactly"]
+    assert request["deviceClassName"] == "mig.nvidia.com" and request["count"] == 1
+    assert request["selectors"][0]["cel"]["expression"] == (
+        "device.attributes['gpu.nvidia.com'].parentUUID == 'GPU-3b1e5d2a-0000-4000-8000-000000000003'"
+        " && device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
+    )
+    pod = next(obj for obj in objects if obj["kind"] == "StatefulSet")["spec"]["template"]["spec"]
+    assert pod["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "gpu-slice"}]
+    resources = pod["containers"][0]["resources"]
+    assert resources["claims"] == [{"name": "gpu"}]
+    assert "nvidia.com/mig-1g.10gb" not in resources["limits"]
+    hard = next(obj for obj in objects if obj["kind"] == "ResourceQuota")["spec"]["hard"]
+    assert hard["mig.nvidia.com.deviceclass.resource.k8s.io/devices"] == "1"
+    assert "requests.nvidia.com/mig-1g.10gb" not in hard
+    for obj in objects:  # every object against the schema of the minor that first has its API
+        version = schema_version(obj["apiVersion"])
+        assert kubernetes_validate.validate(obj, version, strict=True) == version
+
+
+def test_each_serving_replica_claimed_through_dra_gets_its_own_claim() -> None:
+    spec = make_serving_spec(replicas=2)
+    assert spec.serving is not None
+    claims = tuple(dataclasses.replace(DRA_SLICE, gpu_indices=(i,)) for i in range(2))
+    spec = dataclasses.replace(
+        spec, gpu=claims[0], serving=dataclasses.replace(spec.serving, replicas=claims)
+    )
+    objects = workload_objects(spec)
+    names = [obj["metadata"]["name"] for obj in objects if obj["kind"] == "ResourceClaim"]
+    assert names == ["gpu-slice-r0", "gpu-slice-r1"]
+    deployments = [obj for obj in objects if obj["kind"] == "Deployment"]
+    refs = [d["spec"]["template"]["spec"]["resourceClaims"][0]["resourceClaimName"] for d in deployments]
+    assert refs == names
+    for obj in objects:
+        version = schema_version(obj["apiVersion"])
+        assert kubernetes_validate.validate(obj, version, strict=True) == version

@@ -6,11 +6,13 @@ released slices stay cut."""
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from portal.fleet.models import Allocation, MigSlice, Node
 from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import WorkloadKind, WorkloadState
-from portal.workloads.services import workload_terminate
+from portal.workloads.services import workload_queue_drain, workload_requeue, workload_terminate
+from tests.rows import make_sandbox
 
 pytestmark = pytest.mark.django_db
 S = WorkloadState
@@ -73,3 +75,39 @@ def test_when_every_gpu_holds_something_a_missing_profile_waits_with_the_reason(
     waiting.refresh_from_db()
     assert waiting.state == S.QUEUED
     assert "waiting for a h100-80gb GPU with nothing on it to re-partition" in waiting.message
+
+
+def test_queued_slices_share_the_layout_one_drain_cuts_with_one_layout_change(
+    run_jobs, fleet, researcher, team, h100
+):
+    queued = [
+        make_sandbox(
+            owner=researcher, team=team, state=S.QUEUED, name=f"q{n}", gpu_type=h100, mig_profile="1g.10gb"
+        )
+        for n in range(3)
+    ]
+    before = wanted_version()
+    placed = run_jobs(lambda: workload_queue_drain())
+    assert sorted(placed) == sorted(w.pk for w in queued)
+    gpus = {Allocation.objects.get(workload=w).gpu_id for w in queued}
+    assert len(gpus) == 1  # one GPU cut into 7 x 1g.10gb, three of them taken
+    assert wanted_version() == before + 1  # one layout change, not one per slice
+    assert MigSlice.objects.filter(gpu_id__in=gpus).count() == 7
+
+
+def test_a_failed_change_keeps_the_new_layout_of_a_gpu_a_waiting_request_still_holds(
+    fleet, researcher, slice_request
+):
+    first = sandbox_request(user=researcher, **slice_request)
+    second = sandbox_request(user=researcher, **{**slice_request, "name": "second"})
+    gpu = Allocation.objects.get(workload=first).gpu
+    assert Allocation.objects.get(workload=second).gpu == gpu  # a free slice of the same new layout
+    workload_requeue(
+        workload_id=first.pk, message="The MIG layout change on gpu-h100-b failed.", now=timezone.now()
+    )
+    # second still holds one of the GPU's new slices: the GPU keeps its whole new layout
+    assert MigSlice.objects.filter(gpu=gpu).count() == 7
+    workload_requeue(
+        workload_id=second.pk, message="The MIG layout change on gpu-h100-b failed.", now=timezone.now()
+    )
+    assert not MigSlice.objects.filter(gpu=gpu).exists()

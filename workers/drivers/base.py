@@ -35,6 +35,9 @@ class ClusterConfig:
     context: str = ""
     in_cluster: bool = False
     api_url: str = ""  # optional override of the API server address (used by tests)
+    # How MIG slices are cut: "layouts" through the GPU Operator's MIG manager, "dynamic" by
+    # NVIDIA's DRA driver when a claim for the slice is allocated.
+    mig_mode: Literal["layouts", "dynamic"] = "layouts"
 
 
 WorkloadPhase = Literal["absent", "pending", "running", "failed", "terminating"]
@@ -66,6 +69,10 @@ class DiscoveredGpuNode:
     mig_config: str  # nvidia.com/mig.config
     mig_config_state: str  # nvidia.com/mig.config.state
     allocatable: dict[str, int] = field(default_factory=dict)
+    # From NVIDIA's DRA driver's ResourceSlices, where it runs: GPU index -> UUID, and the GPUs
+    # it offers MIG placements on (None where no DRA driver publishes the node).
+    gpu_uuids: dict[int, str] = field(default_factory=dict)
+    dra_mig_gpus: tuple[int, ...] | None = None
 
 
 # A MIG layout: GPU index -> list of (profile name, start slot).
@@ -95,6 +102,10 @@ class ClusterDriver(Protocol):
     def apply_mig_layout(self, node: str, layout: MigLayout, *, retry: bool = False) -> None:
         """Ask for this MIG layout on the node (all its GPUs); `retry` asks again after the
         cluster reported it failed."""
+
+    def claimed_mig_starts(self, spec: WorkloadSpec) -> dict[int, int]:
+        """Where the cluster put each replica's MIG slice (replica -> start slot), where it
+        chose the place itself (a slice claimed through DRA); empty where the portal's holds."""
 
     def mig_layout_state(self, node: str, layout: MigLayout) -> MigLayoutState:
         """How far the node has got towards `layout` (as last given to apply_mig_layout)."""

@@ -8,6 +8,7 @@ when it differs, deletes that meet nothing are fine. Failures are `DriverError`s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,10 +36,12 @@ from workers.drivers.kubernetes_nodes import (
     WRITTEN_AT_PREFIX,
     advertised_matches,
     discovered_node,
+    dra_gpus,
     gpu_type_slug,
     layout_state,
     merge_mig_config,
     mig_config_name,
+    mig_device_start,
     mig_parted_entries,
     written_at_key,
 )
@@ -53,6 +56,7 @@ from workers.manifests import (
     sandbox_access,
     workload_objects,
 )
+from workers.manifests.claims import claim_name, uses_dra
 from workers.manifests.names import KIND_KEY
 from workers.manifests.serving import serving_access, serving_selector
 from workers.spec import WorkloadSpec
@@ -72,6 +76,8 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "events"): frozenset({"list"}),
     ("", "nodes"): frozenset({"get", "list", "patch"}),
     ("", "configmaps"): frozenset({"create", "get", "patch"}),
+    ("resource.k8s.io", "resourceclaims"): frozenset({"create", "get", "delete"}),
+    ("resource.k8s.io", "resourceslices"): frozenset({"list"}),
     ("apps", "statefulsets"): frozenset({"create", "get", "patch"}),
     ("apps", "deployments"): frozenset({"create", "get", "list", "patch", "delete"}),
     ("networking.k8s.io", "networkpolicies"): frozenset({"create", "get", "patch"}),
@@ -210,6 +216,13 @@ class KubernetesDriver:
             self.api.delete(kind, metadata["name"], namespace)
             self.api.create(obj)
             return
+        if kind == "ResourceClaim":
+            # A claim's spec cannot change: one pinned elsewhere (the slice was placed again) is
+            # replaced; its pod is rescheduled against the new one.
+            log.info("replacing ResourceClaim %s/%s", namespace, metadata["name"])
+            self.api.delete(kind, metadata["name"], namespace)
+            self.api.create(obj)
+            return
         log.info("patching %s %s/%s", kind, namespace or "", metadata["name"])
         self.api.patch(kind, metadata["name"], patch_body(existing, obj), namespace)
 
@@ -224,12 +237,46 @@ class KubernetesDriver:
             stateful_set = self.api.get("StatefulSet", WORKLOAD_NAME, spec.namespace)
             if stateful_set is not None:
                 pods, events = self._pods_and_events(spec.namespace, f"{SANDBOX_ID_KEY}={spec.workload_id}")
-        return workload_status(
+        status = workload_status(
             namespace=namespace,
             stateful_set=stateful_set,
             pods=pods,
             events=events,
             access=sandbox_access(spec, self.options.manifests),
+        )
+        if status.phase == "pending" and stateful_set is not None and uses_dra(spec.gpu):
+            return self._waiting_for_claim(spec, status)
+        return status
+
+    def claimed_mig_starts(self, spec: WorkloadSpec) -> dict[int, int]:
+        """The start slot of the MIG device the scheduler allocated to each replica's claim (the
+        DRA driver's device names carry it); replicas not yet allocated are left out."""
+        claims = [spec.gpu] if spec.serving is None else list(spec.serving.replicas)
+        starts: dict[int, int] = {}
+        for replica, claim in enumerate(claims):
+            if not uses_dra(claim):
+                continue
+            name = claim_name() if spec.serving is None else claim_name(replica)
+            found = self.api.get("ResourceClaim", name, spec.namespace)
+            results = (
+                (((found or {}).get("status") or {}).get("allocation") or {})
+                .get("devices", {})
+                .get("results")
+            )
+            start = mig_device_start(results[0]["device"]) if results else None
+            if start is not None:
+                starts[replica] = start
+        return starts
+
+    def _waiting_for_claim(self, spec: WorkloadSpec, status: WorkloadStatus) -> WorkloadStatus:
+        """A pending sandbox whose slice is claimed through DRA: say so while the claim waits."""
+        claim = self.api.get("ResourceClaim", claim_name(), spec.namespace)
+        if claim is not None and (claim.get("status") or {}).get("allocation"):
+            return status
+        gpu = spec.gpu.gpu_indices[0] if spec.gpu.gpu_indices else "?"
+        waiting = f"Waiting for NVIDIA's DRA driver to allocate a {spec.gpu.mig_profile} slice on GPU {gpu}"
+        return dataclasses.replace(
+            status, message=f"{waiting}: {status.message}" if status.message else waiting
         )
 
     def _serving_status(self, spec: WorkloadSpec) -> WorkloadStatus:
@@ -282,9 +329,24 @@ class KubernetesDriver:
     # --- GPU nodes and MIG --------------------------------------------------------------------
 
     def discover_gpu_nodes(self) -> list[DiscoveredGpuNode]:
-        """Nodes GPU Feature Discovery labelled with a GPU product."""
-        nodes = (discovered_node(node) for node in self.api.list("Node", label_selector=GPU_PRODUCT))
-        return sorted((node for node in nodes if node is not None), key=lambda node: node.name)
+        """Nodes GPU Feature Discovery labelled with a GPU product; on a "dynamic" cluster, with
+        their GPUs' UUIDs and MIG placements from NVIDIA's DRA driver's ResourceSlices."""
+        nodes = [
+            node for node in map(discovered_node, self.api.list("Node", label_selector=GPU_PRODUCT)) if node
+        ]
+        if self.config.mig_mode == "dynamic":
+            published = dra_gpus(self.api.list("ResourceSlice"))
+            nodes = [
+                dataclasses.replace(
+                    node,
+                    gpu_uuids=published[node.name][0],
+                    dra_mig_gpus=tuple(sorted(published[node.name][1])),
+                )
+                if node.name in published
+                else node
+                for node in nodes
+            ]
+        return sorted(nodes, key=lambda node: node.name)
 
     def gpu_type(self, node: DiscoveredGpuNode) -> str | None:
         """The portal GPU type slug of a discovered node, from `options.product_slugs`."""
@@ -314,6 +376,8 @@ class KubernetesDriver:
            the caller asks to `retry`: then the node is pointed at the layout's second name
            (written, then settled, the same way).
         """
+        if self.config.mig_mode == "dynamic":
+            return  # the DRA driver cuts each slice when its claim is allocated: no layout to ask for
         found = self.api.get("Node", node)
         if found is None:
             raise DriverError(f"node {node} not found in cluster {self.config.name}", retryable=False)
@@ -369,8 +433,9 @@ class KubernetesDriver:
                 wanted = merge_mig_config(current, node, name, entries, keep)
                 annotations = config_map["metadata"].get("annotations") or {}
                 stamped = annotations.get(written_at_key(name))
-                if wanted == current and stamped:
-                    return _parse_stamp(stamped)
+                written = _parse_stamp(stamped) if stamped else None  # unreadable: stamped again
+                if wanted == current and written is not None:
+                    return written
                 configs = set((yaml.safe_load(wanted) or {}).get("mig-configs") or {})
                 changes: dict[str, str | None] = {
                     key: None
@@ -379,7 +444,7 @@ class KubernetesDriver:
                     and key.removeprefix(WRITTEN_AT_PREFIX) not in configs
                 }
                 now = self.clock()
-                if not stamped:
+                if written is None:
                     changes[written_at_key(name)] = _stamp(now)
                 version = config_map["metadata"].get("resourceVersion")
                 body = {
@@ -388,7 +453,7 @@ class KubernetesDriver:
                 }
                 self.api.patch("ConfigMap", cm_name, body, cm_namespace)
                 # A config already in the file before it was stamped counts from now: its age is unknown.
-                return _parse_stamp(stamped) if stamped else now
+                return written or now
             except KubernetesApiError as exc:
                 if exc.status != 409:
                     raise
@@ -397,7 +462,10 @@ class KubernetesDriver:
     def mig_layout_state(self, node: str, layout: MigLayout) -> MigLayoutState:
         """`success` only when the node is pointed at this layout's config, the MIG manager says
         `success`, and the device plugin advertises what the layout makes; `failed` when the MIG
-        manager failed this layout; else `pending`."""
+        manager failed this layout; else `pending`. On a "dynamic" cluster there is no layout to
+        wait for: the DRA driver creates each slice as its claim is prepared."""
+        if self.config.mig_mode == "dynamic":
+            return "success"
         found = self.api.get("Node", node)
         if found is None:
             raise DriverError(f"node {node} not found in cluster {self.config.name}", retryable=False)
@@ -410,7 +478,7 @@ class KubernetesDriver:
         if labels.get(MIG_CONFIG) not in names:
             return "pending"
         state = layout_state(labels)
-        if state == "success" and not advertised_matches(found, layout, gpu_count):
+        if state == "success" and not advertised_matches(found, layout):
             return "pending"  # a stale success, or the device plugin has not re-registered yet
         return state
 
@@ -419,11 +487,11 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse_stamp(value: str) -> datetime:
+def _parse_stamp(value: str) -> datetime | None:
     try:
         return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     except ValueError:
-        return datetime.now(UTC)
+        return None
 
 
 def _ready(pod: dict) -> bool:

@@ -67,6 +67,21 @@ KINDS: dict[str, Kind] = {
             k8s.RbacAuthorizationV1Api,
             "namespaced_role_binding",
         ),
+        Kind(
+            "ResourceSlice",
+            "resourceslices",
+            "resource.k8s.io",
+            k8s.ResourceV1Api,
+            "resource_slice",
+            namespaced=False,
+        ),
+        Kind(
+            "ResourceClaim",
+            "resourceclaims",
+            "resource.k8s.io",
+            k8s.ResourceV1Api,
+            "namespaced_resource_claim",
+        ),
     )
 }
 

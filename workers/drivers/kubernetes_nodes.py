@@ -61,6 +61,39 @@ def discovered_node(node: dict) -> DiscoveredGpuNode | None:
     )
 
 
+DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver
+DRA_MIG_CLASS = "mig.nvidia.com"  # its DeviceClass for MIG devices
+
+
+def dra_gpus(resource_slices: Iterable[Mapping]) -> dict[str, tuple[dict[int, str], set[int]]]:
+    """Per node, from NVIDIA's DRA driver's ResourceSlices: GPU index -> UUID, and the indexes of
+    the GPUs it offers MIG placements on (devices of type `mig` whose `parentUUID` is that GPU)."""
+    found: dict[str, tuple[dict[int, str], set[int]]] = {}
+    parents: dict[str, set[str]] = {}
+    for resource_slice in resource_slices:
+        spec = resource_slice.get("spec") or {}
+        node = spec.get("nodeName")
+        if spec.get("driver") != DRA_DRIVER or not node:
+            continue
+        uuids, _ = found.setdefault(node, ({}, set()))
+        for device in spec.get("devices") or []:
+            attributes = device.get("attributes") or {}
+            kind = (attributes.get("type") or {}).get("string")
+            if kind == "gpu" and "index" in attributes and "uuid" in attributes:
+                uuids[int(attributes["index"]["int"])] = attributes["uuid"]["string"]
+            elif kind == "mig" and "parentUUID" in attributes:
+                parents.setdefault(node, set()).add(attributes["parentUUID"]["string"])
+    for node, (uuids, mig) in found.items():
+        mig.update(index for index, uuid in uuids.items() if uuid in parents.get(node, set()))
+    return found
+
+
+def mig_device_start(device: str) -> int | None:
+    """The start slot a DRA MIG device name carries (`gpu-3-mig-1g10gb-19-5` -> 5)."""
+    parts = device.rsplit("-", 2)
+    return int(parts[-1]) if len(parts) == 3 and "-mig-" in device and parts[-1].isdigit() else None
+
+
 def product_slug_table(models: Iterable[Any]) -> dict[str, str]:
     """`{gpu.product: slug}` from GPU models that have `.slug` and `.products`.
 
@@ -120,11 +153,11 @@ def written_at_key(name: str) -> str:
 WRITTEN_AT_PREFIX = "mig.gpu-portal.io/"
 
 
-def advertised_matches(node: Mapping, layout: MigLayout, gpu_count: int) -> bool:
-    """Whether the node's allocatable resources are what the layout makes under the mixed
-    strategy: `nvidia.com/mig-<profile>` per profile, and the GPUs without MIG as
-    `nvidia.com/gpu`. The MIG manager's `success` alone can be stale (an earlier change's), and
-    the device plugin restarts after it; this is what pods can actually get."""
+def advertised_matches(node: Mapping, layout: MigLayout) -> bool:
+    """Whether the node's allocatable MIG resources are what the layout makes under the mixed
+    strategy (`nvidia.com/mig-<profile>` per profile). The MIG manager's `success` alone can be
+    stale (an earlier change's), and the device plugin restarts after it; this is what pods can
+    actually get."""
     allocatable = node.get("status", {}).get("allocatable") or {}
     # the device plugin's resource names write a profile's "+" as "." (1g.10gb+me: mig-1g.10gb.me)
     wanted = Counter(profile.replace("+", ".") for slices in layout.values() for profile, _start in slices)
@@ -133,9 +166,8 @@ def advertised_matches(node: Mapping, layout: MigLayout, gpu_count: int) -> bool
         for resource, amount in allocatable.items()
         if resource.startswith(MIG_RESOURCE_PREFIX)
     }
-    if {profile: n for profile, n in found.items() if n} != dict(wanted):
-        return False
-    return _int(allocatable.get(WHOLE_GPU)) == max(0, gpu_count - len(layout))
+    # Whole GPUs are not compared: an unhealthy one lowers `nvidia.com/gpu` for as long as it is.
+    return {profile: n for profile, n in found.items() if n} == dict(wanted)
 
 
 def mig_parted_entries(layout: MigLayout, gpu_count: int) -> list[dict]:

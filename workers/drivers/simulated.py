@@ -147,6 +147,9 @@ class SimulatedDriver:
         body = {"layout": wanted, "requested_at": self.clock().isoformat()}
         self.store.upsert(kind="MigLayout", namespace="", name=node, body=body)
 
+    def claimed_mig_starts(self, spec: WorkloadSpec) -> dict[int, int]:
+        return {}  # the simulated cluster puts slices where the portal says
+
     def mig_layout_state(self, node: str, layout: MigLayout | None = None) -> MigLayoutState:
         found = self.store.get(kind="MigLayout", namespace="", name=node)
         if found is None:

@@ -6,6 +6,7 @@ simulated one stores it. Nothing here touches the network, the ORM or the clock.
 
 from __future__ import annotations
 
+from workers.manifests.claims import claim_name, resource_claim_manifest, uses_dra
 from workers.manifests.names import (
     MANAGED_BY,
     MANAGED_BY_KEY,
@@ -84,5 +85,7 @@ def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None)
         objects.extend(serving_workload_objects(spec, options))
         return objects
     objects.append(service_manifest(spec))
+    if uses_dra(spec.gpu):
+        objects.append(resource_claim_manifest(spec, spec.gpu, claim_name()))
     objects.append(stateful_set_manifest(spec, options))
     return objects

@@ -6,6 +6,7 @@ the cluster refuse anything more, whatever the owner later creates in the namesp
 
 from __future__ import annotations
 
+from workers.manifests.claims import MIG_DEVICE_QUOTA, uses_dra
 from workers.manifests.names import is_qualified_name, object_meta
 from workers.manifests.options import AccessPath
 from workers.spec import WorkloadSpec
@@ -69,8 +70,11 @@ def quota_hard(spec: WorkloadSpec) -> dict[str, str]:
         "services": "1",
         "services.loadbalancers": "0",
         "services.nodeports": "0",
-        f"requests.{spec.gpu.resource}": str(spec.gpu.count * replicas),
     }
+    if uses_dra(spec.gpu):  # DRA devices are capped by their class, not as an extended resource
+        hard[MIG_DEVICE_QUOTA] = str(spec.gpu.count * replicas)
+    else:
+        hard[f"requests.{spec.gpu.resource}"] = str(spec.gpu.count * replicas)
     if spec.gpu.resource != WHOLE_GPU_RESOURCE:
         hard[f"requests.{WHOLE_GPU_RESOURCE}"] = "0"
     return hard

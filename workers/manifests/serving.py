@@ -11,6 +11,7 @@ the placement do not have.
 
 from __future__ import annotations
 
+from workers.manifests.claims import claim_name, claim_pod_spec, resource_claim_manifest, uses_dra
 from workers.manifests.names import NAME_KEY, SANDBOX_ID_KEY, object_meta, workload_labels
 from workers.manifests.options import ManifestOptions
 from workers.manifests.pods import (
@@ -70,11 +71,9 @@ def replica_deployment_manifest(
     assert spec.serving is not None
     options = options or ManifestOptions()
     serving = spec.serving
-    amounts = {
-        "cpu": cpu_quantity(spec.cpu),
-        "memory": gib_quantity(spec.memory_gb),
-        claim.resource: str(claim.count),
-    }
+    amounts = {"cpu": cpu_quantity(spec.cpu), "memory": gib_quantity(spec.memory_gb)}
+    if not uses_dra(claim):
+        amounts[claim.resource] = str(claim.count)
     selector = {**serving_selector(spec), REPLICA_KEY: str(index)}
     pod_spec = pinned_pod_spec(claim.node, options)
     pod_spec.update(
@@ -107,6 +106,8 @@ def replica_deployment_manifest(
             shm_volume(spec.memory_gb),
         ],
     )
+    if uses_dra(claim):
+        claim_pod_spec(pod_spec, pod_spec["containers"][0], claim_name(index))
     tolerate_gpu_taint(pod_spec, options)
     metadata = object_meta(spec, replica_name(index))
     metadata["annotations"] = {
@@ -127,12 +128,12 @@ def replica_deployment_manifest(
 
 
 def serving_workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None) -> list[dict]:
-    """The Service and one Deployment per replica."""
+    """The Service and one Deployment per replica, each after its slice's ResourceClaim where
+    the slice is claimed through DRA."""
     assert spec.serving is not None
-    return [
-        serving_service_manifest(spec),
-        *(
-            replica_deployment_manifest(spec, index, claim, options)
-            for index, claim in enumerate(spec.serving.replicas)
-        ),
-    ]
+    objects = [serving_service_manifest(spec)]
+    for index, claim in enumerate(spec.serving.replicas):
+        if uses_dra(claim):
+            objects.append(resource_claim_manifest(spec, claim, claim_name(index)))
+        objects.append(replica_deployment_manifest(spec, index, claim, options))
+    return objects

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from workers.manifests.claims import claim_name, claim_pod_spec, uses_dra
 from workers.manifests.names import (
     WORKLOAD_NAME,
     object_meta,
@@ -96,12 +97,11 @@ def container_command(spec: WorkloadSpec) -> list[str]:
 
 
 def _resources(spec: WorkloadSpec) -> dict:
-    """Requests equal limits (Guaranteed QoS), GPU resource included, so the quota fits exactly."""
-    amounts = {
-        "cpu": cpu_quantity(spec.cpu),
-        "memory": gib_quantity(spec.memory_gb),
-        spec.gpu.resource: str(spec.gpu.count),
-    }
+    """Requests equal limits (Guaranteed QoS), GPU resource included, so the quota fits exactly.
+    A slice claimed through DRA is no resource: the pod names its claim instead."""
+    amounts = {"cpu": cpu_quantity(spec.cpu), "memory": gib_quantity(spec.memory_gb)}
+    if not uses_dra(spec.gpu):
+        amounts[spec.gpu.resource] = str(spec.gpu.count)
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
@@ -150,6 +150,8 @@ def pod_template(spec: WorkloadSpec, options: ManifestOptions | None = None) -> 
         ],
         volumes=[shm_volume(spec.memory_gb)],
     )
+    if uses_dra(spec.gpu):
+        claim_pod_spec(pod_spec, pod_spec["containers"][0], claim_name())
     tolerate_gpu_taint(pod_spec, options)
     return {"metadata": {"labels": {**workload_labels(spec), **selector_labels(spec)}}, "spec": pod_spec}
 

@@ -49,6 +49,8 @@ def portal_node(driver: ClusterDriver, node: DiscoveredGpuNode) -> DiscoveredNod
         mig_config_state=node.mig_config_state,
         allocatable=dict(node.allocatable),
         gpu_type=slug,
+        gpu_uuids=dict(node.gpu_uuids),
+        dra_mig_gpus=node.dra_mig_gpus,
     )
 
 

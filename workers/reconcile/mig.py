@@ -25,9 +25,10 @@ from workers.reconcile.clusters import driver_for
 log = logging.getLogger(__name__)
 LEASE_SECONDS = 60.0
 RECHECK_SECONDS = 2.0
-# About five minutes of checks, past the 40-112 s the GPU Operator's MIG manager needs; a node
-# still pending after that is looked at less often and says so.
-PATIENT_CHECKS = 150
+# About eight minutes of checks: the kubelet's refresh of the config (PORTAL_MIG_CONFIG_SETTLE_SECONDS,
+# 120 s), then the 40-112 s the GPU Operator's MIG manager needs and the device plugin's restart;
+# a node still pending after that is looked at less often and says so.
+PATIENT_CHECKS = 240
 SLOW_RECHECK_SECONDS = 60.0
 MAX_BACKOFF_SECONDS = 300
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
 from portal.fleet.models import MigSlice, Node
+from portal.fleet.services import mig_slices_observed
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
     workload_attempt_failed,
@@ -50,6 +51,8 @@ def _claims(workload: Workload) -> list[GpuClaim]:
     for allocation in allocations:
         by_replica.setdefault(allocation.replica, []).append(allocation)
     claims = []
+    cluster = workload.cluster
+    dra = bool(cluster and cluster.driver == "kubernetes" and cluster.mig_mode == "dynamic")
     for replica in range(workload.replicas):
         held = by_replica.get(replica, [])
         node = held[0].gpu.node.name if held else workload.node_name
@@ -63,6 +66,7 @@ def _claims(workload: Workload) -> list[GpuClaim]:
                     gpu_indices=(first.gpu.index,) if first else (),
                     mig_profile=workload.mig_profile,
                     mig_start=first.mig_slice.start if first and first.mig_slice else None,
+                    dra_parent_uuid=first.gpu.uuid if first and dra else "",
                 )
             )
         else:
@@ -194,6 +198,7 @@ def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, no
     if spec.serving is not None:
         deployment_release_scaled_away(deployment_id=workload.pk, now=now)
     status = driver.workload_status(spec)
+    mig_slices_observed(holder=workload, starts=driver.claimed_mig_starts(spec))
     if spec.serving is not None:
         deployment_observed(deployment_id=workload.pk, ready_replicas=status.ready_replicas, now=now)
     if status.phase == "running":
@@ -203,7 +208,7 @@ def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, no
         workload_mark_failed(workload_id=workload.pk, message=status.message, now=now)
         return
     workload_mark_waiting(
-        workload_id=workload.pk, message=status.message.capitalize(), now=now, recheck_seconds=RECHECK_SECONDS
+        workload_id=workload.pk, message=_sentence(status.message), now=now, recheck_seconds=RECHECK_SECONDS
     )
 
 
@@ -217,7 +222,7 @@ def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
         deployment_id=workload.pk,
         ready_replicas=status.ready_replicas,
         now=now,
-        message="Running." if status.phase == "running" else status.message.capitalize(),
+        message="Running." if status.phase == "running" else _sentence(status.message),
         recheck_seconds=SERVING_WATCH_SECONDS,
     )
 
@@ -256,3 +261,8 @@ def _cutting_message(mig_slice: MigSlice, node_name: str, now: datetime) -> str:
         f"Re-partitioning {node_name} GPU {mig_slice.gpu.index} for a {mig_slice.profile} slice "
         f"(MIG reconfiguration), {so_far} so far{detail}"
     )
+
+
+def _sentence(text: str) -> str:
+    """The cluster's words as a sentence: first letter up, names such as NVIDIA left alone."""
+    return text[:1].upper() + text[1:]

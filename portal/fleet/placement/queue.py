@@ -48,7 +48,7 @@ def drain(
     """The queued requests to place now, with their placements, in decision order.
 
     `demand` is the recent mix of slice profiles per GPU type; the slice requests of the queue
-    still to be decided are added to it, so a GPU re-partitioned for one queued request is cut
+    still waiting (the one being placed included) are added to it, so a GPU re-partitioned for one queued request is cut
     for the ones behind it too, and an idle GPU whose layout serves them poorly is re-partitioned
     rather than locked by taking one of its slices (see FleetState.place, `reshape_idle`).
     Requests not in the result stay queued. The snapshot `gpus` is not modified.
@@ -71,33 +71,24 @@ def drain(
     decisions: list[tuple[Hashable, Placement]] = []
     reserved: set[tuple[str, str]] = set()
     for item in sorted(items, key=order):
-        mix = None
-        if isinstance(item.request, SliceRequest):
-            mix = wanted[item.request.gpu_type]
-            mix[item.request.profile.name] -= 1.0  # decided now: from here on it is not demand to come
+        mix = wanted.get(item.request.gpu_type) if isinstance(item.request, SliceRequest) else None
         pool = _pool(item.request, whole_on_empty_mig)
         if pool in reserved:
             continue
         placement = state.place(
             item.request,
             whole_on_empty_mig=whole_on_empty_mig,
-            demand=_with(mix, item.request),
+            demand={p: w for p, w in mix.items() if w > 0} if mix else None,
             reshape_idle=True,
         )
         if isinstance(placement, Placement):
             state.apply(placement, None if isinstance(item.request, WholeRequest) else item.request.profile)
             decisions.append((item.id, placement))
+            if mix is not None and placement.profile:  # placed: no longer demand still waiting
+                mix[placement.profile] -= 1.0
         elif now - item.queued_at >= starvation_seconds and ceilings.could_ever_fit(item.request):
             reserved.add(pool)
     return decisions
-
-
-def _with(mix: dict[str, float] | None, request: Request) -> dict[str, float] | None:
-    """Demand to come, and the request being placed (it shapes the layout it is cut into)."""
-    if mix is None or not isinstance(request, SliceRequest):
-        return mix
-    name = request.profile.name
-    return {**{p: w for p, w in mix.items() if w > 0}, name: max(mix.get(name, 0.0), 0.0) + 1.0}
 
 
 def _pool(request: Request, whole_on_empty_mig: bool) -> tuple[str, str]:

@@ -394,6 +394,10 @@ class FleetState:
             return
         gpu, start = self._slice_target(placement, taking=True)
         if placement.layout is not None:
+            if (placement.profile, start) not in placement.layout:
+                raise PlacementConflict(
+                    f"the new layout of {gpu.label()} has no {placement.profile} at slot {start}"
+                )
             self._repartition_to(gpu, placement.layout)
         existing = gpu.slices.get(start)
         if existing is not None and not existing.held and existing.profile == placement.profile:
