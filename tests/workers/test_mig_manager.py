@@ -200,3 +200,26 @@ def test_a_new_layout_replaces_the_nodes_old_configs_and_keeps_other_nodes(
     assert "gpu-portal-gpu-h100-a-" in text
     stamped = {key for key in config_map["metadata"]["annotations"] if key.startswith("mig.gpu-portal.io/")}
     assert written_at_key(names[0]) not in stamped and written_at_key(names[2]) in stamped
+
+
+def test_the_fake_device_plugin_under_the_single_strategy_wants_one_profile_per_node(
+    fake_kube: FakeKube, clock: Clock
+) -> None:
+    """gpu-a100-a runs the single strategy with all-1g.5gb: MIG devices are `nvidia.com/gpu`, and a
+    node whose GPUs carry different profiles is labelled -MIG-INVALID with nothing allocatable
+    (why the portal leaves such nodes out of MIG placement)."""
+    node = "gpu-a100-a"
+    assert fake_kube.get("Node", node)["status"]["allocatable"]["nvidia.com/gpu"] == "28"
+    driver = driver_for(fake_kube, clock)
+    mixed = {0: [("3g.20gb", 0), ("3g.20gb", 4)], 1: [("1g.5gb", 0)], 2: [("1g.5gb", 1)], 3: [("1g.5gb", 2)]}
+    driver.apply_mig_layout(node, mixed)
+    settle(fake_kube)
+    found = fake_kube.get("Node", node)
+    assert found["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-INVALID"
+    assert found["status"]["allocatable"]["nvidia.com/gpu"] == "0"
+    uniform = {index: [("3g.20gb", 0), ("3g.20gb", 4)] for index in range(4)}
+    driver.apply_mig_layout(node, uniform)
+    settle(fake_kube)
+    found = fake_kube.get("Node", node)
+    assert found["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb"
+    assert found["status"]["allocatable"]["nvidia.com/gpu"] == "8"
