@@ -11,6 +11,7 @@ The portal may not import the workers, so the worker converts its driver's nodes
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -77,6 +78,7 @@ class SyncResult:
     stale_gpus: list[str] = field(default_factory=list)  # no longer reported, kept for their history
     unmanaged: list[str] = field(default_factory=list)  # added with a MIG layout set outside the portal
     imported: list[str] = field(default_factory=list)  # "node: 16 x 1g.10gb, ..." taken in as free slices
+    dra_nodes: list[str] = field(default_factory=list)  # nodes NVIDIA's DRA driver offers MIG on, every run
 
     @property
     def changed(self) -> bool:
@@ -110,6 +112,8 @@ class SyncResult:
         if self.unknown:
             unknown = ", ".join(f"{node} ({product})" for node, product in sorted(self.unknown.items()))
             parts.append(f"unknown GPU products: {unknown}")
+        if self.dra_nodes:
+            parts.append(f"NVIDIA's DRA driver offers MIG on: {', '.join(self.dra_nodes)}")
         return "; ".join(parts) or "no change"
 
 
@@ -194,6 +198,13 @@ def fleet_sync_nodes(*, cluster: Cluster, discovered: list[DiscoveredNode], now:
     anything changed, one audit event that says what.
     """
     cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    dra_nodes = sorted(node.name for node in discovered if node.dra_mig_gpus)
+    if cluster.dra_found != bool(dra_nodes):
+        Cluster.objects.filter(pk=cluster.pk).update(dra_found=bool(dra_nodes))
+        cluster.dra_found = bool(dra_nodes)
+    if cluster.effective_mig_mode != Cluster.MigMode.DYNAMIC:
+        # MIG through the MIG manager: which GPUs run MIG comes from its labels, not the DRA driver.
+        discovered = [dataclasses.replace(node, dra_mig_gpus=None) for node in discovered]
     # Placements lock their GPU type before the nodes they cut slices on, in whatever order they
     # place; taking the cluster's GPU types first (in id order) keeps discovery's node writes
     # out of their way instead of deadlocking with a placement over two nodes.
@@ -202,7 +213,7 @@ def fleet_sync_nodes(*, cluster: Cluster, discovered: list[DiscoveredNode], now:
         .filter(pk__in=Node.objects.filter(cluster=cluster).values("gpu_type_id"))
         .order_by("pk")
     )
-    result = SyncResult(cluster=cluster.name)
+    result = SyncResult(cluster=cluster.name, dra_nodes=dra_nodes)
     by_name = {node.name: node for node in discovered}
     existing = {node.name: node for node in Node.objects.filter(cluster=cluster)}
     for name in sorted(by_name):

@@ -66,6 +66,7 @@ class Cluster(models.Model):
     api_url = models.CharField(max_length=300, blank=True)
 
     class MigMode(models.TextChoices):
+        AUTO = "auto", "auto: dynamic where discovery finds NVIDIA's DRA driver offering MIG, else layouts"
         LAYOUTS = (
             "layouts",
             "layouts: the GPU Operator's MIG manager re-partitions a GPU whole, while it holds nothing",
@@ -78,16 +79,35 @@ class Cluster(models.Model):
     mig_mode = models.CharField(
         max_length=20,
         choices=MigMode.choices,
-        default=MigMode.LAYOUTS,
+        default=MigMode.AUTO,
         help_text="How MIG slices are cut on this cluster's GPUs. A Kubernetes cluster with the GPU "
         "Operator's MIG manager and device plugin runs 'layouts'; one with NVIDIA's DRA driver and its "
-        "DynamicMIG feature gate (Kubernetes 1.34+) runs 'dynamic'.",
+        "DynamicMIG feature gate (Kubernetes 1.34+) runs 'dynamic'; 'auto' follows discovery.",
+    )
+    dra_found = models.BooleanField(
+        default=False,
+        help_text="NVIDIA's DRA driver offered MIG placements on this cluster's nodes at the last discovery.",
     )
     last_discovery_at = models.DateTimeField(null=True, blank=True)
     last_discovery_error = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def effective_mig_mode(self) -> str:
+        """The MIG mode in force: the one set, or for `auto` what discovery found."""
+        if self.mig_mode == self.MigMode.AUTO:
+            return self.MigMode.DYNAMIC if self.dra_found else self.MigMode.LAYOUTS
+        return self.mig_mode
+
+
+def dynamic_mig_q(path: str = "") -> Q:
+    """The clusters whose MIG mode in force is "dynamic", as a filter over a path to Cluster."""
+    prefix = f"{path}__" if path else ""
+    return Q(**{f"{prefix}mig_mode": Cluster.MigMode.DYNAMIC}) | Q(
+        **{f"{prefix}mig_mode": Cluster.MigMode.AUTO, f"{prefix}dra_found": True}
+    )
 
 
 class Node(models.Model):

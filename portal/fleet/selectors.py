@@ -98,7 +98,7 @@ def gpu_snapshot(*, gpu_type: GpuType | None = None, now: datetime | None = None
                 # A node whose layout was set outside the portal lends its free slices, but its
                 # layout is not the portal's to change until an admin takes it over.
                 mig_change_policy=node.cluster.mig_change_policy if node.mig_managed else "never",
-                mig_mode=node.cluster.mig_mode,
+                mig_mode=node.cluster.effective_mig_mode,
             )
         )
     return views

@@ -83,7 +83,7 @@ class FleetGpuSerializer(serializers.ModelSerializer):
         "slices, but the portal re-partitions none of its GPUs until an admin takes the node over.",
     )
     mig_mode = serializers.CharField(
-        source="node.cluster.mig_mode",
+        source="node.cluster.effective_mig_mode",
         help_text="How the cluster cuts MIG slices: 'layouts' (a GPU is re-partitioned whole, only while "
         "it holds nothing; released slices stay cut) or 'dynamic' (slice by slice).",
     )

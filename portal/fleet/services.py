@@ -12,7 +12,7 @@ from portal.accounts.models import User
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, NotFound
 from portal.core.jobs import enqueue
-from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node
+from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node, dynamic_mig_q
 from portal.fleet.placement import NoFit, Placement, SliceRequest, WholeRequest, place
 from portal.fleet.placement.queue import QueuedRequest, drain
 from portal.fleet.selectors import gpu_snapshot, price_per_hour, recent_slice_demand, slice_share
@@ -265,7 +265,7 @@ def mig_layouts_free(*, gpu_ids: list[int]) -> list[int]:
     empty = [gpu_id for gpu_id in set(gpu_ids) if gpu_id not in in_use]
     doomed = list(
         MigSlice.objects.filter(
-            gpu_id__in=empty, gpu__mig_enabled=True, gpu__node__cluster__mig_mode=Cluster.MigMode.DYNAMIC
+            dynamic_mig_q("gpu__node__cluster"), gpu_id__in=empty, gpu__mig_enabled=True
         ).values_list("pk", "gpu__node_id")
     )
     changed = mig_layout_changed(node_ids=[node_id for _, node_id in doomed])
@@ -281,7 +281,7 @@ def mig_slices_abandon(*, node_id: int) -> list[int]:
     creating = MigSlice.objects.filter(gpu__node_id=node_id, state=MigSlice.State.CREATING)
     live = Allocation.objects.filter(gpu__node_id=node_id, released_at__isnull=True)
     held = set(live.exclude(mig_slice=None).values_list("mig_slice_id", flat=True))
-    layouts = Node.objects.filter(pk=node_id, cluster__mig_mode=Cluster.MigMode.LAYOUTS).exists()
+    layouts = not Node.objects.filter(dynamic_mig_q("cluster"), pk=node_id).exists()
     busy_gpus = set(live.values_list("gpu_id", flat=True)) if layouts else set()
     doomed = [
         pk

@@ -12,13 +12,14 @@ from portal.fleet.models import Allocation, Gpu, MigSlice, Node
 from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Workload, WorkloadState
 from tests.factories import ClusterFactory
-from tests.fakekube import FakeKube, dra
+from tests.fakekube import FakeKube, dra, fixtures
 from tests.fakekube.nodes import gpu_node
 from tests.fakekube.validation import DRA_SCHEMA_VERSION
 from workers.reconcile.discovery import discover_cluster
 from workers.reconcile.workloads import reconcile_workload
 
 pytestmark = pytest.mark.django_db
+fake_kube = fixtures.fake_kube
 S = WorkloadState
 NODE = "gpu-h100-d"
 SLICE = {"team": "vision", "name": "small", "gpu_type": "h100-80gb", "mig_profile": "1g.10gb", "ttl_hours": 1}
@@ -39,8 +40,14 @@ def dra_kube():
 
 @pytest.fixture
 def dynamic_cluster(db, dra_kube):
-    cluster = ClusterFactory(name="dra", driver="kubernetes", api_url=dra_kube.url, mig_mode="dynamic")
-    assert discover_cluster(cluster.pk) is not None
+    """A cluster left on `auto`: discovery finds the DRA driver, so it runs `dynamic`."""
+    cluster = ClusterFactory(name="dra", driver="kubernetes", api_url=dra_kube.url)
+    assert cluster.mig_mode == "auto"
+    result = discover_cluster(cluster.pk)
+    assert result is not None and result.dra_nodes == [NODE]
+    assert "NVIDIA's DRA driver offers MIG on: gpu-h100-d" in result.summary()
+    cluster.refresh_from_db()
+    assert cluster.dra_found and cluster.effective_mig_mode == "dynamic"
     return cluster
 
 
@@ -132,3 +139,19 @@ def test_a_claim_the_driver_cannot_meet_leaves_the_sandbox_waiting_and_saying_wh
         f"Waiting for NVIDIA's DRA driver to allocate a 7g.80gb slice on GPU {gpu.index}: "
     )
     assert "cannot allocate all claims" in sandbox.message
+
+
+def test_a_cluster_set_to_layouts_keeps_them_though_the_dra_driver_is_found(db, dra_kube):
+    cluster = ClusterFactory(name="dra", driver="kubernetes", api_url=dra_kube.url, mig_mode="layouts")
+    discover_cluster(cluster.pk)
+    cluster.refresh_from_db()
+    assert cluster.dra_found and cluster.effective_mig_mode == "layouts"
+    # which GPUs run MIG comes from the MIG manager's labels then: none here
+    assert not Gpu.objects.filter(node__name=NODE, mig_enabled=True).exists()
+
+
+def test_a_cluster_without_the_dra_driver_runs_layouts_on_auto(db, fake_kube):
+    cluster = ClusterFactory(name="plain", driver="kubernetes", api_url=fake_kube.url)
+    discover_cluster(cluster.pk)
+    cluster.refresh_from_db()
+    assert not cluster.dra_found and cluster.effective_mig_mode == "layouts"

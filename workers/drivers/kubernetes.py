@@ -329,23 +329,27 @@ class KubernetesDriver:
     # --- GPU nodes and MIG --------------------------------------------------------------------
 
     def discover_gpu_nodes(self) -> list[DiscoveredGpuNode]:
-        """Nodes GPU Feature Discovery labelled with a GPU product; on a "dynamic" cluster, with
-        their GPUs' UUIDs and MIG placements from NVIDIA's DRA driver's ResourceSlices."""
+        """Nodes GPU Feature Discovery labelled with a GPU product, with their GPUs' UUIDs and MIG
+        placements where NVIDIA's DRA driver publishes them in ResourceSlices (a cluster without
+        `resource.k8s.io/v1`, before Kubernetes 1.34, has none)."""
         nodes = [
             node for node in map(discovered_node, self.api.list("Node", label_selector=GPU_PRODUCT)) if node
         ]
-        if self.config.mig_mode == "dynamic":
-            published = dra_gpus(self.api.list("ResourceSlice"))
-            nodes = [
-                dataclasses.replace(
-                    node,
-                    gpu_uuids=published[node.name][0],
-                    dra_mig_gpus=tuple(sorted(published[node.name][1])),
-                )
-                if node.name in published
-                else node
-                for node in nodes
-            ]
+        try:
+            slices = self.api.list("ResourceSlice")
+        except KubernetesApiError as exc:
+            if exc.status not in (403, 404):
+                raise
+            slices = []
+        published = dra_gpus(slices)
+        nodes = [
+            dataclasses.replace(
+                node, gpu_uuids=published[node.name][0], dra_mig_gpus=tuple(sorted(published[node.name][1]))
+            )
+            if node.name in published
+            else node
+            for node in nodes
+        ]
         return sorted(nodes, key=lambda node: node.name)
 
     def gpu_type(self, node: DiscoveredGpuNode) -> str | None:

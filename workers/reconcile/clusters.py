@@ -18,7 +18,7 @@ def cluster_config(cluster: Cluster) -> ClusterConfig:
         context=cluster.context,
         in_cluster=cluster.in_cluster,
         api_url=cluster.api_url,
-        mig_mode=cluster.mig_mode,  # type: ignore[arg-type]
+        mig_mode=cluster.effective_mig_mode,  # type: ignore[arg-type]
     )
 
 

@@ -52,7 +52,7 @@ def _claims(workload: Workload) -> list[GpuClaim]:
         by_replica.setdefault(allocation.replica, []).append(allocation)
     claims = []
     cluster = workload.cluster
-    dra = bool(cluster and cluster.driver == "kubernetes" and cluster.mig_mode == "dynamic")
+    dra = bool(cluster and cluster.driver == "kubernetes" and cluster.effective_mig_mode == "dynamic")
     for replica in range(workload.replicas):
         held = by_replica.get(replica, [])
         node = held[0].gpu.node.name if held else workload.node_name
