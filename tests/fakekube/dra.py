@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from portal.fleet.geometry import MEMORY_SLOTS, gpu_model
 from tests.fakekube import controllers
 from tests.fakekube.resources import BY_KIND
+from workers.manifests.pods import pinned_node
 
 if TYPE_CHECKING:
     from tests.fakekube.api import FakeApi
@@ -168,7 +169,7 @@ class FakeDra:
     def allocate_for(self, pod: dict) -> None:
         spec = pod.get("spec") or {}
         namespace = pod["metadata"].get("namespace", "")
-        node = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+        node = pinned_node(spec)
         for ref in spec.get("resourceClaims") or []:
             key = ("resourceclaims", namespace, ref.get("resourceClaimName", ""))
             claim = self.api.store.get(key)

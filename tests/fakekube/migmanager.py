@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from workers.manifests.pods import pinned_node
+
 if TYPE_CHECKING:
     from tests.fakekube.server import FakeKube
 
@@ -197,7 +199,7 @@ class FakeMigManager:
         pods = []
         for pod in self.fake.list("Pod"):
             spec = pod.get("spec") or {}
-            where = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+            where = pinned_node(spec)
             if where == node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
                 pods.append(pod)
         return pods

@@ -14,6 +14,7 @@ from workers.drivers.base import ClusterConfig, DriverError
 from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import gpu_type_slug, product_slug_table
 from workers.manifests import ManifestOptions, workload_objects
+from workers.manifests.pods import pinned_node
 
 fake_kube = fixtures.fake_kube
 kube_driver = fixtures.kube_driver
@@ -44,7 +45,7 @@ def test_apply_creates_every_object_the_builders_produce(
     for kind in SANDBOX_KINDS:
         assert fake_kube.get(kind, _names()[kind], NS) is not None, kind
     pod = fake_kube.get("Pod", "sandbox-0", NS)
-    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "gpu-h100-a"}
+    assert pinned_node(pod["spec"]) == "gpu-h100-a" and "nodeSelector" not in pod["spec"]
 
 
 def test_applying_twice_meets_conflicts_quietly_and_writes_nothing_new(

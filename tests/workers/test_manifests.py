@@ -259,7 +259,12 @@ def test_the_container_asks_for_the_gpu_resource_in_its_limits(
 
 def test_the_pod_is_pinned_to_the_placed_node_and_tolerates_the_gpu_taint() -> None:
     spec = pod_spec(make_spec(gpu=SLICE))
-    assert spec["nodeSelector"] == {"kubernetes.io/hostname": "gpu-h100-b"}
+    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-h100-b"]}]}
+        ]
+    }  # the Node's name, not its hostname label, which can differ
+    assert "nodeSelector" not in spec
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     assert "tolerations" not in pod_spec(make_spec(), ManifestOptions(tolerate_gpu_taint=False))
 

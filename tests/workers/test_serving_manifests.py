@@ -12,6 +12,7 @@ from tests.workers.test_manifests import make_serving_spec
 from workers.drivers.kubernetes import KubernetesDriver
 from workers.manifests import workload_objects
 from workers.manifests.names import is_dns_label
+from workers.manifests.pods import pinned_node
 
 fake_kube = fixtures.fake_kube
 kube_driver = fixtures.kube_driver
@@ -27,7 +28,7 @@ def test_each_replica_is_a_deployment_pinned_to_its_node_with_its_gpu() -> None:
     spec = make_serving_spec(replicas=2)
     deployments = [obj for obj in workload_objects(spec) if obj["kind"] == "Deployment"]
     assert [d["metadata"]["name"] for d in deployments] == ["serve-0", "serve-1"]
-    nodes = [d["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] for d in deployments]
+    nodes = [pinned_node(d["spec"]["template"]["spec"]) for d in deployments]
     assert nodes == ["gpu-h100-a", "gpu-h100-b"]
     container = deployments[0]["spec"]["template"]["spec"]["containers"][0]
     assert container["command"][:2] == ["vllm", "serve"]

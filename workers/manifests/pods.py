@@ -8,7 +8,6 @@ from __future__ import annotations
 from workers.manifests.options import ManifestOptions
 from workers.manifests.policy import gib_quantity
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 SHM_VOLUME = "dshm"
 GPU_TAINT_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -17,11 +16,37 @@ def _seccomp() -> dict:
     return {"type": "RuntimeDefault"}
 
 
+def node_pin(node: str) -> dict:
+    """Affinity to exactly the node named `node`. By the Node object's name (`matchFields` on
+    `metadata.name`), not the `kubernetes.io/hostname` label, which can differ from it (cloud
+    node names, renamed hosts)."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def pinned_node(pod_spec: dict) -> str | None:
+    """The node a pod spec is pinned to by `node_pin`, or its `nodeName` once scheduled."""
+    if pod_spec.get("nodeName"):
+        return pod_spec["nodeName"]
+    terms = (
+        pod_spec.get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+        .get("nodeSelectorTerms")
+        or []
+    )
+    for term in terms:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("values"):
+                return field["values"][0]
+    return None
+
+
 def pinned_pod_spec(node: str, options: ManifestOptions, **pod_security: str) -> dict:
     """The head of a pod spec: pinned to `node`, no service account token or service links, run
     as the configured non-root user; `pod_security` adds keys to the pod's securityContext."""
     return {
-        "nodeSelector": {HOSTNAME_LABEL: node},
+        "affinity": node_pin(node),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": {
