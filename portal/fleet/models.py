@@ -84,6 +84,11 @@ class Cluster(models.Model):
         "Operator's MIG manager and device plugin runs 'layouts'; one with NVIDIA's DRA driver and its "
         "DynamicMIG feature gate (Kubernetes 1.34+) runs 'dynamic'; 'auto' follows discovery.",
     )
+    provisioning_deadline_minutes = models.PositiveIntegerField(
+        default=30,
+        help_text="A workload not running this long after it was placed (an unschedulable pod, a MIG "
+        "change that never settles, a pull that never ends) fails with the reason, and its GPUs are freed.",
+    )
     dra_found = models.BooleanField(
         default=False,
         help_text="NVIDIA's DRA driver offered MIG placements on this cluster's nodes at the last discovery.",

@@ -234,11 +234,23 @@ class FakeKube:
         )
 
     def pod_image_pull_failed(
-        self, namespace: str, image: str = "registry.local/nope:1", name: str = SANDBOX_POD
+        self,
+        namespace: str,
+        image: str = "registry.local/nope:1",
+        name: str = SANDBOX_POD,
+        *,
+        why: str = "not found",
+        times: int = 1,
     ) -> None:
-        """The kubelet could not pull the image: a Failed event, then ImagePullBackOff."""
-        detail = f'failed to pull and unpack image "{image}": not found'
-        self.add_event(namespace, "Pod", name, "Failed", f'Failed to pull image "{image}": {detail}')
+        """The kubelet could not pull the image (`times` tries so far, for `why`): a Failed event
+        with that count, then ImagePullBackOff."""
+        detail = f'failed to pull and unpack image "{image}": {why}'
+        with self.store.lock:
+            event = self.api.add_event(
+                namespace, "Pod", name, "Failed", f'Failed to pull image "{image}": {detail}', "Warning"
+            )
+            event["count"] = times
+            self.store.put(("events", namespace, event["metadata"]["name"]), event)
         waiting = {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}}
         self.set_pod_status(
             namespace,

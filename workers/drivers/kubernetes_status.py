@@ -9,6 +9,13 @@ from __future__ import annotations
 from workers.drivers.base import WorkloadStatus
 
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+# An image that cannot be pulled however often the kubelet tries: a wrong name or tag, a private
+# image without access. Anything else (a registry's rate limit, a timeout, a reset) is retried.
+FINAL_PULL_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+FINAL_PULL_WORDS = ("not found", "manifest unknown", "repository does not exist", "unauthorized", "denied")
+# The kubelet refused the pod at admission (after a reboot, a device plugin restart, a race for a
+# device): the pod is Failed, and its controller replaces it.
+ADMISSION_REASONS = ("UnexpectedAdmissionError", "NodeAffinity", "OutOf", "NodeShutdown", "Terminated")
 CONFIG_ERROR_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
 
 
@@ -58,7 +65,10 @@ def _container_problem(pod: dict, events: list[dict]) -> WorkloadStatus | None:
         reason = waiting.get("reason", "")
         if reason in IMAGE_PULL_REASONS:
             detail = latest_warning(events, name, frozenset({"Failed"})) or waiting.get("message") or reason
-            return WorkloadStatus("failed", f"image pull failed: {detail}")
+            if reason in FINAL_PULL_REASONS or any(word in detail.lower() for word in FINAL_PULL_WORDS):
+                return WorkloadStatus("failed", f"image pull failed: {detail}")
+            tries = pull_attempts(events, name)
+            return WorkloadStatus("pending", f"pulling the image, retry {tries}: {_pull_trouble(detail)}")
         if reason in CONFIG_ERROR_REASONS:
             return WorkloadStatus(
                 "failed", f"the container could not start: {waiting.get('message') or reason}"
@@ -74,6 +84,33 @@ def _container_problem(pod: dict, events: list[dict]) -> WorkloadStatus | None:
                 "failed", f"the sandbox keeps crashing: {_terminated_text(last_terminated)}"
             )
     return None
+
+
+def pull_attempts(events: list[dict], object_name: str) -> int:
+    """How often the kubelet has failed to pull for the pod so far (its `Failed` events' counts)."""
+    return max(
+        1,
+        sum(
+            int(event.get("count") or 1)
+            for event in events
+            if event.get("reason") == "Failed" and event.get("involvedObject", {}).get("name") == object_name
+        ),
+    )
+
+
+def _pull_trouble(detail: str) -> str:
+    """A pull failure the kubelet retries, in a few words and then the registry's own."""
+    lowered = detail.lower()
+    if "toomanyrequests" in lowered or "429" in lowered or "rate limit" in lowered:
+        return f"registry rate limit ({detail})"
+    if any(word in lowered for word in ("timeout", "timed out", "connection reset", "eof", "unavailable")):
+        return f"registry unreachable ({detail})"
+    return detail
+
+
+def _refused_at_admission(status: dict) -> bool:
+    reason = status.get("reason") or ""
+    return any(reason.startswith(prefix) for prefix in ADMISSION_REASONS)
 
 
 def _restart_note(pod: dict) -> str:
@@ -95,6 +132,11 @@ def pod_status(pod: dict, events: list[dict], access: str) -> WorkloadStatus:
         if status.get("reason") == "Evicted":
             return WorkloadStatus(
                 "pending", f"evicted: {status.get('message', '')}; the pod is being recreated"
+            )
+        if _refused_at_admission(status):
+            refused = f"{status.get('reason')}: {status.get('message', '')}".rstrip(": ")
+            return WorkloadStatus(
+                "pending", f"the kubelet refused the pod ({refused}); it is being recreated"
             )
         problem = _container_problem(pod, events)
         if problem is not None and problem.phase == "failed":
@@ -148,6 +190,20 @@ def workload_status(
     return pod_status(pod, events, access)
 
 
+def _current_pods(pods: list[dict]) -> list[dict]:
+    """Per replica, the pods that count: a Failed pod left behind by the ReplicaSet (it has made
+    another) says nothing about the replica; only when no other pod exists does it speak."""
+    by_replica: dict[str, list[dict]] = {}
+    for pod in pods:
+        replica = (pod.get("metadata", {}).get("labels") or {}).get("gpu-portal/replica", "")
+        by_replica.setdefault(replica, []).append(pod)
+    current = []
+    for group in by_replica.values():
+        alive = [pod for pod in group if (pod.get("status") or {}).get("phase") != "Failed"]
+        current.extend(alive or group)
+    return current
+
+
 def serving_status(
     *, namespace: dict | None, pods: list[dict], events: list[dict], replicas: int, access: str
 ) -> WorkloadStatus:
@@ -159,7 +215,7 @@ def serving_status(
         return WorkloadStatus("terminating", "the namespace is being deleted")
     if not pods:
         return WorkloadStatus("pending", "waiting for the replicas' pods to be created", access)
-    statuses = [pod_status(pod, events, access) for pod in pods]
+    statuses = [pod_status(pod, events, access) for pod in _current_pods(pods)]
     ready = sum(1 for status in statuses if status.phase == "running")
     failed = next((status for status in statuses if status.phase == "failed"), None)
     if failed is not None:

@@ -176,6 +176,10 @@ def _claim(workload_id: int, now: datetime) -> datetime | None:
 
 
 def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
+    overdue = _past_deadline(workload, now)
+    if overdue:
+        workload_mark_failed(workload_id=workload.pk, message=overdue, now=now)
+        return
     waiting_for_slice = _slice_being_cut(workload)
     if waiting_for_slice is not None:
         state = reconcile_node_mig(waiting_for_slice.gpu.node_id, now=now)
@@ -245,6 +249,28 @@ def _teardown(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now
         return
     Workload.objects.filter(pk=workload.pk, state=WorkloadState.TERMINATING).update(
         message="Removing it from the cluster.", next_attempt_at=now + timedelta(seconds=RECHECK_SECONDS)
+    )
+
+
+def _past_deadline(workload: Workload, now: datetime) -> str:
+    """Why the workload fails now, when it has been placed longer than its cluster's provisioning
+    deadline without running; "" while it has time. A requeued workload's clock restarts with its
+    new placement (its first live hold)."""
+    cluster = workload.cluster
+    if cluster is None or not cluster.provisioning_deadline_minutes:
+        return ""
+    placed = (
+        workload.allocations.filter(released_at__isnull=True)
+        .order_by("started_at")
+        .values_list("started_at", flat=True)
+        .first()
+    )
+    if placed is None or now - placed < timedelta(minutes=cluster.provisioning_deadline_minutes):
+        return ""
+    last = workload.message.rstrip(".") if workload.message else "no word from the cluster"
+    return (
+        f"Not running {cluster.provisioning_deadline_minutes} minutes after it was placed on "
+        f"{workload.node_name or cluster.name} (the cluster's provisioning deadline); last: {last}"
     )
 
 
