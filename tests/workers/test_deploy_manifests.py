@@ -22,6 +22,7 @@ from tests.fakekube import SCHEMA_VERSION, FakeKube, dra, fixtures
 from tests.workers.test_manifests import SLICE, make_serving_spec, make_spec
 from workers.drivers.kubernetes import REQUIRED_PERMISSIONS, KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import MIG_CONFIG_KEY, merge_mig_config
+from workers.manifests.options import ManifestOptions
 
 fake_kube = fixtures.fake_kube
 kube_driver = fixtures.kube_driver
@@ -291,3 +292,26 @@ def test_the_smoke_script_is_strict_bash_and_explains_its_usage() -> None:
     result = subprocess.run([bash, str(script)], capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert result.stderr.startswith("usage: deploy/smoke.sh PORTAL_URL TOKEN")
+
+
+def test_a_sandbox_owner_may_use_the_sandbox_but_not_change_its_namespace(documents: list[dict]) -> None:
+    """The role the owner's RoleBinding names: the one the driver may bind, and nothing that
+    would let the owner scale the sandbox away and run their own GPU pod around placement."""
+    role = find(documents, "ClusterRole", "gpu-portal-sandbox-user")
+    granted_to_owner = {
+        (resource, verb) for rule in role["rules"] for resource in rule["resources"] for verb in rule["verbs"]
+    }
+    assert ("pods/exec", "create") in granted_to_owner and ("pods/portforward", "create") in granted_to_owner
+    assert ("pods/log", "get") in granted_to_owner
+    writes = {"create", "update", "patch", "delete", "deletecollection"}
+    changed = {
+        (r, v) for r, v in granted_to_owner if v in writes and r not in ("pods/exec", "pods/portforward")
+    }
+    assert changed == set()
+    bindable = [
+        rule
+        for rule in find(documents, "ClusterRole", "gpu-portal-driver")["rules"]
+        if "bind" in rule["verbs"]
+    ]
+    assert [rule["resourceNames"] for rule in bindable] == [["gpu-portal-sandbox-user"]]
+    assert ManifestOptions().user_cluster_role == "gpu-portal-sandbox-user"

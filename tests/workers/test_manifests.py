@@ -353,7 +353,7 @@ def test_the_owner_gets_edit_only_when_they_have_a_cluster_identity() -> None:
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
-        "name": "edit",
+        "name": "gpu-portal-sandbox-user",
     }
     assert binding["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice@firm.example"}

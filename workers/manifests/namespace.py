@@ -57,8 +57,9 @@ def role_binding_subject(identity: str) -> dict:
 
 
 def role_binding_manifest(spec: WorkloadSpec, options: ManifestOptions | None = None) -> dict | None:
-    """Let the owner's own cluster identity work in the namespace (ClusterRole `edit`); None
-    when the portal has no cluster identity for them."""
+    """Let the owner's own cluster identity use the sandbox (ClusterRole `gpu-portal-sandbox-user`:
+    its pod, logs, exec, port-forward; nothing that changes the namespace); None when the portal
+    has no cluster identity for them."""
     if not spec.user_identity:
         return None
     options = options or ManifestOptions()

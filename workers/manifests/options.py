@@ -34,5 +34,7 @@ class ManifestOptions:
     shell_user: str = ""  # the ssh login name; empty: the sandbox owner's name
     run_as_user: int = 1000
     run_as_group: int = 100
-    user_cluster_role: str = "edit"  # what the owner's cluster identity may do in the namespace
+    # What the owner's cluster identity may do in the namespace: use the sandbox (look at its pod,
+    # its logs, exec into it, port-forward), not change it (deploy/kubernetes/rbac.yaml).
+    user_cluster_role: str = "gpu-portal-sandbox-user"
     tolerate_gpu_taint: bool = True  # tolerate the common `nvidia.com/gpu:NoSchedule` taint
