@@ -315,3 +315,14 @@ def test_a_sandbox_owner_may_use_the_sandbox_but_not_change_its_namespace(docume
     ]
     assert [rule["resourceNames"] for rule in bindable] == [["gpu-portal-sandbox-user"]]
     assert ManifestOptions().user_cluster_role == "gpu-portal-sandbox-user"
+
+
+def test_only_the_ingress_controller_reaches_the_portal_and_only_its_web_pods(documents: list[dict]) -> None:
+    deny = find(documents, "NetworkPolicy", "gpu-portal-ingress")["spec"]
+    assert deny["podSelector"] == {} and deny["ingress"] == [] and deny["policyTypes"] == ["Ingress"]
+    web = find(documents, "NetworkPolicy", "gpu-portal-web")["spec"]
+    assert web["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "web"
+    (rule,) = web["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+    web_pod = find(documents, "Deployment", "gpu-portal-web")["spec"]["template"]["metadata"]["labels"]
+    assert all(web_pod.get(key) == value for key, value in web["podSelector"]["matchLabels"].items())

@@ -26,6 +26,7 @@ from workers.manifests import (
     workload_objects,
 )
 from workers.manifests.names import MAX_LABEL, is_dns_label, is_qualified_name
+from workers.manifests.options import SandboxEgress
 from workers.spec import GpuClaim, ServingSpec, WorkloadSpec
 
 WHOLE = GpuClaim(resource="nvidia.com/gpu", count=2, node="gpu-h100-a", gpu_indices=(0, 1))
@@ -329,7 +330,7 @@ def test_shell_serves_sshd_on_2222_and_the_access_is_an_ssh_command() -> None:
 
 def test_network_policy_denies_ingress_except_from_the_access_path() -> None:
     policy = network_policy_manifest(make_spec())["spec"]
-    assert policy["podSelector"] == {} and policy["policyTypes"] == ["Ingress"]
+    assert policy["podSelector"] == {} and policy["policyTypes"] == ["Ingress", "Egress"]
     assert policy["ingress"] == [
         {
             "from": [
@@ -347,7 +348,31 @@ def test_network_policy_denies_ingress_except_from_the_access_path() -> None:
     ]
 
 
-def test_the_owner_gets_edit_only_when_they_have_a_cluster_identity() -> None:
+def test_egress_is_denied_but_dns_and_the_public_internet() -> None:
+    policy = network_policy_manifest(make_spec())["spec"]
+    dns, internet = policy["egress"]
+    assert dns == {
+        "to": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+            }
+        ],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+    v4, v6 = internet["to"]
+    assert v4["ipBlock"]["cidr"] == "0.0.0.0/0"
+    # the cloud metadata endpoint, the cluster's and the portal's own addresses are out of reach
+    assert {"169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"} <= set(v4["ipBlock"]["except"])
+    assert v6["ipBlock"] == {"cidr": "::/0", "except": ["fc00::/7", "fe80::/10", "::1/128"]}
+    closed = network_policy_manifest(make_spec(), egress=SandboxEgress(allow=()))["spec"]
+    assert closed["egress"] == [dns]  # no internet at all: DNS only
+    narrow = network_policy_manifest(make_spec(), egress=SandboxEgress(allow=("203.0.113.0/24",)))["spec"]
+    assert narrow["egress"][1] == {"to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}]}
+    assert kubernetes_validate.validate(network_policy_manifest(make_spec()), SCHEMA_VERSION, strict=True)
+
+
+def test_the_owner_gets_the_sandbox_user_role_only_when_they_have_a_cluster_identity() -> None:
     binding = role_binding_manifest(make_spec())
     assert binding is not None
     assert binding["roleRef"] == {

@@ -11,7 +11,7 @@ from workers.drivers.base import ClusterConfig, ClusterDriver
 from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import product_slug_table
 from workers.drivers.simulated import SimulatedDriver
-from workers.manifests.options import AccessPath, ManifestOptions
+from workers.manifests.options import AccessPath, ManifestOptions, SandboxEgress
 from workers.simstore import DatabaseObjectStore
 
 
@@ -19,6 +19,7 @@ from workers.simstore import DatabaseObjectStore
 def get_driver(config: ClusterConfig) -> ClusterDriver:
     manifests = ManifestOptions(
         access_path=AccessPath(namespace=settings.PORTAL_ACCESS_NAMESPACE),
+        egress=SandboxEgress(allow=settings.PORTAL_SANDBOX_EGRESS_CIDRS),
         storage_class=settings.PORTAL_STORAGE_CLASS,
         pod_security_level=settings.PORTAL_POD_SECURITY_LEVEL,
     )

@@ -76,7 +76,7 @@ def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None)
         namespace_manifest(spec, options),
         resource_quota_manifest(spec),
         limit_range_manifest(spec),
-        network_policy_manifest(spec, options.access_path),
+        network_policy_manifest(spec, options.access_path, options.egress),
     ]
     role_binding = role_binding_manifest(spec, options)
     if role_binding is not None:

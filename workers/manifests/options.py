@@ -18,6 +18,31 @@ class AccessPath:
     pod_labels: dict[str, str] = field(default_factory=dict)
 
 
+# Where sandboxes may not reach even with the internet open: private ranges (the cluster's
+# services, the portal's PostgreSQL and Redis, other tenants), link-local (the cloud metadata
+# endpoint at 169.254.169.254, fd00:ec2::254 inside fc00::/7) and carrier-grade NAT.
+PRIVATE_RANGES = (
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "169.254.0.0/16",
+    "127.0.0.0/8",
+)
+PRIVATE_RANGES_V6 = ("fc00::/7", "fe80::/10", "::1/128")
+
+
+@dataclass(frozen=True)
+class SandboxEgress:
+    """Where sandbox pods may open connections: DNS through the cluster's resolver, and the
+    `allow` CIDRs minus the private ones (the internet by default: researchers pull packages,
+    data sets and models). Everything else is denied."""
+
+    allow: tuple[str, ...] = ("0.0.0.0/0", "::/0")
+    dns_namespace: str = "kube-system"
+    dns_pod_labels: dict[str, str] = field(default_factory=lambda: {"k8s-app": "kube-dns"})
+
+
 @dataclass(frozen=True)
 class ManifestOptions:
     """Per-cluster knobs for the sandbox manifests; the defaults suit a stock GPU Operator cluster.
@@ -29,6 +54,7 @@ class ManifestOptions:
     """
 
     access_path: AccessPath = field(default_factory=AccessPath)
+    egress: SandboxEgress = field(default_factory=SandboxEgress)
     storage_class: str = ""  # empty: the cluster's default StorageClass
     pod_security_level: Literal["restricted", "baseline"] = "restricted"
     shell_user: str = ""  # the ssh login name; empty: the sandbox owner's name

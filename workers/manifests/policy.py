@@ -6,9 +6,11 @@ the cluster refuse anything more, whatever the owner later creates in the namesp
 
 from __future__ import annotations
 
+import ipaddress
+
 from workers.manifests.claims import MIG_DEVICE_QUOTA, uses_dra
 from workers.manifests.names import is_qualified_name, object_meta
-from workers.manifests.options import AccessPath
+from workers.manifests.options import PRIVATE_RANGES, PRIVATE_RANGES_V6, AccessPath, SandboxEgress
 from workers.spec import WorkloadSpec
 
 WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
@@ -112,12 +114,14 @@ def limit_range_manifest(spec: WorkloadSpec) -> dict:
     }
 
 
-def network_policy_manifest(spec: WorkloadSpec, access_path: AccessPath | None = None) -> dict:
-    """Deny all ingress into the namespace except the access path, and only on the sandbox port.
-
-    Egress stays open: researchers pull packages and data sets.
-    """
+def network_policy_manifest(
+    spec: WorkloadSpec, access_path: AccessPath | None = None, egress: SandboxEgress | None = None
+) -> dict:
+    """Deny all ingress into the namespace except the access path, and only on the sandbox port;
+    deny all egress except DNS to the cluster's resolver and the allowed CIDRs minus the private
+    and link-local ranges (no cloud metadata endpoint, no portal database, no other tenants)."""
     access_path = access_path or AccessPath()
+    egress = egress or SandboxEgress()
     peer: dict = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": access_path.namespace}}
     }
@@ -129,7 +133,32 @@ def network_policy_manifest(spec: WorkloadSpec, access_path: AccessPath | None =
         "metadata": object_meta(spec, NETWORK_POLICY_NAME),
         "spec": {
             "podSelector": {},
-            "policyTypes": ["Ingress"],
+            "policyTypes": ["Ingress", "Egress"],
             "ingress": [{"from": [peer], "ports": [{"protocol": "TCP", "port": sandbox_port(spec)}]}],
+            "egress": egress_rules(egress),
         },
     }
+
+
+def egress_rules(egress: SandboxEgress) -> list[dict]:
+    dns = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": egress.dns_namespace}},
+        "podSelector": {"matchLabels": dict(egress.dns_pod_labels)},
+    }
+    rules: list[dict] = [
+        {"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+    ]
+    blocks = []
+    for cidr in egress.allow:
+        private = PRIVATE_RANGES_V6 if ":" in cidr else PRIVATE_RANGES
+        inside = [block for block in private if _within(block, cidr)]
+        blocks.append({"ipBlock": {"cidr": cidr, **({"except": inside} if inside else {})}})
+    if blocks:
+        rules.append({"to": blocks})
+    return rules
+
+
+def _within(block: str, cidr: str) -> bool:
+    """Whether `block` lies inside `cidr` and is smaller (an `except` must be a strict subset)."""
+    inner, outer = ipaddress.ip_network(block), ipaddress.ip_network(cidr)
+    return inner.version == outer.version and inner != outer and inner.subnet_of(outer)  # type: ignore[arg-type]
