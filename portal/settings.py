@@ -220,7 +220,9 @@ PORTAL_MIG_CONFIG_NAMESPACE = env_str("PORTAL_MIG_CONFIG_NAMESPACE", "gpu-operat
 # Where sandboxes may connect, beside DNS (comma-separated CIDRs; private and link-local ranges,
 # the cloud metadata endpoint among them, are always cut out; empty: no egress but DNS).
 PORTAL_SANDBOX_EGRESS_CIDRS = tuple(
-    cidr.strip() for cidr in env_str("PORTAL_SANDBOX_EGRESS_CIDRS", "0.0.0.0/0,::/0").split(",") if cidr.strip()
+    cidr.strip()
+    for cidr in env_str("PORTAL_SANDBOX_EGRESS_CIDRS", "0.0.0.0/0,::/0").split(",")
+    if cidr.strip()
 )
 # How long after writing a MIG config the node is pointed at it: the kubelet's ConfigMap refresh.
 PORTAL_MIG_CONFIG_SETTLE_SECONDS = env_float("PORTAL_MIG_CONFIG_SETTLE_SECONDS", 120.0, minimum=0.0)

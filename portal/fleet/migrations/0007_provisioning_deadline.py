@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('fleet', '0006_mig_mode_auto'),
+        ("fleet", "0006_mig_mode_auto"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='provisioning_deadline_minutes',
-            field=models.PositiveIntegerField(default=30, help_text='A workload not running this long after it was placed (an unschedulable pod, a MIG change that never settles, a pull that never ends) fails with the reason, and its GPUs are freed.'),
+            model_name="cluster",
+            name="provisioning_deadline_minutes",
+            field=models.PositiveIntegerField(
+                default=30,
+                help_text="A workload not running this long after it was placed (an unschedulable pod, a MIG change that never settles, a pull that never ends) fails with the reason, and its GPUs are freed.",
+            ),
         ),
     ]
