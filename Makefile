@@ -39,6 +39,7 @@ lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/hadolint Dockerfile
 	$(BIN)/python manage.py makemigrations --check --dry-run -v 0
 
 unit: install-dev
