@@ -55,13 +55,14 @@ RUNTIMES: dict[str, RuntimeSpec] = {
             max_tensor_parallel=1,
             precisions=("fp32", "fp16"),
         ),
-        # Hugging Face Text Generation Inference: the container's entrypoint is the launcher,
-        # which listens on port 80; its Messages API is OpenAI-compatible.
+        # Hugging Face Text Generation Inference: the container's entrypoint is the launcher; its
+        # Messages API is OpenAI-compatible. Its default port 80 needs root or NET_BIND_SERVICE,
+        # which a pod under Pod Security `restricted` (non-root, all capabilities dropped) lacks.
         RuntimeSpec(
             slug="tgi",
             name="Text Generation Inference",
             image="ghcr.io/huggingface/text-generation-inference:3.0.1",
-            port=80,
+            port=8080,
             health_path="/health",
             readiness_path="/health",
             api="openai",

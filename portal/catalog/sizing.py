@@ -17,7 +17,7 @@ The rules, in bytes (GB in the output is 10^9 bytes):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 
 GB = Decimal(10**9)
 CENT = Decimal("0.01")
@@ -138,6 +138,14 @@ def gigabytes(size_bytes: Decimal | int) -> Decimal:
 
 def weights_bytes(shape: ModelShape, precision: str) -> Decimal:
     return shape.parameters_b * GB * PRECISIONS[precision].weight_bytes
+
+
+def cache_gb(shape: ModelShape, precisions: tuple[str, ...]) -> int:
+    """The model cache a replica downloads the checkpoint into, in whole GB: the largest of the
+    weights in `precisions` (the checkpoint's own dtype, the one served), plus 10 % and 10 GB for
+    tokenizer files, compiled kernels and the runtime's caches."""
+    largest = max(weights_bytes(shape, precision) for precision in precisions)
+    return int(((largest * Decimal("1.1")) / GB + 10).to_integral_value(rounding=ROUND_CEILING))
 
 
 def kv_bytes_per_token(shape: ModelShape, precision: str) -> int:

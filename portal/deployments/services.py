@@ -16,7 +16,7 @@ from portal.audit.services import audit_record
 from portal.catalog.models import CatalogModel
 from portal.catalog.runtimes import RUNTIMES, UnsupportedChoice, container_spec
 from portal.catalog.selectors import entry_sizing, fleet_offers, sizing_request
-from portal.catalog.sizing import Fit, Sizing
+from portal.catalog.sizing import Fit, Sizing, cache_gb
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.jobs import enqueue
 from portal.deployments.models import Serving
@@ -112,13 +112,11 @@ def deployment_request(
     request = sizing_request(entry, dtype=dtype, context=context, concurrency=concurrency)
     sizing = entry_sizing(entry, request, fleet_offers())
     fit = _choose_fit(entry, sizing, gpu_type=gpu_type, count=count, mig_profile=mig_profile)
+    choice = entry.serving_choice(
+        precision=request.precision, tensor_parallel=fit.gpus, context=request.context
+    )
     try:
-        container = container_spec(
-            RUNTIMES[entry.runtime.slug],
-            entry.serving_choice(
-                precision=request.precision, tensor_parallel=fit.gpus, context=request.context
-            ),
-        )
+        container = container_spec(RUNTIMES[entry.runtime.slug], choice)
     except UnsupportedChoice as error:
         raise ValidationFailed(str(error), fields={"gpu": [str(error)]}) from None
     if ttl_hours in (None, "") and expires_at is None:
@@ -150,6 +148,8 @@ def deployment_request(
         lifetime=Lifetime(ttl_hours=ttl_hours, expires_at=expires_at),
         purpose=purpose,
         replicas=replicas,
+        # The cache the checkpoint downloads into: in its own dtype or the one served, the larger.
+        storage_gb=cache_gb(entry.shape(), (request.precision, choice.default_dtype)),
     )
     return workload_request(user=user, ask=ask, now=now, before_placing=add_serving)
 

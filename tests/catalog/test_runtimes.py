@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from portal.catalog.runtimes import (
@@ -11,6 +13,7 @@ from portal.catalog.runtimes import (
     container_command,
     container_spec,
 )
+from portal.catalog.sizing import ModelShape, cache_gb
 
 VLLM, TGI, TRITON = RUNTIMES["vllm"], RUNTIMES["tgi"], RUNTIMES["triton"]
 
@@ -61,7 +64,7 @@ def test_tgi_shards_and_limits_tokens_with_a_dtype_when_not_quantized():
         "--max-total-tokens",
         "32768",
         "--port",
-        "80",
+        "8080",
         "--dtype",
         "float16",
     ]
@@ -92,7 +95,9 @@ def test_triton_serves_a_model_repository_on_its_http_port():
 
 def test_runtime_probes_and_ports_match_each_servers_defaults():
     assert (VLLM.port, VLLM.health_path, VLLM.api) == (8000, "/health", "openai")
-    assert (TGI.port, TGI.health_path) == (80, "/health")
+    # TGI's own default, 80, needs root or NET_BIND_SERVICE, which a restricted pod does not have
+    assert (TGI.port, TGI.health_path) == (8080, "/health")
+    assert all(runtime.port >= 1024 for runtime in (VLLM, TGI, TRITON))
     assert (TRITON.health_path, TRITON.readiness_path, TRITON.api) == (
         "/v2/health/live",
         "/v2/health/ready",
@@ -112,3 +117,12 @@ def test_runtime_probes_and_ports_match_each_servers_defaults():
 def test_a_runtime_refuses_a_choice_it_cannot_serve(runtime, choice, message):
     with pytest.raises(UnsupportedChoice, match=message):
         container_command(runtime, choice)
+
+
+def test_the_model_cache_holds_the_largest_checkpoint_it_downloads():
+    shape = ModelShape(parameters_b=Decimal(70), layers=80, attention_heads=64, kv_heads=8, head_dim=128)
+    # 70B in bf16 is 140 GB of weights: 154 GB with 10 % headroom, plus 10 GB of caches
+    assert cache_gb(shape, ("bf16",)) == 164
+    # served in fp8 from a bf16 checkpoint: the download is still the bf16 one
+    assert cache_gb(shape, ("fp8", "bf16")) == 164
+    assert cache_gb(shape, ("awq-int4",)) == 49

@@ -43,6 +43,8 @@ def test_deploy_defaults_to_the_cheapest_fit_and_runs_with_an_endpoint(run_jobs,
     allocation = Allocation.objects.get(workload=workload)
     assert (allocation.share_numerator, allocation.share_denominator) == (3, 7)
     assert AuditEvent.objects.filter(object_type="deployment", action="deployment.running").exists()
+    # the model cache fits the bf16 checkpoint: 8.03B x 2 bytes, plus 10 %, plus 10 GB
+    assert workload.storage_gb == 28
 
 
 def test_deploy_on_one_whole_h100_is_approved_by_policy(run_jobs, fleet, catalog, researcher):

@@ -39,6 +39,21 @@ def test_each_replica_is_a_deployment_pinned_to_its_node_with_its_gpu() -> None:
     assert not any(obj["kind"] == "StatefulSet" for obj in workload_objects(spec))
 
 
+def test_a_replica_can_run_as_a_uid_without_a_passwd_entry_and_asks_for_its_cache() -> None:
+    spec = make_serving_spec(replicas=1, storage_gb=164)
+    deployment = next(obj for obj in workload_objects(spec) if obj["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {item["name"]: item["value"] for item in container["env"]}
+    # torch's getpass needs a user name; every runtime cache goes under the writable /cache
+    assert env["USER"] == "portal" and env["HOME"] == "/cache"
+    assert env["XDG_CACHE_HOME"] == "/cache/.cache" and env["HF_HOME"] == "/cache/huggingface"
+    cache = next(volume for volume in pod["volumes"] if volume["name"] == "cache")
+    assert cache["emptyDir"]["sizeLimit"] == "164Gi"
+    assert container["resources"]["requests"]["ephemeral-storage"] == "164Gi"
+    assert container["resources"]["limits"]["ephemeral-storage"] == "164Gi"
+
+
 def test_quota_counts_every_replica_exactly() -> None:
     spec = make_serving_spec(replicas=3)
     quota = next(obj for obj in workload_objects(spec) if obj["kind"] == "ResourceQuota")["spec"]["hard"]

@@ -71,7 +71,12 @@ def replica_deployment_manifest(
     assert spec.serving is not None
     options = options or ManifestOptions()
     serving = spec.serving
-    amounts = {"cpu": cpu_quantity(spec.cpu), "memory": gib_quantity(spec.memory_gb)}
+    amounts = {
+        "cpu": cpu_quantity(spec.cpu),
+        "memory": gib_quantity(spec.memory_gb),
+        # the model cache is an emptyDir on the node's disk: ask for it, so the pod lands where it fits
+        "ephemeral-storage": gib_quantity(spec.storage_gb),
+    }
     if not uses_dra(claim):
         amounts[claim.resource] = str(claim.count)
     selector = {**serving_selector(spec), REPLICA_KEY: str(index)}
@@ -85,6 +90,10 @@ def replica_deployment_manifest(
                 "command": list(serving.command),
                 "env": [
                     {"name": "HOME", "value": CACHE},
+                    # The pod's uid has no passwd entry: torch (getpass) and others need a user
+                    # name, and a writable cache directory of their own.
+                    {"name": "USER", "value": "portal"},
+                    {"name": "XDG_CACHE_HOME", "value": f"{CACHE}/.cache"},
                     {"name": "HF_HOME", "value": f"{CACHE}/huggingface"},
                     {"name": "GPU_PORTAL_DEPLOYMENT_ID", "value": str(spec.workload_id)},
                 ],
