@@ -29,7 +29,13 @@ kube_driver = fixtures.kube_driver
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KUSTOMIZATION = DEPLOY / "kubernetes"
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 SUPPORTED_KEYS = {"apiVersion", "kind", "namespace", "labels", "commonLabels", "resources", "images"}
 REQUIRED_ENV = {
@@ -100,7 +106,13 @@ def find(documents: list[dict], kind: str, name: str) -> dict:
 
 def test_every_document_passes_the_strict_official_schema(documents: list[dict]) -> None:
     example = yaml.safe_load((KUSTOMIZATION / "secret.example.yaml").read_text())
-    for doc in [*documents, example]:
+    operator = [
+        doc
+        for path in sorted((DEPLOY / "gpu-operator").glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+    for doc in [*documents, example, *operator]:
         assert kubernetes_validate.validate(doc, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION, doc["kind"]
 
 
@@ -188,8 +200,16 @@ def test_the_seed_mig_config_is_the_one_the_driver_writes_and_keeps_the_stock_la
 # --- RBAC: exactly what the driver calls -------------------------------------------------------------
 
 
+MIG_ACCESS = DEPLOY / "gpu-operator" / "portal-access.yaml"
+
+
+def mig_config_role() -> dict:
+    return next(doc for doc in yaml.safe_load_all(MIG_ACCESS.read_text()) if doc and doc["kind"] == "Role")
+
+
 def granted(documents: list[dict]) -> set[tuple[str, str, str]]:
-    rules = find(documents, "ClusterRole", "gpu-portal-driver")["rules"]
+    """The ClusterRole's grants, and the Role's in the GPU Operator's namespace."""
+    rules = find(documents, "ClusterRole", "gpu-portal-driver")["rules"] + mig_config_role()["rules"]
     return {
         (group, resource, verb)
         for rule in rules
@@ -255,11 +275,11 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
 
 def test_the_cluster_role_grants_exactly_what_the_driver_declares(documents: list[dict]) -> None:
     assert granted(documents) == declared()
-    configmap_rules = [
-        rule
-        for rule in find(documents, "ClusterRole", "gpu-portal-driver")["rules"]
-        if "configmaps" in rule["resources"]
-    ]
+    cluster_wide = find(documents, "ClusterRole", "gpu-portal-driver")["rules"]
+    assert not [rule for rule in cluster_wide if "configmaps" in rule["resources"]]  # no ConfigMaps anywhere
+    role = mig_config_role()
+    assert role["metadata"]["namespace"] == "gpu-operator"
+    configmap_rules = role["rules"]
     named = [rule for rule in configmap_rules if rule.get("resourceNames")]
     assert named and all(rule["resourceNames"] == ["gpu-portal-mig-parted-config"] for rule in named)
     assert {verb for rule in configmap_rules if not rule.get("resourceNames") for verb in rule["verbs"]} == {
