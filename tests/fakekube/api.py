@@ -65,6 +65,7 @@ class Failure:
     path_contains: str | None = None
     message: str = ""
     delay: float = 0.0
+    retry_after: int | None = None  # a 429's Retry-After, as API Priority and Fairness sends it
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and (
@@ -188,7 +189,12 @@ class FakeApi:
         if failure.status == 401:
             return status_body(401, "Unauthorized", failure.message or "Unauthorized")
         if failure.status == 429:
-            return status_body(429, "TooManyRequests", failure.message or "too many requests")
+            body = status_body(
+                429, "TooManyRequests", failure.message or "too many requests, please try again later"
+            )
+            if failure.retry_after is not None:
+                body["details"] = {"retryAfterSeconds": failure.retry_after}
+            return body
         return status_body(
             failure.status, "InternalError", failure.message or "Internal error occurred: etcd timeout"
         )

@@ -48,6 +48,9 @@ class _Handler(BaseHTTPRequestHandler):
         )
         data = json.dumps(payload).encode()
         self.send_response(status)
+        retry_after = (payload.get("details") or {}).get("retryAfterSeconds") if status == 429 else None
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -146,9 +149,13 @@ class FakeKube:
         method: str | None = None,
         path_contains: str | None = None,
         message: str = "",
+        retry_after: int | None = None,
     ) -> None:
-        """Answer the next `times` matching requests with `status` and a real Status body."""
-        self.api.failures.append(Failure(status, times, method, path_contains, message))
+        """Answer the next `times` matching requests with `status` and a real Status body (a 429
+        with `retry_after` also carries the Retry-After header)."""
+        self.api.failures.append(
+            Failure(status, times, method, path_contains, message, retry_after=retry_after)
+        )
 
     def stall_next(
         self, seconds: float, *, method: str | None = None, path_contains: str | None = None

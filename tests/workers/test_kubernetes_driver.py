@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 
 import pytest
 import yaml
@@ -48,17 +49,44 @@ def test_apply_creates_every_object_the_builders_produce(
     assert pinned_node(pod["spec"]) == "gpu-h100-a" and "nodeSelector" not in pod["spec"]
 
 
-def test_applying_twice_meets_conflicts_quietly_and_writes_nothing_new(
+def test_an_unchanged_workload_is_not_applied_again_until_the_drift_cadence(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
     kube_driver.apply_workload(SPEC)
     before = versions(fake_kube)
     fake_kube.requests.clear()
     kube_driver.apply_workload(SPEC)
+    assert fake_kube.requests == []  # nothing changed since the last apply: no request at all
+    kube_driver._applied[SPEC.namespace] = (
+        kube_driver._applied[SPEC.namespace][0],
+        datetime(2020, 1, 1, tzinfo=UTC),
+    )
+    kube_driver.apply_workload(SPEC)  # the drift cadence came: read every object, write nothing
     assert versions(fake_kube) == before
-    creates = [r for r in fake_kube.requests if r.verb == "create"]
-    assert len(creates) == 7 and all(r.status == 409 for r in creates)
-    assert not [r for r in fake_kube.requests if r.verb in ("patch", "update")]
+    assert {r.verb for r in fake_kube.requests} == {"get"} and len(fake_kube.requests) == 7
+
+
+def test_objects_that_went_missing_are_applied_again_on_the_next_pass(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    kube_driver.apply_workload(SPEC)
+    with fake_kube.store.lock:
+        fake_kube.api.store.delete(("namespaces", "", SPEC.namespace))
+        fake_kube.api.store.delete_namespace_contents(SPEC.namespace)
+    assert kube_driver.workload_status(SPEC).phase == "absent"
+    kube_driver.apply_workload(SPEC)
+    assert fake_kube.get("Namespace", SPEC.namespace) is not None
+
+
+def test_a_throttled_request_waits_out_retry_after_and_goes_through(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    waited: list[float] = []
+    kube_driver.api.sleep = waited.append
+    fake_kube.fail_next(429, method="POST", path_contains="/namespaces", retry_after=2)
+    kube_driver.apply_workload(SPEC)
+    assert waited == [2.0]
+    assert fake_kube.get("Namespace", SPEC.namespace) is not None
 
 
 def test_applying_a_changed_spec_patches_what_differs(

@@ -221,7 +221,7 @@ def test_server_errors_are_retried_with_growing_backoff_then_the_sandbox_runs(
     row.refresh_from_db()
     assert row.state == S.RUNNING and row.attempts == 0 and row.last_error == ""
     posts = [r.status for r in fake_kube.requests if r.verb == "create" and r.resource == "namespaces"]
-    assert posts == [500, 500, 201, 409]  # the last pass applies again and finds it there
+    assert posts == [500, 500, 201]  # each pass reads first: nothing is created twice
 
 
 # --- manage.py sandbox_manifests -------------------------------------------------------------

@@ -9,6 +9,8 @@ when it differs, deletes that meet nothing are fine. Failures are `DriverError`s
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -101,6 +103,9 @@ class KubernetesOptions:
     # a minute each by default): a node is pointed at a new config only this long after it was
     # written, or its MIG manager may read the old file and fail.
     mig_config_settle_seconds: float = 120.0
+    # A workload's objects are applied when what they should be changes, and again after this
+    # long (drift: someone edited them); the passes between read its status only.
+    reapply_seconds: float = 120.0
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
     product_slugs: Mapping[str, str] = field(default_factory=dict)
 
@@ -166,6 +171,9 @@ class KubernetesDriver:
         self.options = options or KubernetesOptions()
         self.api = api or KubeApi(config, timeout=self.options.timeout)
         self.clock = clock or (lambda: datetime.now(UTC))
+        # namespace -> (digest of the objects last applied there, when): this process's memory,
+        # so an unchanged workload is not applied again on every reconcile pass.
+        self._applied: dict[str, tuple[str, datetime]] = {}
 
     # --- sandboxes ----------------------------------------------------------------------------
 
@@ -181,8 +189,14 @@ class KubernetesDriver:
         The owner's RoleBinding is deleted when the spec no longer names a cluster identity.
         """
         objects = self.workload_manifests(spec)
+        digest = hashlib.sha256(json.dumps(objects, sort_keys=True, default=str).encode()).hexdigest()
+        last = self._applied.get(spec.namespace)
+        now = self.clock()
+        if last and last[0] == digest and (now - last[1]).total_seconds() < self.options.reapply_seconds:
+            return  # applied as it is, recently: the status read is the whole pass
         for obj in objects:
             self._apply(obj)
+        self._applied[spec.namespace] = (digest, now)
         if not any(obj["kind"] == "RoleBinding" for obj in objects):
             self.api.delete("RoleBinding", ROLE_BINDING_NAME, spec.namespace)
         if spec.serving is not None:
@@ -194,18 +208,21 @@ class KubernetesDriver:
                     self.api.delete("Deployment", deployment["metadata"]["name"], spec.namespace)
 
     def _apply(self, obj: dict) -> None:
-        """Create; on 409 read, and patch (or, for a new roleRef, replace) only if it differs."""
+        """Read; create what is missing, and patch (or, for a new roleRef, replace) only what
+        differs. Reading first spares the API server a create answered 409 for every object
+        that exists, which is all of them after the first pass."""
         kind, metadata = obj["kind"], obj["metadata"]
-        try:
-            self.api.create(obj)
-            return
-        except KubernetesApiError as exc:
-            if exc.status != 409:
-                raise
         existing = self.api.get(kind, metadata["name"], metadata.get("namespace"))
-        if existing is None:  # deleted between our create and our read
-            self.api.create(obj)
-            return
+        if existing is None:
+            try:
+                self.api.create(obj)
+                return
+            except KubernetesApiError as exc:
+                if exc.status != 409:
+                    raise
+            existing = self.api.get(kind, metadata["name"], metadata.get("namespace"))  # made meanwhile
+            if existing is None:
+                raise DriverError(f"{kind} {metadata['name']} kept appearing and vanishing; try again later")
         if kind == "Namespace" and _terminating(existing):
             raise DriverError(f"namespace {metadata['name']} is still being deleted; try again later")
         if contains(existing, obj):
@@ -227,6 +244,12 @@ class KubernetesDriver:
         self.api.patch(kind, metadata["name"], patch_body(existing, obj), namespace)
 
     def workload_status(self, spec: WorkloadSpec) -> WorkloadStatus:
+        status = self._read_status(spec)
+        if status.phase == "absent":
+            self._applied.pop(spec.namespace, None)  # its objects went: the next pass applies them again
+        return status
+
+    def _read_status(self, spec: WorkloadSpec) -> WorkloadStatus:
         if spec.serving is not None:
             return self._serving_status(spec)
         namespace = self.api.get("Namespace", spec.namespace)
@@ -305,6 +328,7 @@ class KubernetesDriver:
 
     def delete_workload(self, spec: WorkloadSpec) -> bool:
         """Delete the namespace (and with it everything in it); True once it is gone."""
+        self._applied.pop(spec.namespace, None)
         try:
             self.api.delete("Namespace", spec.namespace)
         except KubernetesApiError as exc:

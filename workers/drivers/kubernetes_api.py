@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -166,6 +167,22 @@ def _client_configuration(config: ClusterConfig) -> k8s.Configuration:
     return configuration
 
 
+# A 429 (API Priority and Fairness) is waited out this many times in one call, each wait the
+# server's Retry-After capped at MAX_RETRY_AFTER; then it is the reconciler's, with its back-off.
+THROTTLE_ATTEMPTS = 3
+MAX_RETRY_AFTER = 10.0
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    """Seconds the server asked to wait (its Retry-After header), capped; None without one."""
+    headers = exc.headers or {}
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return min(MAX_RETRY_AFTER, max(0.0, float(value))) if value is not None else None
+    except ValueError:
+        return None
+
+
 class KubeApi:
     """Typed calls on dicts for the kinds in KINDS; every failure is a KubernetesApiError."""
 
@@ -174,6 +191,7 @@ class KubeApi:
         self.timeout = timeout
         self._api_client: k8s.ApiClient | None = None
         self._apis: dict[type, Any] = {}
+        self.sleep: Callable[[float], None] = time.sleep
 
     def _api(self, kind: Kind) -> Any:
         # Built on first use, so a cluster with bad credentials fails its jobs, not the import.
@@ -185,19 +203,26 @@ class KubeApi:
 
     def _call(self, verb: str, kind: Kind, name: str, method: str, *args: Any, **kwargs: Any) -> dict:
         call: Callable[..., Any] = getattr(self._api(kind), f"{method}_{kind.suffix}")
-        try:
-            response = call(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
-            data = response.data
-        except ApiException as exc:
-            raise api_error(exc, verb, kind.plural, name) from exc
-        except urllib3.exceptions.HTTPError as exc:
-            raise KubernetesApiError(
-                f"could not reach the Kubernetes API to {verb} {kind.plural}: {exc}", status=0
-            ) from exc
-        except ClientValidationError as exc:
-            raise KubernetesApiError(
-                f"the client refused {verb} {kind.plural}/{name}: {exc}", status=0, retryable=False
-            ) from exc
+        for attempt in range(THROTTLE_ATTEMPTS):
+            try:
+                response = call(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+                data = response.data
+                break
+            except ApiException as exc:
+                wait = _retry_after(exc)
+                if exc.status != 429 or wait is None or attempt == THROTTLE_ATTEMPTS - 1:
+                    raise api_error(exc, verb, kind.plural, name) from exc
+                # API Priority and Fairness (or a proxy) says when to come back: wait, briefly.
+                log.info("%s %s/%s throttled; again in %.1f s", verb, kind.plural, name, wait)
+                self.sleep(wait)
+            except urllib3.exceptions.HTTPError as exc:
+                raise KubernetesApiError(
+                    f"could not reach the Kubernetes API to {verb} {kind.plural}: {exc}", status=0
+                ) from exc
+            except ClientValidationError as exc:
+                raise KubernetesApiError(
+                    f"the client refused {verb} {kind.plural}/{name}: {exc}", status=0, retryable=False
+                ) from exc
         log.debug("%s %s/%s on %s", verb, kind.plural, name, self.config.name)
         return json.loads(data) if data else {}
 
