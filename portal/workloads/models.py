@@ -102,6 +102,9 @@ class Workload(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # Running, but not well (crashing, OOM-killed, evicted, its objects gone): since when. Cleared
+    # when it is well again. The state stays `running`: it is still held and billed.
+    degraded_since = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     expiry_warned_at = models.DateTimeField(null=True, blank=True)
     # While terminating: the end state it reaches once the cluster objects are gone.

@@ -74,6 +74,7 @@ WORKLOAD_STATUS_FIELDS = [
     "expires_at",
     "created_at",
     "started_at",
+    "degraded_since",
     "ended_at",
     "approval",
     "placement",

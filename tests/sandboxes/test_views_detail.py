@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.utils import timezone
+
 from portal.approvals.services import approval_decide
 from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Approval, Workload, WorkloadState
@@ -176,3 +178,15 @@ def test_a_request_a_lead_approved_shows_the_approval_step_done(
     assert '<li class="step step-done">Pending approval</li>' in page
     assert "Approved by policy" not in page
     assert "extend: <strong>pending</strong>" in page
+
+
+def test_a_degraded_sandbox_says_so_beside_running(researcher_client, researcher, team, whole_gpus):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0], name="crashy")
+    Workload.objects.filter(pk=sandbox.pk).update(
+        degraded_since=timezone.now(), message="Degraded: OOM-killed: the sandbox keeps using more memory"
+    )
+    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    assert '<span class="state state-running">running</span>' in page
+    assert 'class="state state-degraded"' in page and "Degraded: OOM-killed" in page
+    dashboard = researcher_client.get("/").content.decode()
+    assert 'class="state state-degraded"' in dashboard

@@ -141,10 +141,14 @@ def test_forbidden_driver_error_fails_at_once(monkeypatch, fleet, researcher, sl
     assert "may not create namespaces" in row.message
 
 
-def test_reconcile_of_a_running_sandbox_does_nothing(run_jobs, fleet, researcher, slice_request):
+def test_reconcile_of_a_well_running_sandbox_only_books_the_next_look(
+    run_jobs, fleet, researcher, slice_request
+):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     before = Workload.objects.get(pk=sandbox.pk)
-    reconcile_workload(sandbox.pk)
+    now = timezone.now()
+    reconcile_workload(sandbox.pk, now=now)
     row = Workload.objects.get(pk=sandbox.pk)
-    assert row.state == S.RUNNING and row.next_attempt_at is None
+    assert row.state == S.RUNNING and row.degraded_since is None
+    assert row.next_attempt_at == now + timedelta(seconds=30)  # its health is read again in 30 s
     assert (row.message, row.attempts, row.started_at) == (before.message, before.attempts, before.started_at)

@@ -41,6 +41,8 @@ class ClusterConfig:
 
 
 WorkloadPhase = Literal["absent", "pending", "running", "failed", "terminating"]
+# How a status message begins when the workload's node has left the cluster (never to run there).
+NODE_GONE = "node "
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from workers.drivers.base import (
+    NODE_GONE,
     ClusterConfig,
     DiscoveredGpuNode,
     DriverError,
@@ -267,6 +268,9 @@ class KubernetesDriver:
             events=events,
             access=sandbox_access(spec, self.options.manifests),
         )
+        unwell = status.phase in ("pending", "failed") and stateful_set is not None and spec.gpu.node
+        if unwell and self.api.get("Node", spec.gpu.node) is None:  # one more read, only when unwell
+            return WorkloadStatus("failed", f"{NODE_GONE}{spec.gpu.node} is gone from the cluster")
         if status.phase == "pending" and stateful_set is not None and uses_dra(spec.gpu):
             return self._waiting_for_claim(spec, status)
         return status

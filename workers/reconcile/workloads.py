@@ -21,9 +21,10 @@ from portal.workloads.services import (
     workload_mark_failed,
     workload_mark_running,
     workload_mark_waiting,
+    workload_observed_health,
     workload_requeue,
 )
-from workers.drivers.base import ClusterDriver, DriverError
+from workers.drivers.base import NODE_GONE, ClusterDriver, DriverError
 from workers.manifests import workload_namespace_name
 from workers.manifests.names import mig_resource_name
 from workers.reconcile.clusters import driver_for
@@ -142,7 +143,7 @@ def reconcile_workload(workload_id: int, *, now: datetime | None = None) -> None
 
 
 def _step(workload: Workload, now: datetime) -> None:
-    watching = workload.state == WorkloadState.RUNNING and workload.kind == WorkloadKind.DEPLOYMENT
+    watching = workload.state == WorkloadState.RUNNING
     if workload.state not in (WorkloadState.PROVISIONING, WorkloadState.TERMINATING) and not watching:
         return
     if workload.cluster is None:
@@ -153,8 +154,10 @@ def _step(workload: Workload, now: datetime) -> None:
         Workload.objects.filter(pk=workload.pk).update(namespace=spec.namespace)
     driver = driver_for(workload.cluster)
     try:
-        if watching:
+        if watching and workload.kind == WorkloadKind.DEPLOYMENT:
             _watch_serving(driver, workload, spec, now)
+        elif watching:
+            _watch_sandbox(driver, workload, spec, now)
         elif workload.state == WorkloadState.PROVISIONING:
             _provision(driver, workload, spec, now)
         else:
@@ -229,6 +232,23 @@ def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
         message="Running." if status.phase == "running" else _sentence(status.message),
         recheck_seconds=SERVING_WATCH_SECONDS,
     )
+
+
+def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
+    """A running sandbox: well, degraded (crashing, OOM-killed, evicted, its objects gone, which
+    drift repair puts back), or on a node that left the cluster, which ends it: nothing can run
+    there again, and its GPUs are not the portal's to hold."""
+    status = driver.workload_status(spec)
+    if status.phase == "failed" and status.message.startswith(NODE_GONE):
+        workload_mark_failed(workload_id=workload.pk, message=_sentence(status.message), now=now)
+        return
+    if status.phase == "running":
+        workload_observed_health(workload_id=workload.pk, problem="", now=now)
+        return
+    problem = status.message or status.phase
+    if status.phase == "absent":
+        problem = "its objects are gone from the cluster; drift repair puts them back"
+    workload_observed_health(workload_id=workload.pk, problem=problem, now=now)
 
 
 def _slice_being_cut(workload: Workload) -> MigSlice | None:

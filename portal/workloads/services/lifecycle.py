@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.services import notify
+from portal.audit.services import audit_record
 from portal.core.errors import Conflict
 from portal.core.jobs import enqueue
 from portal.fleet.models import Allocation
@@ -26,7 +27,7 @@ from portal.fleet.services import (
     allocations_release,
     mig_slices_abandon,
 )
-from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
+from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.services.transitions import move, try_move
 
 log = logging.getLogger(__name__)
@@ -226,8 +227,8 @@ def workload_mark_running(*, workload_id: int, access: str, now: datetime) -> No
         access=access,
         message="Running.",
         attempts=0,
-        # A serving deployment stays watched for replica health; a sandbox needs nothing more.
-        next_attempt_at=now + timedelta(seconds=30) if workload.kind == WorkloadKind.DEPLOYMENT else None,
+        # Running workloads stay watched: replica health, crashes, a node that went away.
+        next_attempt_at=now + timedelta(seconds=WATCH_SECONDS),
         last_error="",
     ):
         return
@@ -236,6 +237,44 @@ def workload_mark_running(*, workload_id: int, access: str, now: datetime) -> No
         message=f"{workload.kind.capitalize()} {workload.name} is running.",
         link=_link(workload),
     )
+
+
+WATCH_SECONDS = 30.0  # how often a running workload's health is read
+
+
+def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -> None:
+    """What the cluster says of a running workload: `problem` is "" when it is well. The first
+    problem marks it degraded (audited, the owner told); the same problem again changes nothing;
+    being well again clears it (audited, the owner told). Either way it is looked at again in
+    WATCH_SECONDS."""
+    workload = (
+        Workload.objects.select_related("team", "owner").filter(pk=workload_id, state=S.RUNNING).first()
+    )
+    if workload is None:
+        return
+    fields: dict = {"next_attempt_at": now + timedelta(seconds=WATCH_SECONDS)}
+    if problem:
+        message = f"Degraded: {problem}"[:500]
+        fields["message"] = message
+        if workload.degraded_since is None:
+            fields["degraded_since"] = now
+            audit_record(actor=None, action=f"{workload.kind}.degraded", obj=workload, detail=problem[:500])
+            notify(
+                user=workload.owner,
+                message=f"{workload.kind.capitalize()} {workload.name}: {message}",
+                link=_link(workload),
+            )
+    elif workload.degraded_since is not None:
+        fields.update(degraded_since=None, message="Running.")
+        audit_record(
+            actor=None, action=f"{workload.kind}.recovered", obj=workload, detail="running well again"
+        )
+        notify(
+            user=workload.owner,
+            message=f"{workload.kind.capitalize()} {workload.name} is running well again.",
+            link=_link(workload),
+        )
+    Workload.objects.filter(pk=workload_id, state=S.RUNNING).update(**fields)
 
 
 def workload_mark_waiting(

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from portal.accounts.services import notify
 from portal.core.errors import Conflict
-from portal.workloads.models import Workload, WorkloadKind, WorkloadState
+from portal.workloads.models import Workload, WorkloadState
 from portal.workloads.services.lifecycle import workload_end, workload_queue_drain
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def workloads_due_for_reconcile(*, now: datetime) -> list[int]:
     return list(
         Workload.objects.filter(
             Q(state__in=[S.PROVISIONING, S.TERMINATING])
-            | Q(state=S.RUNNING, kind=WorkloadKind.DEPLOYMENT)  # replica health is watched
+            | Q(state=S.RUNNING)  # health is watched (on the WATCH_SECONDS cadence the row keeps)
         )
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
         .values_list("pk", flat=True)
