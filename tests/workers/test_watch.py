@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from portal.audit.models import AuditEvent
 from portal.fleet.models import Allocation
-from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
+from portal.workloads.services import workload_terminate
 from tests.workers.conftest import WHOLE
 from workers.reconcile.workloads import reconcile_workload
 
@@ -54,3 +55,24 @@ def test_a_sandbox_whose_node_left_the_cluster_ends_and_frees_its_gpus(fake_kube
     reconcile_workload(sandbox.pk, now=later)
     assert Workload.objects.get(pk=sandbox.pk).state == S.FAILED
     assert Allocation.objects.get(workload=sandbox).released_at is not None
+
+
+def test_a_namespace_stuck_terminating_is_reported_to_admins_once(fake_kube, running_on_kube, admin_user):
+    sandbox = running_on_kube(**WHOLE)
+    fake_kube.api.slow_namespace_deletion = True  # a finalizer that does not finish
+    workload_terminate(user=sandbox.owner, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX)
+    ended = Workload.objects.get(pk=sandbox.pk).ended_at
+    reconcile_workload(sandbox.pk, now=ended + timedelta(minutes=1))
+    assert Workload.objects.get(pk=sandbox.pk).state == S.TERMINATING
+    assert not admin_user.notifications.exists()
+
+    reconcile_workload(sandbox.pk, now=ended + timedelta(minutes=11))
+    reconcile_workload(sandbox.pk, now=ended + timedelta(minutes=12))
+    (note,) = admin_user.notifications.all()
+    assert f"namespace {sandbox.namespace} still terminating 11 minutes after it ended" in note.message
+    assert AuditEvent.objects.filter(action="sandbox.removal_stuck").count() == 1
+    assert Allocation.objects.get(workload=sandbox).released_at is None  # held until it is gone
+
+    fake_kube.finish_namespace_deletions()
+    reconcile_workload(sandbox.pk, now=ended + timedelta(minutes=13))
+    assert Workload.objects.get(pk=sandbox.pk).state == S.TERMINATED

@@ -22,6 +22,7 @@ from portal.workloads.services import (
     workload_mark_running,
     workload_mark_waiting,
     workload_observed_health,
+    workload_removal_stuck,
     workload_requeue,
 )
 from workers.drivers.base import NODE_GONE, ClusterDriver, DriverError
@@ -267,6 +268,7 @@ def _teardown(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now
     if driver.delete_workload(spec):
         workload_mark_ended(workload_id=workload.pk, now=now)
         return
+    workload_removal_stuck(workload_id=workload.pk, now=now)
     Workload.objects.filter(pk=workload.pk, state=WorkloadState.TERMINATING).update(
         message="Removing it from the cluster.", next_attempt_at=now + timedelta(seconds=RECHECK_SECONDS)
     )

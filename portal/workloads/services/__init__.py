@@ -14,6 +14,7 @@ from portal.workloads.services.lifecycle import (
     workload_observed_health,
     workload_queue_drain,
     workload_reject,
+    workload_removal_stuck,
     workload_requeue,
     workload_try_place,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "workload_observed_health",
     "workload_queue_drain",
     "workload_reject",
+    "workload_removal_stuck",
     "workload_request",
     "workload_requeue",
     "workload_terminate",

@@ -11,10 +11,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.services import notify
+from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict
 from portal.core.jobs import enqueue
@@ -315,6 +317,35 @@ def workload_mark_failed(*, workload_id: int, message: str, now: datetime) -> No
         email_subject=f"{workload.kind.capitalize()} {workload.name} failed",
     )
     enqueue(RECONCILE_TASK, workload.pk)
+
+
+STUCK_TERMINATING_MINUTES = 10
+
+
+def workload_removal_stuck(*, workload_id: int, now: datetime) -> bool:
+    """The cluster has been removing the workload's objects (its namespace Terminating: a
+    finalizer that never finishes, a webhook that is down) for STUCK_TERMINATING_MINUTES: tell the
+    platform admins, once, and audit it. Its GPUs stay held until the objects are gone. Returns
+    whether they were told now."""
+    workload = Workload.objects.select_related("team").filter(pk=workload_id, state=S.TERMINATING).first()
+    ended = workload.ended_at if workload else None
+    if workload is None or ended is None or now - ended < timedelta(minutes=STUCK_TERMINATING_MINUTES):
+        return False
+    action = f"{workload.kind}.removal_stuck"
+    if AuditEvent.objects.filter(
+        action=action, object_type=workload.kind, object_id=str(workload.pk)
+    ).exists():
+        return False
+    minutes = int((now - ended).total_seconds() // 60)
+    detail = f"namespace {workload.namespace} still terminating {minutes} minutes after it ended; its GPUs stay held"
+    audit_record(actor=None, action=action, obj=workload, detail=detail)
+    for admin in User.objects.filter(Q(is_staff=True) | Q(is_superuser=True), is_active=True):
+        notify(
+            user=admin,
+            message=f"{workload.kind.capitalize()} {workload.name}: {detail}.",
+            link=_link(workload),
+        )
+    return True
 
 
 @transaction.atomic
