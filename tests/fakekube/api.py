@@ -288,6 +288,8 @@ class FakeApi:
         stored = self.store.put(key, obj)
         if resource.kind == "StatefulSet":
             controllers.start_stateful_set(self, stored)
+        if resource.kind == "Deployment":
+            controllers.start_deployment(self, stored)
         if resource.kind == "Pod":
             for hook in self.pod_created:
                 hook(stored)
@@ -366,7 +368,7 @@ class FakeApi:
         key = self._key(route.resource, route.namespace, route.name)
         if route.resource.kind != "Namespace":
             self.store.delete(key)
-            if route.resource.kind == "StatefulSet":
+            if route.resource.kind in ("StatefulSet", "Deployment"):
                 controllers.collect_owned(self, route.namespace, old["metadata"]["uid"])
             return old
         if old["metadata"].get("deletionTimestamp"):

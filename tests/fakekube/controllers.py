@@ -1,5 +1,6 @@
-"""The controllers the fake runs inline: the StatefulSet controller (replica 0 and its claims),
-garbage collection of its pods, and events, as kubelets, schedulers and controllers record them."""
+"""The controllers the fake runs inline: the StatefulSet controller (replica 0 and its claims), the
+Deployment controller (its ReplicaSet's pods, folded into one step), garbage collection of their
+pods, and events, as kubelets, schedulers and controllers record them."""
 
 from __future__ import annotations
 
@@ -109,3 +110,50 @@ def add_event(
         "source": {"component": "fake-kube"},
     }
     return api.create(BY_KIND["Event"], namespace, event)
+
+
+def start_deployment(api: FakeApi, deployment: dict) -> None:
+    """Create the Deployment's pods from its template, as its ReplicaSet would (named
+    `<deployment>-<template hash>-<suffix>`, owned by the Deployment here); a pod the template
+    makes invalid becomes a FailedCreate event instead."""
+    metadata, spec = deployment["metadata"], deployment["spec"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    template = copy.deepcopy(spec["template"])
+    for index in range(int(spec.get("replicas", 1))):
+        pod_name = f"{name}-5d8f7c9b4-{index:05d}"
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": pod_name,
+                "labels": {**template["metadata"].get("labels", {}), "pod-template-hash": "5d8f7c9b4"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "name": name,
+                        "uid": metadata["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": copy.deepcopy(template["spec"]),
+        }
+        try:
+            api.create(BY_KIND["Pod"], namespace, pod)
+        except ApiError as exc:
+            add_event(
+                api,
+                namespace,
+                "Deployment",
+                name,
+                "FailedCreate",
+                f"create Pod {pod_name} failed: {exc}",
+                "Warning",
+            )
+            return
+    key = ("deployments", namespace, name)
+    stored = api.store.get(key)
+    if stored is not None:
+        stored["status"] = {"replicas": int(spec.get("replicas", 1)), "observedGeneration": 1}
+        api.store.put(key, stored)
