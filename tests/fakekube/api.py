@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakekube import controllers
+from tests.fakekube.admission import admit_pod
 from tests.fakekube.errors import ApiError, status_body
 from tests.fakekube.resources import NAMESPACE, Resource, Route, parse_path
 from tests.fakekube.store import Key, Store, field_selector_matches, label_selector_matches, merge_patch
@@ -274,6 +275,8 @@ class FakeApi:
             raise invalid(resource, name, causes)
         if resource.namespaced:
             self._namespace_ready(resource, namespace, name)
+        if resource.kind == "Pod":
+            admit_pod(self.store, self.store.get(("namespaces", "", namespace)) or {}, obj)
         key = self._key(resource, namespace, name)
         if self.store.get(key) is not None:
             raise ApiError(
