@@ -25,6 +25,7 @@ from tests.fakekube.store import Key, Store, field_selector_matches, label_selec
 from tests.fakekube.validation import Cause, object_causes, update_causes
 
 SERVICE_ACCOUNT = "system:serviceaccount:gpu-portal:gpu-portal"
+RESET = -1  # a Failure status: drop the connection without answering
 # Kinds whose status only the status subresource (controllers, kubelets) may change.
 STATUS_KINDS = frozenset(
     {
@@ -161,6 +162,8 @@ class FakeApi:
         failure = self._take_failure(method, path)
         if failure is not None:
             time.sleep(failure.delay)
+            if failure.status == RESET:
+                return RESET, {}
             if failure.status:
                 return failure.status, self._failure_body(failure, route, verb)
         try:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import copy
 import json
 import socket
+import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
-from tests.fakekube.api import Failure, FakeApi, Recorded
+from tests.fakekube.api import RESET, Failure, FakeApi, Recorded
 from tests.fakekube.dra import FakeDra
 from tests.fakekube.migmanager import FakeMigManager
 from tests.fakekube.nodes import default_nodes
@@ -46,6 +47,11 @@ class _Handler(BaseHTTPRequestHandler):
         status, payload = self.server.api.handle(
             self.command, self.path, self.headers.get("Content-Type", ""), raw_body
         )
+        if status == RESET:  # the connection drops before any answer: a reset, as proxies do
+            self.close_connection = True
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            return
         data = json.dumps(payload).encode()
         self.send_response(status)
         retry_after = (payload.get("details") or {}).get("retryAfterSeconds") if status == 429 else None
@@ -156,6 +162,12 @@ class FakeKube:
         self.api.failures.append(
             Failure(status, times, method, path_contains, message, retry_after=retry_after)
         )
+
+    def reset_next(
+        self, *, times: int = 1, method: str | None = None, path_contains: str | None = None
+    ) -> None:
+        """Drop the connection of the next `times` matching requests without an answer."""
+        self.api.failures.append(Failure(RESET, times, method, path_contains))
 
     def stall_next(
         self, seconds: float, *, method: str | None = None, path_contains: str | None = None

@@ -402,3 +402,14 @@ def test_a_layout_for_a_missing_node_or_gpu_is_a_final_error(kube_driver: Kubern
     with pytest.raises(DriverError) as outside:
         kube_driver.apply_mig_layout("gpu-a100-a", {4: [("1g.5gb", 0)]})
     assert outside.value.retryable is False and "has 4 GPUs" in outside.value.message
+
+
+def test_a_connection_reset_is_a_retryable_error_and_the_next_pass_goes_through(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    fake_kube.reset_next(method="GET", path_contains="/namespaces/")
+    with pytest.raises(DriverError) as reset:
+        kube_driver.apply_workload(SPEC)
+    assert reset.value.retryable is True and "could not reach the Kubernetes API" in reset.value.message
+    kube_driver.apply_workload(SPEC)
+    assert fake_kube.get("Namespace", SPEC.namespace) is not None
