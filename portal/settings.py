@@ -32,6 +32,10 @@ if not SECRET_KEY:
     # A fixed development key keeps sessions valid across restarts of the embedded portal.
     SECRET_KEY = "embedded-development-key-not-for-production"  # noqa: S105
 
+# Fields encrypted at rest (a team's Hugging Face token) take their key from SECRET_KEY and this
+# salt (django-fernet-encrypted-fields); SECRET_KEY_FALLBACKS keeps old values readable on rotation.
+SALT_KEY = env_str("PORTAL_FIELD_SALT", "gpu-portal-encrypted-fields")
+
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://127.0.0.1:8000").rstrip("/")

@@ -39,6 +39,9 @@ class ServingSpec:
     readiness_path: str
     api: str  # "openai", "kserve-v2"
     replicas: tuple[GpuClaim, ...]
+    # The team's Hugging Face token for gated models ("" for none): a Secret in the namespace, the
+    # servers' HF_TOKEN. Never logged: the spec's repr leaves it out.
+    hf_token: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.core.validators import MinValueValidator
 from django.db import models
+from encrypted_fields.fields import EncryptedCharField
 
 
 class User(AbstractUser):
@@ -39,6 +40,13 @@ class Team(models.Model):
     auto_approve_max_hours = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("24"))
     default_image = models.ForeignKey(
         "workloads.Image", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    hf_token = EncryptedCharField(  # an unset token is stored as NULL by the library
+        max_length=500,
+        blank=True,
+        null=True,
+        help_text="Hugging Face access token for gated models (Llama, Gemma, Mistral), set by the team's "
+        "leads; the team's model servers get it as HF_TOKEN. Encrypted at rest, never shown again.",
     )
 
     class Meta:

@@ -11,9 +11,10 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from portal.accounts.models import ApiToken, Notification, User
+from portal.accounts.models import ApiToken, Notification, Team, User
+from portal.accounts.selectors import is_lead
 from portal.audit.services import audit_record
-from portal.core.errors import Conflict, NotFound, ValidationFailed
+from portal.core.errors import Conflict, NotAllowed, NotFound, ValidationFailed
 
 TOKEN_PREFIX = "gpp_"  # noqa: S105 - a public prefix, not a secret
 
@@ -79,3 +80,29 @@ def notify(*, user: User, message: str, link: str = "", email_subject: str | Non
 
 def notifications_mark_read(*, user: User) -> int:
     return Notification.objects.filter(user=user, read_at__isnull=True).update(read_at=timezone.now())
+
+
+HF_TOKEN_PREFIX = "hf_"  # noqa: S105 (the prefix of every Hugging Face token, not a secret)
+
+
+@transaction.atomic
+def team_hf_token_set(*, user: User, team_slug: str, token: str) -> Team:
+    """Set (or, with "", clear) the team's Hugging Face token. Leads of the team and platform
+    admins only; audited without the token. New model servers of the team get it as HF_TOKEN;
+    running ones keep the one they started with until they are applied again."""
+    team = Team.objects.select_for_update().filter(slug=team_slug).first()
+    if team is None:
+        raise NotFound(f"No team {team_slug}.")
+    if not (user.is_platform_admin or is_lead(user=user, team=team)):
+        raise NotAllowed(f"Only a lead of {team.slug} or a platform admin may set its Hugging Face token.")
+    token = token.strip()
+    if token and (not token.startswith(HF_TOKEN_PREFIX) or not 10 <= len(token) <= 200 or " " in token):
+        message = f"A Hugging Face access token starts with {HF_TOKEN_PREFIX} and has no spaces."
+        raise ValidationFailed(message, fields={"token": [message]})
+    team.hf_token = token
+    team.save(update_fields=["hf_token"])
+    action, detail = (
+        ("team.hf_token_set", f"ends in {token[-4:]}") if token else ("team.hf_token_cleared", "")
+    )
+    audit_record(actor=user, action=action, obj=team, detail=detail)
+    return team

@@ -15,4 +15,5 @@ urlpatterns = [
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", views.token_revoke_view, name="token-revoke"),
     path("notifications/read/", views.notifications_read, name="notifications-read"),
+    path("teams/<slug:slug>/settings/", views.team_settings, name="team-settings"),
 ]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.accounts.forms import TokenCreateForm
-from portal.accounts.selectors import recent_notifications, tokens_of
-from portal.accounts.services import notifications_mark_read, token_create, token_revoke
+from portal.accounts.models import Team
+from portal.accounts.selectors import is_lead, recent_notifications, tokens_of
+from portal.accounts.services import notifications_mark_read, team_hf_token_set, token_create, token_revoke
 from portal.core.errors import DomainError
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
@@ -70,3 +73,25 @@ def notifications_read(request: HttpRequest) -> HttpResponse:
             {"notifications": recent_notifications(request.user)},
         )
     return redirect("dashboard")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    """A team's settings for its leads (and platform admins): the Hugging Face token."""
+    team = get_object_or_404(Team, slug=slug)
+    if not (request.user.is_platform_admin or is_lead(user=request.user, team=team)):
+        raise PermissionDenied("Team settings are for the team's leads and platform admins.")
+    errors: list[str] = []
+    if request.method == "POST":
+        token = "" if request.POST.get("clear") else request.POST.get("token", "")
+        try:
+            team_hf_token_set(user=request.user, team_slug=team.slug, token=token)
+        except DomainError as error:
+            errors = [message for messages in error.fields.values() for message in messages] or [
+                error.message
+            ]
+        else:
+            messages.success(request, "Hugging Face token saved." if token else "Hugging Face token removed.")
+            return redirect("team-settings", slug=team.slug)
+    return page(request, "accounts/team_settings.html", {"team": team, "errors": errors})

@@ -255,6 +255,11 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     )
     driver.apply_workload(dataclasses.replace(one, cpu=12))  # patches, and deletes the replica scaled away
     driver.workload_status(one)
+    assert one.serving is not None
+    gated = dataclasses.replace(one, serving=dataclasses.replace(one.serving, hf_token="hf_first1234"))
+    driver.apply_workload(gated)  # creates the team's token Secret
+    rotated = dataclasses.replace(one, serving=dataclasses.replace(one.serving, hf_token="hf_second5678"))
+    driver.apply_workload(rotated)  # reads and patches it
     # A "dynamic" cluster: slices claimed through NVIDIA's DRA driver.
     with fake.store.lock:
         dra.install(fake.api, [("gpu-h100-a", "h100-80gb", 1)])

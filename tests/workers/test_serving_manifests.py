@@ -91,3 +91,21 @@ def test_serving_status_waits_for_every_replica(fake_kube: FakeKube, kube_driver
     status = kube_driver.workload_status(spec)
     assert status.phase == "pending"
     assert status.access == f"https://{spec.access_host}"
+
+
+def test_a_teams_hugging_face_token_reaches_the_servers_from_a_secret_never_in_the_clear() -> None:
+    spec = make_serving_spec(replicas=1)
+    assert spec.serving is not None
+    gated = dataclasses.replace(spec, serving=dataclasses.replace(spec.serving, hf_token="hf_abcdefgh1234"))
+    objects = workload_objects(gated)
+    secret = next(obj for obj in objects if obj["kind"] == "Secret")
+    assert secret["metadata"]["name"] == "hf-token" and secret["data"] == {"HF_TOKEN": "aGZfYWJjZGVmZ2gxMjM0"}
+    container = next(obj for obj in objects if obj["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    (env,) = [item for item in container["env"] if item["name"] == "HF_TOKEN"]
+    assert env == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}}
+    assert "hf_abcdefgh1234" not in repr(gated)  # the spec never prints it
+    assert not [obj for obj in workload_objects(spec) if obj["kind"] == "Secret"]  # no token, no Secret
+    for obj in objects:
+        assert kubernetes_validate.validate(obj, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION

@@ -79,6 +79,7 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "events"): frozenset({"list"}),
     ("", "nodes"): frozenset({"get", "list", "patch"}),
     ("", "configmaps"): frozenset({"create", "get", "patch"}),
+    ("", "secrets"): frozenset({"create", "get", "patch"}),
     ("resource.k8s.io", "resourceclaims"): frozenset({"create", "get", "delete"}),
     ("resource.k8s.io", "resourceslices"): frozenset({"list"}),
     ("apps", "statefulsets"): frozenset({"create", "get", "patch"}),

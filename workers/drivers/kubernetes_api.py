@@ -52,6 +52,7 @@ KINDS: dict[str, Kind] = {
         Kind("Pod", "pods", "", k8s.CoreV1Api, "namespaced_pod"),
         Kind("Event", "events", "", k8s.CoreV1Api, "namespaced_event"),
         Kind("ConfigMap", "configmaps", "", k8s.CoreV1Api, "namespaced_config_map"),
+        Kind("Secret", "secrets", "", k8s.CoreV1Api, "namespaced_secret"),
         Kind("StatefulSet", "statefulsets", "apps", k8s.AppsV1Api, "namespaced_stateful_set"),
         Kind("Deployment", "deployments", "apps", k8s.AppsV1Api, "namespaced_deployment"),
         Kind(

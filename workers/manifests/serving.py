@@ -11,6 +11,8 @@ the placement do not have.
 
 from __future__ import annotations
 
+import base64
+
 from workers.manifests.claims import claim_name, claim_pod_spec, resource_claim_manifest, uses_dra
 from workers.manifests.names import NAME_KEY, SANDBOX_ID_KEY, object_meta, workload_labels
 from workers.manifests.options import ManifestOptions
@@ -22,7 +24,7 @@ from workers.manifests.pods import (
     tolerate_gpu_taint,
 )
 from workers.manifests.policy import cpu_quantity, gib_quantity
-from workers.spec import GpuClaim, WorkloadSpec
+from workers.spec import GpuClaim, ServingSpec, WorkloadSpec
 
 SERVICE_NAME = "model"
 REPLICA_KEY = "gpu-portal/replica"
@@ -95,6 +97,7 @@ def replica_deployment_manifest(
                     {"name": "USER", "value": "portal"},
                     {"name": "XDG_CACHE_HOME", "value": f"{CACHE}/.cache"},
                     {"name": "HF_HOME", "value": f"{CACHE}/huggingface"},
+                    *hf_token_env(serving),
                     {"name": "GPU_PORTAL_DEPLOYMENT_ID", "value": str(spec.workload_id)},
                 ],
                 "ports": [{"name": "http", "containerPort": serving.port, "protocol": "TCP"}],
@@ -141,8 +144,34 @@ def serving_workload_objects(spec: WorkloadSpec, options: ManifestOptions | None
     the slice is claimed through DRA."""
     assert spec.serving is not None
     objects = [serving_service_manifest(spec)]
+    if spec.serving.hf_token:
+        objects.append(hf_token_secret_manifest(spec))
     for index, claim in enumerate(spec.serving.replicas):
         if uses_dra(claim):
             objects.append(resource_claim_manifest(spec, claim, claim_name(index)))
         objects.append(replica_deployment_manifest(spec, index, claim, options))
     return objects
+
+
+HF_TOKEN_SECRET = "hf-token"  # noqa: S105 (the Secret object's name)
+
+
+def hf_token_secret_manifest(spec: WorkloadSpec) -> dict:
+    """The team's Hugging Face token as a Secret of the deployment's namespace."""
+    assert spec.serving is not None
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": object_meta(spec, HF_TOKEN_SECRET),
+        "type": "Opaque",
+        # `data`, as the API server keeps it, so an unchanged token reads back equal (no patch)
+        "data": {"HF_TOKEN": base64.b64encode(spec.serving.hf_token.encode()).decode()},
+    }
+
+
+def hf_token_env(serving: ServingSpec) -> list[dict]:
+    """HF_TOKEN from the namespace's Secret, where the team has a token (gated models need it)."""
+    if not serving.hf_token:
+        return []
+    ref = {"name": HF_TOKEN_SECRET, "key": "HF_TOKEN"}
+    return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}}]

@@ -94,6 +94,7 @@ def _serving_spec(workload: Workload, claims: list[GpuClaim]) -> ServingSpec:
         readiness_path=serving.readiness_path,
         api=serving.api,
         replicas=tuple(claims),
+        hf_token=workload.team.hf_token or "",
     )
 
 
