@@ -31,6 +31,7 @@ def get_driver(config: ClusterConfig) -> ClusterDriver:
                 mig_config_map=settings.PORTAL_MIG_CONFIG_MAP,
                 mig_config_namespace=settings.PORTAL_MIG_CONFIG_NAMESPACE,
                 mig_config_settle_seconds=settings.PORTAL_MIG_CONFIG_SETTLE_SECONDS,
+                reapply_seconds=settings.PORTAL_DRIFT_SECONDS,
                 product_slugs=product_slug_table(GPU_MODELS.values()),
             ),
         )
