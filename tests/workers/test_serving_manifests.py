@@ -6,9 +6,11 @@ from __future__ import annotations
 import dataclasses
 
 import kubernetes_validate
+import pytest
 
 from tests.fakekube import SCHEMA_VERSION, FakeKube, fixtures
 from tests.workers.test_manifests import make_serving_spec
+from workers.drivers.base import DriverError
 from workers.drivers.kubernetes import KubernetesDriver
 from workers.manifests import workload_objects
 from workers.manifests.names import is_dns_label
@@ -109,3 +111,20 @@ def test_a_teams_hugging_face_token_reaches_the_servers_from_a_secret_never_in_t
     assert not [obj for obj in workload_objects(spec) if obj["kind"] == "Secret"]  # no token, no Secret
     for obj in objects:
         assert kubernetes_validate.validate(obj, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
+
+
+def test_a_triton_repository_on_a_path_no_volume_holds_fails_with_the_reason(
+    kube_driver: KubernetesDriver,
+) -> None:
+    spec = make_serving_spec(replicas=1)
+    assert spec.serving is not None
+    command = ("tritonserver", "--model-repository=/models/triton/resnet-50", "--http-port", "8000")
+    triton = dataclasses.replace(spec, serving=dataclasses.replace(spec.serving, command=command))
+    with pytest.raises(DriverError) as refused:
+        kube_driver.apply_workload(triton)
+    assert refused.value.retryable is False
+    assert "model repository /models/triton/resnet-50 is a path" in refused.value.message
+    remote = ("tritonserver", "--model-repository=s3://models/triton/resnet-50", "--http-port", "8000")
+    kube_driver.apply_workload(
+        dataclasses.replace(spec, serving=dataclasses.replace(spec.serving, command=remote))
+    )

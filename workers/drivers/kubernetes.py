@@ -61,7 +61,7 @@ from workers.manifests import (
 )
 from workers.manifests.claims import claim_name, uses_dra
 from workers.manifests.names import KIND_KEY
-from workers.manifests.serving import serving_access, serving_selector
+from workers.manifests.serving import local_model_repository, serving_access, serving_selector
 from workers.spec import WorkloadSpec
 
 log = logging.getLogger(__name__)
@@ -181,9 +181,15 @@ class KubernetesDriver:
 
     def workload_manifests(self, spec: WorkloadSpec) -> list[dict]:
         try:
+            unreachable = local_model_repository(spec)
+            if unreachable:
+                raise ValueError(
+                    f"Triton's model repository {unreachable} is a path, and no volume in the pod holds it: "
+                    "give the catalog entry an object-store repository (s3://, gs://, as://)"
+                )
             return workload_objects(spec, self.options.manifests)
         except ValueError as exc:
-            raise DriverError(f"sandbox {spec.workload_id} cannot be built: {exc}", retryable=False) from exc
+            raise DriverError(f"{spec.name} cannot be built: {exc}", retryable=False) from exc
 
     def apply_workload(self, spec: WorkloadSpec) -> None:
         """Create each object; where one exists, patch it only when it differs from the manifest.

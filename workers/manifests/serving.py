@@ -175,3 +175,13 @@ def hf_token_env(serving: ServingSpec) -> list[dict]:
         return []
     ref = {"name": HF_TOKEN_SECRET, "key": "HF_TOKEN"}
     return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}}]
+
+
+def local_model_repository(spec: WorkloadSpec) -> str:
+    """A Triton model repository given as a path in the container (nothing puts it there), or ""."""
+    if spec.serving is None:
+        return ""
+    for argument in spec.serving.command:
+        if argument.startswith("--model-repository=/"):
+            return argument.split("=", 1)[1]
+    return ""
