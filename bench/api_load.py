@@ -37,7 +37,9 @@ def _tally(requests) -> Counter:
 
 def main() -> int:
     with FakeKube() as fake:
-        driver = KubernetesDriver(ClusterConfig(name="bench", driver="kubernetes", api_url=fake.url), KubernetesOptions())
+        driver = KubernetesDriver(
+            ClusterConfig(name="bench", driver="kubernetes", api_url=fake.url), KubernetesOptions()
+        )
         spec = make_spec()
         driver.apply_workload(spec)
         driver.workload_status(spec)
