@@ -19,10 +19,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import django  # noqa: E402
-
-django.setup() if "DJANGO_SETTINGS_MODULE" in __import__("os").environ else None
-
 from tests.fakekube import FakeKube  # noqa: E402
 from tests.workers.test_manifests import make_spec  # noqa: E402
 from workers.drivers.base import ClusterConfig  # noqa: E402
