@@ -275,8 +275,16 @@ class KubernetesDriver:
             events=events,
             access=sandbox_access(spec, self.options.manifests),
         )
-        unwell = status.phase in ("pending", "failed") and stateful_set is not None and spec.gpu.node
-        if unwell and self.api.get("Node", spec.gpu.node) is None:  # one more read, only when unwell
+        # One more read, only when the pod cannot be scheduled or has failed: is its node still there?
+        stuck = status.phase == "failed" or status.message.startswith(
+            ("unschedulable", "waiting to be scheduled")
+        )
+        if (
+            stuck
+            and stateful_set is not None
+            and spec.gpu.node
+            and self.api.get("Node", spec.gpu.node) is None
+        ):
             return WorkloadStatus("failed", f"{NODE_GONE}{spec.gpu.node} is gone from the cluster")
         if status.phase == "pending" and stateful_set is not None and uses_dra(spec.gpu):
             return self._waiting_for_claim(spec, status)
