@@ -15,6 +15,7 @@ from portal.core.env import (
     ConfigError,
     env_bool,
     env_choice,
+    env_cidrs,
     env_float,
     env_int,
     env_list,
@@ -223,11 +224,7 @@ PORTAL_MIG_CONFIG_MAP = env_str("PORTAL_MIG_CONFIG_MAP", "gpu-portal-mig-parted-
 PORTAL_MIG_CONFIG_NAMESPACE = env_str("PORTAL_MIG_CONFIG_NAMESPACE", "gpu-operator")
 # Where sandboxes may connect, beside DNS (comma-separated CIDRs; private and link-local ranges,
 # the cloud metadata endpoint among them, are always cut out; empty: no egress but DNS).
-PORTAL_SANDBOX_EGRESS_CIDRS = tuple(
-    cidr.strip()
-    for cidr in env_str("PORTAL_SANDBOX_EGRESS_CIDRS", "0.0.0.0/0,::/0").split(",")
-    if cidr.strip()
-)
+PORTAL_SANDBOX_EGRESS_CIDRS = env_cidrs("PORTAL_SANDBOX_EGRESS_CIDRS", "0.0.0.0/0,::/0")
 # How long after writing a MIG config the node is pointed at it: the kubelet's ConfigMap refresh.
 PORTAL_MIG_CONFIG_SETTLE_SECONDS = env_float("PORTAL_MIG_CONFIG_SETTLE_SECONDS", 120.0, minimum=0.0)
 

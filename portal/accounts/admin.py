@@ -18,6 +18,8 @@ class PortalUserAdmin(UserAdmin):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
+    # Its leads set the Hugging Face token on the team's settings page; the admin never shows it.
+    exclude = ("hf_token",)
     list_display = (
         "slug",
         "name",

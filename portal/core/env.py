@@ -6,6 +6,7 @@ deployment fails at start-up instead of surfacing later as odd behaviour.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Sequence
 
@@ -68,3 +69,14 @@ def env_list(name: str, default: Sequence[str]) -> list[str]:
     if raw is None or raw.strip() == "":
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_cidrs(name: str, default: str) -> tuple[str, ...]:
+    """Comma-separated CIDRs, each checked (a typo stops the portal at start, not every sandbox)."""
+    cidrs = tuple(part.strip() for part in env_str(name, default).split(",") if part.strip())
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError as error:
+            raise ConfigError(f"{name}: {cidr!r} is not a CIDR ({error})") from None
+    return cidrs

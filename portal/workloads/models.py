@@ -105,6 +105,12 @@ class Workload(models.Model):
     # Running, but not well (crashing, OOM-killed, evicted, its objects gone): since when. Cleared
     # when it is well again. The state stays `running`: it is still held and billed.
     degraded_since = models.DateTimeField(null=True, blank=True)
+    # Degraded, but well again since: it counts as recovered once well long enough (no flapping
+    # degraded/recovered with every turn of a crash loop).
+    well_since = models.DateTimeField(null=True, blank=True)
+    # When it last went to provisioning (placed, requeued and placed again, or rescaled): the
+    # cluster's provisioning deadline counts from here.
+    provisioning_since = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     expiry_warned_at = models.DateTimeField(null=True, blank=True)
     # While terminating: the end state it reaches once the cluster objects are gone.

@@ -51,3 +51,13 @@ def test_the_settings_page_shows_whether_a_token_is_set_never_the_token(lead, re
     assert "starts with hf_" in bad and 'aria-invalid="true"' in bad
     menu = page.get("/").content.decode()
     assert f'href="/teams/{team.slug}/settings/"' in menu
+
+
+def test_the_token_never_shows_in_the_admin_or_in_printed_manifests(lead, team, admin_user):
+    team_hf_token_set(user=lead, team_slug=team.slug, token="hf_AdminHidden42")
+    page = signed_in(admin_user).get(f"/admin/accounts/team/{team.pk}/change/").content.decode()
+    assert "hf_AdminHidden42" not in page and 'name="hf_token"' not in page
+    from workers.manifests.serving import redacted
+
+    shown = redacted([{"kind": "Secret", "data": {"HF_TOKEN": "aGZf"}}, {"kind": "Service"}])
+    assert shown == [{"kind": "Secret", "data": {"HF_TOKEN": "<redacted>"}}, {"kind": "Service"}]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.core.env import ConfigError, env_bool, env_choice, env_float, env_int, env_list
+from portal.core.env import ConfigError, env_bool, env_choice, env_cidrs, env_float, env_int, env_list
 
 
 def test_helpers_read_typed_values(monkeypatch):
@@ -33,3 +33,11 @@ def test_malformed_values_are_refused_naming_the_variable(monkeypatch, name, val
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=name):
         read()
+
+
+def test_egress_cidrs_are_checked_when_the_portal_starts(monkeypatch):
+    monkeypatch.setenv("EGRESS", "0.0.0.0/0, 169.254.20.10/32 ,::/0")
+    assert env_cidrs("EGRESS", "") == ("0.0.0.0/0", "169.254.20.10/32", "::/0")
+    monkeypatch.setenv("EGRESS", "10.0.0/8")
+    with pytest.raises(ConfigError, match=r"EGRESS: '10\.0\.0/8' is not a CIDR"):
+        env_cidrs("EGRESS", "")

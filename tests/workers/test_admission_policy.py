@@ -97,3 +97,22 @@ def test_on_nodes_only_the_mig_managers_labels_change(
 
 def test_anyone_else_is_left_to_rbac() -> None:
     assert allowed(resource="namespaces", operation="DELETE", old=THEIRS, user="kubernetes-admin")
+
+
+def test_the_portal_may_not_claim_a_namespace_nor_loosen_its_pod_security() -> None:
+    claimed = {"metadata": {"name": "kube-system", "labels": {"app.kubernetes.io/managed-by": "gpu-portal"}}}
+    assert not allowed(resource="namespaces", operation="UPDATE", obj=claimed, old=THEIRS)
+    strict = {
+        "metadata": {
+            "name": "sbx",
+            "labels": {**OURS["metadata"]["labels"], "pod-security.kubernetes.io/enforce": "restricted"},
+        }
+    }
+    loose = {
+        "metadata": {
+            "name": "sbx",
+            "labels": {**OURS["metadata"]["labels"], "pod-security.kubernetes.io/enforce": "privileged"},
+        }
+    }
+    assert not allowed(resource="namespaces", operation="UPDATE", obj=loose, old=strict)
+    assert allowed(resource="namespaces", operation="UPDATE", obj=strict, old=strict)

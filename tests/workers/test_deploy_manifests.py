@@ -260,6 +260,7 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     driver.apply_workload(gated)  # creates the team's token Secret
     rotated = dataclasses.replace(one, serving=dataclasses.replace(one.serving, hf_token="hf_second5678"))
     driver.apply_workload(rotated)  # reads and patches it
+    driver.apply_workload(dataclasses.replace(one, cpu=16))  # the team cleared its token: deleted
     # A "dynamic" cluster: slices claimed through NVIDIA's DRA driver.
     with fake.store.lock:
         dra.install(fake.api, [("gpu-h100-a", "h100-80gb", 1)])

@@ -106,3 +106,26 @@ def test_a_failed_pod_the_replicaset_replaced_says_nothing_about_its_replica():
         namespace={"metadata": {"name": "ns"}}, pods=pods, events=[], replicas=2, access="x"
     )
     assert (status.phase, status.ready_replicas) == ("running", 2)
+
+
+def test_the_deadline_counts_from_the_last_move_to_provisioning_not_the_first_placement(
+    fake_kube, request_on_kube
+):
+    sandbox = request_on_kube(**WHOLE)
+    hours_ago = timezone.now() - timedelta(hours=3)
+    # placed three hours ago and running since, then put back to provisioning a moment ago (as a
+    # rescale or a requeue does): the clock starts again
+    Workload.objects.filter(pk=sandbox.pk).update(provisioning_since=timezone.now())
+    Allocation.objects.filter(workload=sandbox).update(started_at=hours_ago)
+    reconcile_workload(sandbox.pk)
+    assert Workload.objects.get(pk=sandbox.pk).ending_as == ""
+    assert Workload.objects.get(pk=sandbox.pk).provisioning_since is not None
+
+
+def test_a_wrong_image_fails_though_the_kubelets_newest_event_is_a_bare_back_off(fake_kube, request_on_kube):
+    sandbox = request_on_kube(**WHOLE)
+    fake_kube.pod_image_pull_failed(sandbox.namespace, image="quay.io/nope/nothing:1", why="not found")
+    fake_kube.add_event(sandbox.namespace, "Pod", "sandbox-0", "Failed", "Error: ImagePullBackOff")
+    reconcile_workload(sandbox.pk)
+    sandbox.refresh_from_db()
+    assert sandbox.ending_as == S.FAILED and "not found" in sandbox.message

@@ -33,11 +33,19 @@ def test_a_crashing_sandbox_is_degraded_then_recovers(fake_kube, running_on_kube
     assert told.count() == 1
     assert AuditEvent.objects.filter(action="sandbox.degraded").count() == 1
 
-    fake_kube.pod_running(sandbox.namespace)
+    fake_kube.pod_running(sandbox.namespace)  # between two crashes: well for a moment
     reconcile_workload(sandbox.pk, now=now + timedelta(seconds=62))
+    fake_kube.pod_oom_killed(sandbox.namespace)
+    reconcile_workload(sandbox.pk, now=now + timedelta(seconds=93))
+    assert told.count() == 1  # still the one degradation: no recovery, no second message
+
+    fake_kube.pod_running(sandbox.namespace)
+    reconcile_workload(sandbox.pk, now=now + timedelta(minutes=2))
+    assert Workload.objects.get(pk=sandbox.pk).degraded_since is not None  # well, not for long yet
+    reconcile_workload(sandbox.pk, now=now + timedelta(minutes=13))
     sandbox.refresh_from_db()
     assert sandbox.degraded_since is None and sandbox.message == "Running."
-    assert sandbox.owner.notifications.filter(message__contains="running well again").exists()
+    assert sandbox.owner.notifications.filter(message__contains="running well again").count() == 1
 
 
 def test_a_sandbox_whose_node_left_the_cluster_ends_and_frees_its_gpus(fake_kube, running_on_kube):

@@ -61,7 +61,12 @@ from workers.manifests import (
 )
 from workers.manifests.claims import claim_name, uses_dra
 from workers.manifests.names import KIND_KEY
-from workers.manifests.serving import local_model_repository, serving_access, serving_selector
+from workers.manifests.serving import (
+    HF_TOKEN_SECRET,
+    local_model_repository,
+    serving_access,
+    serving_selector,
+)
 from workers.spec import WorkloadSpec
 
 log = logging.getLogger(__name__)
@@ -79,7 +84,7 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "events"): frozenset({"list"}),
     ("", "nodes"): frozenset({"get", "list", "patch"}),
     ("", "configmaps"): frozenset({"create", "get", "patch"}),
-    ("", "secrets"): frozenset({"create", "get", "patch"}),
+    ("", "secrets"): frozenset({"create", "get", "patch", "delete"}),  # get/patch/delete: hf-token only
     ("resource.k8s.io", "resourceclaims"): frozenset({"create", "get", "delete"}),
     ("resource.k8s.io", "resourceslices"): frozenset({"list"}),
     ("apps", "statefulsets"): frozenset({"create", "get", "patch"}),
@@ -194,26 +199,33 @@ class KubernetesDriver:
     def apply_workload(self, spec: WorkloadSpec) -> None:
         """Create each object; where one exists, patch it only when it differs from the manifest.
 
-        The owner's RoleBinding is deleted when the spec no longer names a cluster identity.
+        Skipped when this process applied exactly these objects within `reapply_seconds`. What
+        the spec no longer has is removed: the owner's RoleBinding once it names no cluster
+        identity, the team's token Secret once the team has none, and (on every pass, as another
+        worker may have applied more replicas since) the Deployments of replicas scaled away.
+        The skip is remembered only once all of that succeeded.
         """
         objects = self.workload_manifests(spec)
         digest = hashlib.sha256(json.dumps(objects, sort_keys=True, default=str).encode()).hexdigest()
         last = self._applied.get(spec.namespace)
         now = self.clock()
-        if last and last[0] == digest and (now - last[1]).total_seconds() < self.options.reapply_seconds:
-            return  # applied as it is, recently: the status read is the whole pass
-        for obj in objects:
-            self._apply(obj)
-        self._applied[spec.namespace] = (digest, now)
-        if not any(obj["kind"] == "RoleBinding" for obj in objects):
-            self.api.delete("RoleBinding", ROLE_BINDING_NAME, spec.namespace)
+        fresh = last and last[0] == digest and (now - last[1]).total_seconds() < self.options.reapply_seconds
+        if not fresh:
+            for obj in objects:
+                self._apply(obj)
+            kinds = {obj["kind"] for obj in objects}
+            if "RoleBinding" not in kinds:
+                self.api.delete("RoleBinding", ROLE_BINDING_NAME, spec.namespace)
+            if spec.serving is not None and "Secret" not in kinds:
+                self.api.delete("Secret", HF_TOKEN_SECRET, spec.namespace)
         if spec.serving is not None:
-            # Replicas scaled away: delete their Deployments.
             wanted = {obj["metadata"]["name"] for obj in objects if obj["kind"] == "Deployment"}
             selector = f"{SANDBOX_ID_KEY}={spec.workload_id}"
             for deployment in self.api.list("Deployment", spec.namespace, label_selector=selector):
                 if deployment["metadata"]["name"] not in wanted:
                     self.api.delete("Deployment", deployment["metadata"]["name"], spec.namespace)
+        if not fresh:
+            self._applied[spec.namespace] = (digest, now)
 
     def _apply(self, obj: dict) -> None:
         """Read; create what is missing, and patch (or, for a new roleRef, replace) only what

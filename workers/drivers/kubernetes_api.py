@@ -170,8 +170,8 @@ def _client_configuration(config: ClusterConfig) -> k8s.Configuration:
 
 # A 429 (API Priority and Fairness) is waited out this many times in one call, each wait the
 # server's Retry-After capped at MAX_RETRY_AFTER; then it is the reconciler's, with its back-off.
-THROTTLE_ATTEMPTS = 3
-MAX_RETRY_AFTER = 10.0
+THROTTLE_ATTEMPTS = 2
+MAX_RETRY_AFTER = 5.0  # with about ten calls a pass, a throttled pass stays inside its 60 s lease
 
 
 def _retry_after(exc: ApiException) -> float | None:

@@ -64,7 +64,7 @@ def _container_problem(pod: dict, events: list[dict]) -> WorkloadStatus | None:
         last_terminated = (container.get("lastState") or {}).get("terminated") or {}
         reason = waiting.get("reason", "")
         if reason in IMAGE_PULL_REASONS:
-            detail = latest_warning(events, name, frozenset({"Failed"})) or waiting.get("message") or reason
+            detail = _pull_failure(events, name) or waiting.get("message") or reason
             if reason in FINAL_PULL_REASONS or any(word in detail.lower() for word in FINAL_PULL_WORDS):
                 return WorkloadStatus("failed", f"image pull failed: {detail}")
             tries = pull_attempts(events, name)
@@ -86,16 +86,27 @@ def _container_problem(pod: dict, events: list[dict]) -> WorkloadStatus | None:
     return None
 
 
+def _pull_events(events: list[dict], object_name: str) -> list[dict]:
+    """The kubelet's "Failed to pull image ..." events about the pod: the ones that say why.
+    (It also records "Error: ImagePullBackOff" and "Error: ErrImagePull" under the same reason,
+    which say nothing of the cause.)"""
+    return [
+        event
+        for event in events
+        if event.get("reason") == "Failed"
+        and event.get("involvedObject", {}).get("name") == object_name
+        and str(event.get("message") or "").startswith("Failed to pull image")
+    ]
+
+
+def _pull_failure(events: list[dict], object_name: str) -> str:
+    found = _pull_events(events, object_name)
+    return str(max(found, key=_event_time).get("message") or "") if found else ""
+
+
 def pull_attempts(events: list[dict], object_name: str) -> int:
-    """How often the kubelet has failed to pull for the pod so far (its `Failed` events' counts)."""
-    return max(
-        1,
-        sum(
-            int(event.get("count") or 1)
-            for event in events
-            if event.get("reason") == "Failed" and event.get("involvedObject", {}).get("name") == object_name
-        ),
-    )
+    """How often the kubelet has failed to pull for the pod so far (its pull events' counts)."""
+    return max(1, sum(int(event.get("count") or 1) for event in _pull_events(events, object_name)))
 
 
 def _pull_trouble(detail: str) -> str:

@@ -23,6 +23,7 @@ from workers.drivers.base import (
 from workers.manifests import sandbox_access, serving_access, workload_objects
 from workers.manifests.names import KIND_KEY, MANAGED_BY, MANAGED_BY_KEY
 from workers.manifests.options import ManifestOptions
+from workers.manifests.serving import redacted
 from workers.spec import WorkloadSpec
 
 FAILING_IMAGE_MARK = "does-not-exist"
@@ -71,7 +72,7 @@ class SimulatedDriver:
 
     def apply_workload(self, spec: WorkloadSpec) -> None:
         self._maybe_fail()
-        wanted = workload_objects(spec, self.manifest_options)
+        wanted = redacted(workload_objects(spec, self.manifest_options))  # no token in the database
         for obj in wanted:
             namespace = "" if obj["kind"] == "Namespace" else spec.namespace
             self.store.upsert(kind=obj["kind"], namespace=namespace, name=obj["metadata"]["name"], body=obj)

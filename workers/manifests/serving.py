@@ -185,3 +185,13 @@ def local_model_repository(spec: WorkloadSpec) -> str:
         if argument.startswith("--model-repository=/"):
             return argument.split("=", 1)[1]
     return ""
+
+
+def redacted(objects: list[dict]) -> list[dict]:
+    """The objects with every Secret's values replaced: for printing and storing, never applying."""
+    shown = []
+    for obj in objects:
+        if obj.get("kind") == "Secret":
+            obj = {**obj, "data": {key: "<redacted>" for key in obj.get("data") or {}}}
+        shown.append(obj)
+    return shown

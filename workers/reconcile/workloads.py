@@ -94,8 +94,14 @@ def _serving_spec(workload: Workload, claims: list[GpuClaim]) -> ServingSpec:
         readiness_path=serving.readiness_path,
         api=serving.api,
         replicas=tuple(claims),
-        hf_token=workload.team.hf_token or "",
+        hf_token=_readable_token(workload.team.hf_token),
     )
+
+
+def _readable_token(token: str | None) -> str:
+    """The team's Hugging Face token, or "" where it could not be decrypted (a SECRET_KEY
+    rotated without SECRET_KEY_FALLBACKS leaves the ciphertext, which must not go out)."""
+    return token if token and token.startswith("hf_") else ""
 
 
 def workload_spec(workload: Workload) -> WorkloadSpec:
@@ -277,17 +283,12 @@ def _teardown(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now
 
 def _past_deadline(workload: Workload, now: datetime) -> str:
     """Why the workload fails now, when it has been placed longer than its cluster's provisioning
-    deadline without running; "" while it has time. A requeued workload's clock restarts with its
-    new placement (its first live hold)."""
+    deadline without running; "" while it has time. The clock starts when it last went to
+    provisioning: placed, placed again after a requeue, or rescaled."""
     cluster = workload.cluster
     if cluster is None or not cluster.provisioning_deadline_minutes:
         return ""
-    placed = (
-        workload.allocations.filter(released_at__isnull=True)
-        .order_by("started_at")
-        .values_list("started_at", flat=True)
-        .first()
-    )
+    placed = workload.provisioning_since
     if placed is None or now - placed < timedelta(minutes=cluster.provisioning_deadline_minutes):
         return ""
     last = workload.message.rstrip(".") if workload.message else "no word from the cluster"

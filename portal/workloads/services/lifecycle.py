@@ -242,13 +242,16 @@ def workload_mark_running(*, workload_id: int, access: str, now: datetime) -> No
 
 
 WATCH_SECONDS = 30.0  # how often a running workload's health is read
+# How long a degraded workload must stay well to count as recovered: a crash loop runs for a
+# while between crashes, and each turn must not read as a recovery.
+RECOVERED_AFTER = timedelta(minutes=10)
 
 
 def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -> None:
     """What the cluster says of a running workload: `problem` is "" when it is well. The first
-    problem marks it degraded (audited, the owner told); the same problem again changes nothing;
-    being well again clears it (audited, the owner told). Either way it is looked at again in
-    WATCH_SECONDS."""
+    problem marks it degraded (audited, the owner told); problems after that change the message
+    only; being well for RECOVERED_AFTER clears it (audited, the owner told), so a crash loop
+    reads as one degradation, not one per crash. It is looked at again in WATCH_SECONDS."""
     workload = (
         Workload.objects.select_related("team", "owner").filter(pk=workload_id, state=S.RUNNING).first()
     )
@@ -257,7 +260,7 @@ def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -
     fields: dict = {"next_attempt_at": now + timedelta(seconds=WATCH_SECONDS)}
     if problem:
         message = f"Degraded: {problem}"[:500]
-        fields["message"] = message
+        fields.update(message=message, well_since=None)
         if workload.degraded_since is None:
             fields["degraded_since"] = now
             audit_record(actor=None, action=f"{workload.kind}.degraded", obj=workload, detail=problem[:500])
@@ -266,8 +269,10 @@ def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -
                 message=f"{workload.kind.capitalize()} {workload.name}: {message}",
                 link=_link(workload),
             )
-    elif workload.degraded_since is not None:
-        fields.update(degraded_since=None, message="Running.")
+    elif workload.degraded_since is not None and workload.well_since is None:
+        fields["well_since"] = now  # well again: recovered if it stays so
+    elif workload.degraded_since is not None and now - workload.well_since >= RECOVERED_AFTER:
+        fields.update(degraded_since=None, well_since=None, message="Running.")
         audit_record(
             actor=None, action=f"{workload.kind}.recovered", obj=workload, detail="running well again"
         )

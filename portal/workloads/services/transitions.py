@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.utils import timezone
+
 from portal.accounts.models import User
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict
-from portal.workloads.models import Workload
+from portal.workloads.models import Workload, WorkloadState
 
 
 def move(
@@ -29,6 +31,8 @@ def move(
     "deployment.scaled"); Conflict when another process moved it first."""
     from_states = list(from_states)
     previous = workload.state
+    if to == WorkloadState.PROVISIONING:
+        fields.setdefault("provisioning_since", timezone.now())
     updated = Workload.objects.filter(pk=workload.pk, state__in=from_states).update(state=to, **fields)
     if not updated:
         current = Workload.objects.filter(pk=workload.pk).values_list("state", flat=True).first()

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from portal.workloads.models import LIVE_STATES, Workload
 from workers.drivers.base import DriverError
+from workers.manifests.serving import redacted
 from workers.reconcile.clusters import driver_for
 from workers.reconcile.workloads import workload_spec
 
@@ -39,4 +40,6 @@ class Command(BaseCommand):
             objects = driver_for(workload.cluster).workload_manifests(workload_spec(workload))
         except (DriverError, ValueError) as error:
             raise CommandError(f"{workload.kind} {workload_id}: {error}") from error
-        self.stdout.write(yaml.safe_dump_all(objects, explicit_start=True, sort_keys=False), ending="")
+        self.stdout.write(
+            yaml.safe_dump_all(redacted(objects), explicit_start=True, sort_keys=False), ending=""
+        )
