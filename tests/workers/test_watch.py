@@ -55,8 +55,12 @@ def test_a_sandbox_whose_node_left_the_cluster_ends_and_frees_its_gpus(fake_kube
     fake_kube.pod_unschedulable(
         sandbox.namespace, "0/3 nodes are available: node(s) didn't match node affinity"
     )
-    later = timezone.now() + timedelta(minutes=1)
-    reconcile_workload(sandbox.pk, now=later)
+    first = timezone.now() + timedelta(minutes=1)
+    reconcile_workload(sandbox.pk, now=first)  # missing once: maybe re-registering
+    sandbox.refresh_from_db()
+    assert sandbox.state == S.RUNNING and sandbox.message.startswith("Degraded: node ")
+    later = first + timedelta(minutes=3)
+    reconcile_workload(sandbox.pk, now=later)  # still missing: gone
     sandbox.refresh_from_db()
     assert sandbox.ending_as == S.FAILED
     assert sandbox.message == f"Node {sandbox.node_name} is gone from the cluster"

@@ -242,14 +242,21 @@ def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     )
 
 
+NODE_GONE_AFTER = timedelta(minutes=2)
+
+
 def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
     """A running sandbox: well, degraded (crashing, OOM-killed, evicted, its objects gone, which
     drift repair puts back), or on a node that left the cluster, which ends it: nothing can run
     there again, and its GPUs are not the portal's to hold."""
     status = driver.workload_status(spec)
     if status.phase == "failed" and status.message.startswith(NODE_GONE):
-        workload_mark_failed(workload_id=workload.pk, message=_sentence(status.message), now=now)
-        return
+        # Gone on two readings NODE_GONE_AFTER apart (a node re-registering under its name is
+        # missing for a moment): degraded on the first, ended on the second.
+        missing = workload.degraded_since if workload.message.startswith(f"Degraded: {NODE_GONE}") else None
+        if missing is not None and now - missing >= NODE_GONE_AFTER:
+            workload_mark_failed(workload_id=workload.pk, message=_sentence(status.message), now=now)
+            return
     if status.phase == "running":
         workload_observed_health(workload_id=workload.pk, problem="", now=now)
         return
