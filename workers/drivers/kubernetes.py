@@ -411,11 +411,19 @@ class KubernetesDriver:
         """The portal GPU type slug of a discovered node, from `options.product_slugs`."""
         return gpu_type_slug(node.product, self.options.product_slugs)
 
-    def _node_labels(self, node: str) -> dict[str, str]:
+    def _mig_node(self, node: str, layout: MigLayout) -> tuple[dict, dict[str, str], int, tuple[str, str]]:
+        """The Node, its labels, its GPU count, and the layout's two config names (see
+        mig_config_name); a final error when the node is not in the cluster."""
         found = self.api.get("Node", node)
         if found is None:
             raise DriverError(f"node {node} not found in cluster {self.config.name}", retryable=False)
-        return dict(found.get("metadata", {}).get("labels") or {})
+        labels = dict(found.get("metadata", {}).get("labels") or {})
+        gpu_count = int(labels.get(GPU_COUNT, "0") or 0)
+        names = (
+            mig_config_name(node, layout, gpu_count),
+            mig_config_name(node, layout, gpu_count, retry=True),
+        )
+        return found, labels, gpu_count, names
 
     def apply_mig_layout(self, node: str, layout: MigLayout, *, retry: bool = False) -> None:
         """Move the node towards the layout through the MIG manager; call again until
@@ -437,21 +445,13 @@ class KubernetesDriver:
         """
         if self.config.mig_mode == "dynamic":
             return  # the DRA driver cuts each slice when its claim is allocated: no layout to ask for
-        found = self.api.get("Node", node)
-        if found is None:
-            raise DriverError(f"node {node} not found in cluster {self.config.name}", retryable=False)
-        labels = dict(found.get("metadata", {}).get("labels") or {})
-        gpu_count = int(labels.get(GPU_COUNT, "0") or 0)
+        _, labels, gpu_count, names = self._mig_node(node, layout)
         outside = [index for index in layout if index < 0 or (gpu_count and index >= gpu_count)]
         if outside:
             raise DriverError(
                 f"node {node} has {gpu_count} GPUs; the layout names GPU {outside}", retryable=False
             )
         current, state = labels.get(MIG_CONFIG, ""), labels.get(MIG_CONFIG_STATE, "")
-        names = (
-            mig_config_name(node, layout, gpu_count),
-            mig_config_name(node, layout, gpu_count, retry=True),
-        )
         if current in names and (state != "failed" or not retry):
             return  # pointed at it already: the MIG manager is at work, done, or failed it
         name = names[1] if current == names[0] else names[0]
@@ -525,15 +525,7 @@ class KubernetesDriver:
         wait for: the DRA driver creates each slice as its claim is prepared."""
         if self.config.mig_mode == "dynamic":
             return "success"
-        found = self.api.get("Node", node)
-        if found is None:
-            raise DriverError(f"node {node} not found in cluster {self.config.name}", retryable=False)
-        labels = found.get("metadata", {}).get("labels") or {}
-        gpu_count = int(labels.get(GPU_COUNT, "0") or 0)
-        names = (
-            mig_config_name(node, layout, gpu_count),
-            mig_config_name(node, layout, gpu_count, retry=True),
-        )
+        found, labels, _, names = self._mig_node(node, layout)
         if labels.get(MIG_CONFIG) not in names:
             return "pending"
         state = layout_state(labels)

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from workers.drivers.base import DiscoveredGpuNode, MigLayout, MigLayoutState
+from workers.manifests.claims import DRA_DRIVER
 
 GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_COUNT = "nvidia.com/gpu.count"
@@ -59,10 +60,6 @@ def discovered_node(node: dict) -> DiscoveredGpuNode | None:
         mig_config_state=labels.get(MIG_CONFIG_STATE, ""),
         allocatable=allocatable,
     )
-
-
-DRA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver
-DRA_MIG_CLASS = "mig.nvidia.com"  # its DeviceClass for MIG devices
 
 
 def dra_gpus(resource_slices: Iterable[Mapping]) -> dict[str, tuple[dict[int, str], set[int]]]:
