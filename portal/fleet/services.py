@@ -187,25 +187,24 @@ def allocation_record(
     holder.placement_reason = decision.reason[:300]
 
 
+def _unheld_slices(gpu_id: int):
+    """The slices of a GPU that no live hold names."""
+    held = Allocation.objects.filter(released_at__isnull=True, mig_slice__isnull=False).values("mig_slice_id")
+    return MigSlice.objects.filter(gpu_id=gpu_id).exclude(pk__in=held)
+
+
+def _overlapping(slices, start: int, size: int) -> list[MigSlice]:
+    return [s for s in slices if s.start < start + size and start < s.start + s.size]
+
+
 def _free_slice_at(gpu: Gpu, request: SliceRequest, start: int | None) -> MigSlice | None:
     """The unheld slice of the requested profile at `start` on `gpu`, if the records have one."""
-    held = Allocation.objects.filter(released_at__isnull=True, mig_slice__isnull=False).values("mig_slice_id")
-    return (
-        MigSlice.objects.filter(gpu=gpu, start=start, profile=request.profile.name)
-        .exclude(pk__in=held)
-        .first()
-    )
+    return _unheld_slices(gpu.pk).filter(start=start, profile=request.profile.name).first()
 
 
 def _free_slices_in_the_way(*, gpu: Gpu, start: int, size: int):
     """The slices of `gpu` that nobody holds and that overlap slots [start, start + size)."""
-    held = Allocation.objects.filter(released_at__isnull=True, mig_slice__isnull=False).values("mig_slice_id")
-    overlapping = [
-        s.pk
-        for s in MigSlice.objects.filter(gpu=gpu).exclude(pk__in=held)
-        if s.start < start + size and start < s.start + s.size
-    ]
-    return MigSlice.objects.filter(pk__in=overlapping)
+    return MigSlice.objects.filter(pk__in=[s.pk for s in _overlapping(_unheld_slices(gpu.pk), start, size)])
 
 
 def _mig_repartition(*, gpu: Gpu, layout: tuple[tuple[str, int], ...], start: int | None) -> MigSlice:
@@ -346,8 +345,9 @@ def mig_slices_observed(*, holder: Workload, starts: dict[int, int]) -> list[int
         if start is None or mig_slice is None or mig_slice.start == start:
             continue
         others = MigSlice.objects.filter(gpu_id=mig_slice.gpu_id).exclude(pk=mig_slice.pk)
-        in_the_way = [s for s in others if s.start < start + mig_slice.size and start < s.start + s.size]
-        if any(s.allocations.filter(released_at__isnull=True).exists() for s in in_the_way):
+        in_the_way = _overlapping(others, start, mig_slice.size)
+        free = {s.pk for s in _unheld_slices(mig_slice.gpu_id)}
+        if any(s.pk not in free for s in in_the_way):
             continue  # the records hold another slice there: leave them for the node agent to settle
         MigSlice.objects.filter(pk__in=[s.pk for s in in_the_way]).delete()
         MigSlice.objects.filter(pk=mig_slice.pk).update(start=start)
