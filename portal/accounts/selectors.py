@@ -21,6 +21,12 @@ def lead_team_ids(user: User) -> list[int]:
     return list(user.memberships.filter(role=Membership.Role.LEAD).values_list("team_id", flat=True))
 
 
+def lead_teams(user: User) -> list[Team]:
+    """The teams `user` leads, in one query."""
+    led = Membership.objects.filter(user=user, role=Membership.Role.LEAD).values("team_id")
+    return list(Team.objects.filter(pk__in=led).only("slug", "name"))
+
+
 def user_teams(user: User) -> list[Team]:
     return [m.team for m in user.memberships.select_related("team").order_by("team__slug")]
 

@@ -4,12 +4,9 @@ from functools import cache
 
 from django.http import HttpRequest
 
-from portal.accounts.models import Membership, Team
+from portal.accounts.models import Team
+from portal.accounts.selectors import lead_teams as teams_led_by
 from portal.approvals.selectors import pending_count_for
-
-
-def lead_team_ids_query(user):
-    return Membership.objects.filter(user=user, role=Membership.Role.LEAD).values("team_id")
 
 
 def navigation(request: HttpRequest) -> dict:
@@ -21,7 +18,7 @@ def navigation(request: HttpRequest) -> dict:
 
     @cache
     def lead_teams() -> list[Team]:  # one query, when the bar first asks
-        return list(Team.objects.filter(pk__in=lead_team_ids_query(user)).only("slug", "name"))
+        return teams_led_by(user)
 
     return {
         "nav_pending_approvals": pending_count_for(user),
