@@ -70,24 +70,31 @@ def start_stateful_set(api: FakeApi, stateful_set: dict) -> None:
     }
     for claim in claims:
         api.create(BY_KIND["PersistentVolumeClaim"], namespace, claim)
+    if not _create_pod(api, namespace, "StatefulSet", set_name, pod):
+        return
+    add_event(api, namespace, "StatefulSet", set_name, "SuccessfulCreate", f"create Pod {pod_name} success")
+    _set_status(
+        api,
+        ("statefulsets", namespace, set_name),
+        {"replicas": 1, "currentReplicas": 1, "observedGeneration": 1},
+    )
+
+
+def _create_pod(api: FakeApi, namespace: str, owner_kind: str, owner_name: str, pod: dict) -> bool:
+    """Create a controller's pod; a pod the API refuses becomes a FailedCreate event on its owner."""
     try:
         api.create(BY_KIND["Pod"], namespace, pod)
     except ApiError as exc:
-        add_event(
-            api,
-            namespace,
-            "StatefulSet",
-            set_name,
-            "FailedCreate",
-            f"create Pod {pod_name} failed: {exc}",
-            "Warning",
-        )
-        return
-    add_event(api, namespace, "StatefulSet", set_name, "SuccessfulCreate", f"create Pod {pod_name} success")
-    key = ("statefulsets", namespace, set_name)
+        message = f"create Pod {pod['metadata']['name']} failed: {exc}"
+        add_event(api, namespace, owner_kind, owner_name, "FailedCreate", message, "Warning")
+        return False
+    return True
+
+
+def _set_status(api: FakeApi, key: tuple[str, str, str], status: dict) -> None:
     stored = api.store.get(key)
     if stored is not None:
-        stored["status"] = {"replicas": 1, "currentReplicas": 1, "observedGeneration": 1}
+        stored["status"] = status
         api.store.put(key, stored)
 
 
@@ -139,21 +146,10 @@ def start_deployment(api: FakeApi, deployment: dict) -> None:
             },
             "spec": copy.deepcopy(template["spec"]),
         }
-        try:
-            api.create(BY_KIND["Pod"], namespace, pod)
-        except ApiError as exc:
-            add_event(
-                api,
-                namespace,
-                "Deployment",
-                name,
-                "FailedCreate",
-                f"create Pod {pod_name} failed: {exc}",
-                "Warning",
-            )
+        if not _create_pod(api, namespace, "Deployment", name, pod):
             return
-    key = ("deployments", namespace, name)
-    stored = api.store.get(key)
-    if stored is not None:
-        stored["status"] = {"replicas": int(spec.get("replicas", 1)), "observedGeneration": 1}
-        api.store.put(key, stored)
+    _set_status(
+        api,
+        ("deployments", namespace, name),
+        {"replicas": int(spec.get("replicas", 1)), "observedGeneration": 1},
+    )
