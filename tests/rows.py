@@ -48,14 +48,14 @@ def make_sandbox(
     }
     sandbox = Workload.objects.create(**values)
     if gpu is not None:
-        Allocation.objects.create(
+        make_hold(
             gpu=gpu,
-            workload=sandbox,
-            team=team,
             user=owner,
-            gpu_type=gpu.gpu_type,
-            price_per_hour=price,
+            team=team,
+            workload=sandbox,
+            price=price,
             started_at=now - timedelta(hours=hours_ago),
+            ended_at=None,
         )
     return sandbox
 
