@@ -21,6 +21,7 @@ from portal.fleet.models import Node
 from portal.fleet.services import mig_layout_of, mig_layout_settled
 from workers.drivers.base import DriverError, MigLayoutState
 from workers.reconcile.clusters import driver_for
+from workers.reconcile.leases import lease_give_back, lease_take
 
 log = logging.getLogger(__name__)
 LEASE_SECONDS = 60.0
@@ -52,7 +53,8 @@ def reconcile_node_mig(node_id: int, *, now: datetime | None = None) -> MigLayou
     and raised, so a workload waiting for the layout counts it as its own failed attempt.
     """
     now = now or timezone.now()
-    lease = _claim(node_id, now)
+    node_row = Node.objects.filter(pk=node_id)
+    lease = lease_take(node_row, "mig_layout_lease_until", now=now, seconds=LEASE_SECONDS)
     if lease is None:
         return "pending"  # another worker is on it (or there is no such node): look again later
     try:
@@ -93,17 +95,7 @@ def reconcile_node_mig(node_id: int, *, now: datetime | None = None) -> MigLayou
             _not_yet(node, now, observed=state, error="", backoff=False)
         return state
     finally:
-        # Only our own lease: if this pass outran it, another worker may hold the node now.
-        Node.objects.filter(pk=node_id, mig_layout_lease_until=lease).update(mig_layout_lease_until=None)
-
-
-def _claim(node_id: int, now: datetime) -> datetime | None:
-    """Lease the node for one pass, so a change's message and the periodic re-drive never act on
-    one node at once; the lease's end, or None when another worker holds it. A worker that dies
-    mid-pass leaves the lease to run out."""
-    free = Q(mig_layout_lease_until__isnull=True) | Q(mig_layout_lease_until__lte=now)
-    lease = now + timedelta(seconds=LEASE_SECONDS)
-    return lease if Node.objects.filter(free, pk=node_id).update(mig_layout_lease_until=lease) else None
+        lease_give_back(node_row, "mig_layout_lease_until", lease)
 
 
 def _settle(node: Node, version: int) -> bool:

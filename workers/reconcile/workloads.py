@@ -8,7 +8,6 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
@@ -29,6 +28,7 @@ from workers.drivers.base import NODE_GONE, ClusterDriver, DriverError
 from workers.manifests import workload_namespace_name
 from workers.manifests.names import mig_resource_name
 from workers.reconcile.clusters import driver_for
+from workers.reconcile.leases import lease_give_back, lease_take
 from workers.reconcile.mig import reconcile_node_mig
 from workers.spec import GpuClaim, ServingSpec, WorkloadSpec
 
@@ -134,7 +134,8 @@ def reconcile_workload(workload_id: int, *, now: datetime | None = None) -> None
     """One step towards what the row intends. When to look again is kept on the row
     (`next_attempt_at`), where the periodic reconcile_due finds it."""
     now = now or timezone.now()
-    lease = _claim(workload_id, now)
+    row = Workload.objects.filter(pk=workload_id)
+    lease = lease_take(row, "lease_until", now=now, seconds=LEASE_SECONDS)
     if lease is None:
         return  # another worker is on it (or there is no such row)
     try:
@@ -146,8 +147,7 @@ def reconcile_workload(workload_id: int, *, now: datetime | None = None) -> None
         if workload is not None:
             _step(workload, now)
     finally:
-        # Only our own lease: if this step outran it, another worker may hold the row now.
-        Workload.objects.filter(pk=workload_id, lease_until=lease).update(lease_until=None)
+        lease_give_back(row, "lease_until", lease)
 
 
 def _step(workload: Workload, now: datetime) -> None:
@@ -175,15 +175,6 @@ def _step(workload: Workload, now: datetime) -> None:
         workload_attempt_failed(
             workload_id=workload.pk, error=error.message, retryable=error.retryable, now=now
         )
-
-
-def _claim(workload_id: int, now: datetime) -> datetime | None:
-    """Lease the row for one step, so two workers (a job enqueued on a change and the periodic
-    reconcile) never act on one workload at once; the lease's end, or None when another worker
-    holds it. A worker that dies mid-step leaves the lease to run out."""
-    free = Q(lease_until__isnull=True) | Q(lease_until__lte=now)
-    lease = now + timedelta(seconds=LEASE_SECONDS)
-    return lease if Workload.objects.filter(free, pk=workload_id).update(lease_until=lease) else None
 
 
 def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
