@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from portal.accounts.models import User
@@ -126,12 +126,9 @@ def workload_requeue(*, workload_id: int, message: str, now: datetime) -> None:
         next_attempt_at=None,
     ):
         return
-    nodes = set()
-    for allocation in Allocation.objects.filter(workload=workload, released_at__isnull=True).select_related(
-        "gpu"
-    ):
-        Allocation.objects.filter(pk=allocation.pk).update(ended_at=allocation.started_at)
-        nodes.add(allocation.gpu.node_id)
+    holds = Allocation.objects.filter(workload=workload, released_at__isnull=True)
+    nodes = set(holds.values_list("gpu__node_id", flat=True))
+    holds.update(ended_at=F("started_at"))  # never usable, so never billed
     # Both hand the layout changes they make to the nodes' MIG job (fleet's mig_layout_changed).
     allocations_release(holder=workload, at=now)
     for node_id in sorted(nodes):
