@@ -20,6 +20,7 @@ from portal.core.env import (
     env_int,
     env_list,
     env_str,
+    env_volume_source,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -220,6 +221,12 @@ PORTAL_ACCESS_NAMESPACE = env_str("PORTAL_ACCESS_NAMESPACE", "ingress-nginx")
 # of sandbox namespaces, and where the mig-parted ConfigMap for the GPU Operator lives.
 PORTAL_STORAGE_CLASS = env_str("PORTAL_STORAGE_CLASS", "")
 PORTAL_POD_SECURITY_LEVEL = env_choice("PORTAL_POD_SECURITY_LEVEL", "restricted", ["restricted", "baseline"])
+# Where Triton model repositories given as a path live: one volume source (JSON: `csi` inline,
+# `ephemeral`, or `nfs` under baseline), mounted read-only at PORTAL_MODEL_VOLUME_PATH.
+PORTAL_MODEL_VOLUME = env_volume_source("PORTAL_MODEL_VOLUME", pod_security_level=PORTAL_POD_SECURITY_LEVEL)
+PORTAL_MODEL_VOLUME_PATH = env_str("PORTAL_MODEL_VOLUME_PATH", "/models").rstrip("/")
+if not PORTAL_MODEL_VOLUME_PATH.startswith("/"):
+    raise ConfigError("PORTAL_MODEL_VOLUME_PATH must be an absolute path below / (such as /models)")
 PORTAL_MIG_CONFIG_MAP = env_str("PORTAL_MIG_CONFIG_MAP", "gpu-portal-mig-parted-config")
 PORTAL_MIG_CONFIG_NAMESPACE = env_str("PORTAL_MIG_CONFIG_NAMESPACE", "gpu-operator")
 # Where sandboxes may connect, beside DNS (comma-separated CIDRs; private and link-local ranges,

@@ -7,6 +7,7 @@ deployment fails at start-up instead of surfacing later as odd behaviour.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from collections.abc import Sequence
 
@@ -80,3 +81,32 @@ def env_cidrs(name: str, default: str) -> tuple[str, ...]:
         except ValueError as error:
             raise ConfigError(f"{name}: {cidr!r} is not a CIDR ({error})") from None
     return cidrs
+
+
+# Volume sources a model repository may come from, and the Pod Security level each needs:
+# restricted admits CSI (inline) and generic ephemeral volumes, an NFS export needs baseline.
+MODEL_VOLUME_KINDS = {"csi": "restricted", "ephemeral": "restricted", "nfs": "baseline"}
+
+
+def env_volume_source(name: str, *, pod_security_level: str) -> dict:
+    """A Kubernetes volume source as JSON (empty: none), of a kind the pods' Pod Security level admits."""
+    raw = env_str(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        source = json.loads(raw)
+    except ValueError as error:
+        raise ConfigError(f"{name}: not JSON ({error})") from None
+    if not isinstance(source, dict) or len(source) != 1:
+        raise ConfigError(f'{name} must be one volume source, such as {{"csi": {{...}}}} (got {raw!r})')
+    (kind,) = source
+    if kind not in MODEL_VOLUME_KINDS or not isinstance(source[kind], dict):
+        raise ConfigError(
+            f"{name}: the volume source must be one of {', '.join(MODEL_VOLUME_KINDS)} (got {kind!r})"
+        )
+    if MODEL_VOLUME_KINDS[kind] == "baseline" and pod_security_level == "restricted":
+        raise ConfigError(
+            f"{name}: Pod Security 'restricted' refuses {kind} volumes: use a CSI driver, "
+            "or set PORTAL_POD_SECURITY_LEVEL=baseline"
+        )
+    return source

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from portal.core.env import ConfigError, env_bool, env_choice, env_cidrs, env_float, env_int, env_list
+from portal.core.env import (
+    ConfigError,
+    env_bool,
+    env_choice,
+    env_cidrs,
+    env_float,
+    env_int,
+    env_list,
+    env_volume_source,
+)
 
 
 def test_helpers_read_typed_values(monkeypatch):
@@ -41,3 +50,25 @@ def test_egress_cidrs_are_checked_when_the_portal_starts(monkeypatch):
     monkeypatch.setenv("EGRESS", "10.0.0/8")
     with pytest.raises(ConfigError, match=r"EGRESS: '10\.0\.0/8' is not a CIDR"):
         env_cidrs("EGRESS", "")
+
+
+def test_a_model_volume_is_one_source_of_a_kind_the_pod_security_level_admits(monkeypatch):
+    monkeypatch.delenv("MODELS", raising=False)
+    assert env_volume_source("MODELS", pod_security_level="restricted") == {}
+    csi = '{"csi": {"driver": "nfs.csi.k8s.io", "volumeAttributes": {"server": "nfs", "share": "/m"}}}'
+    monkeypatch.setenv("MODELS", csi)
+    assert env_volume_source("MODELS", pod_security_level="restricted")["csi"]["driver"] == "nfs.csi.k8s.io"
+    monkeypatch.setenv("MODELS", '{"nfs": {"server": "nfs", "path": "/m"}}')
+    assert env_volume_source("MODELS", pod_security_level="baseline") == {
+        "nfs": {"server": "nfs", "path": "/m"}
+    }
+    for value, refusal in (
+        ('{"nfs": {"server": "nfs", "path": "/m"}}', "Pod Security 'restricted' refuses nfs volumes"),
+        ('{"hostPath": {"path": "/models"}}', "must be one of csi, ephemeral, nfs"),
+        ('{"csi": {}, "nfs": {}}', "must be one volume source"),
+        ('{"csi": "nfs"}', "must be one of"),
+        ("csi: nfs", "MODELS: not JSON"),
+    ):
+        monkeypatch.setenv("MODELS", value)
+        with pytest.raises(ConfigError, match=refusal):
+            env_volume_source("MODELS", pod_security_level="restricted")

@@ -10,10 +10,11 @@ import pytest
 
 from tests.fakekube import SCHEMA_VERSION, FakeKube, fixtures
 from tests.workers.test_manifests import make_serving_spec
-from workers.drivers.base import DriverError
-from workers.drivers.kubernetes import KubernetesDriver
+from workers.drivers.base import ClusterConfig, DriverError
+from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
 from workers.manifests import workload_objects
 from workers.manifests.names import is_dns_label
+from workers.manifests.options import ManifestOptions, ModelVolume
 from workers.manifests.pods import pinned_node
 
 fake_kube = fixtures.fake_kube
@@ -124,7 +125,28 @@ def test_a_triton_repository_on_a_path_no_volume_holds_fails_with_the_reason(
         kube_driver.apply_workload(triton)
     assert refused.value.retryable is False
     assert "model repository /models/triton/resnet-50 is a path" in refused.value.message
+    assert "PORTAL_MODEL_VOLUME names none" in refused.value.message
     remote = ("tritonserver", "--model-repository=s3://models/triton/resnet-50", "--http-port", "8000")
     kube_driver.apply_workload(
         dataclasses.replace(spec, serving=dataclasses.replace(spec.serving, command=remote))
     )
+
+
+def test_a_triton_repository_beside_the_model_volume_fails_naming_where_the_volume_is(
+    fake_kube: FakeKube,
+) -> None:
+    volume = ModelVolume(source={"csi": {"driver": "nfs.csi.k8s.io"}}, mount_path="/models")
+    assert volume.holds("/models") and volume.holds("/models/triton/resnet-50")
+    assert not volume.holds("/models2/resnet-50") and not volume.holds("/data/resnet-50")
+    assert not ModelVolume().holds("/models/resnet-50")  # no source, nothing is held
+    config = ClusterConfig(name="fake", driver="kubernetes", api_url=fake_kube.url)
+    driver = KubernetesDriver(config, KubernetesOptions(manifests=ManifestOptions(model_volume=volume)))
+    spec = make_serving_spec(replicas=1)
+    assert spec.serving is not None
+    command = ("tritonserver", "--model-repository=/data/resnet-50", "--http-port", "8000")
+    with pytest.raises(DriverError) as refused:
+        driver.apply_workload(
+            dataclasses.replace(spec, serving=dataclasses.replace(spec.serving, command=command))
+        )
+    assert "(the model volume is mounted at /models)" in refused.value.message
+    assert fake_kube.list("Deployment", spec.namespace) == []  # nothing applied

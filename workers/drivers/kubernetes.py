@@ -186,11 +186,18 @@ class KubernetesDriver:
 
     def workload_manifests(self, spec: WorkloadSpec) -> list[dict]:
         try:
-            unreachable = local_model_repository(spec)
-            if unreachable:
+            path = local_model_repository(spec)
+            volume = self.options.manifests.model_volume
+            if path and not volume.holds(path):
+                where = (
+                    f"the model volume is mounted at {volume.mount_path}"
+                    if volume.source
+                    else "PORTAL_MODEL_VOLUME names none"
+                )
                 raise ValueError(
-                    f"Triton's model repository {unreachable} is a path, and no volume in the pod holds it: "
-                    "give the catalog entry an object-store repository (s3://, gs://, as://)"
+                    f"Triton's model repository {path} is a path, and no volume in the pod holds it "
+                    f"({where}): put the repository on the model volume, or give the catalog entry "
+                    "an object-store repository (s3://, gs://, as://)"
                 )
             return workload_objects(spec, self.options.manifests)
         except ValueError as exc:

@@ -44,6 +44,19 @@ class SandboxEgress:
 
 
 @dataclass(frozen=True)
+class ModelVolume:
+    """Where model repositories given as a path live: one Kubernetes volume source (an inline CSI
+    volume, a generic ephemeral volume, or an NFS export), mounted read-only at `mount_path` in
+    every serving container whose repository lies below it."""
+
+    source: dict = field(default_factory=dict)  # empty: no such volume
+    mount_path: str = "/models"
+
+    def holds(self, path: str) -> bool:
+        return bool(self.source) and (path == self.mount_path or path.startswith(f"{self.mount_path}/"))
+
+
+@dataclass(frozen=True)
 class ManifestOptions:
     """Per-cluster knobs for the sandbox manifests; the defaults suit a stock GPU Operator cluster.
 
@@ -64,3 +77,4 @@ class ManifestOptions:
     # its logs, exec into it, port-forward), not change it (deploy/kubernetes/rbac.yaml).
     user_cluster_role: str = "gpu-portal-sandbox-user"
     tolerate_gpu_taint: bool = True  # tolerate the common `nvidia.com/gpu:NoSchedule` taint
+    model_volume: ModelVolume = field(default_factory=ModelVolume)

@@ -118,6 +118,10 @@ def replica_deployment_manifest(
             shm_volume(spec.memory_gb),
         ],
     )
+    if options.model_volume.holds(local_model_repository(spec)):
+        mount = {"name": "models", "mountPath": options.model_volume.mount_path, "readOnly": True}
+        pod_spec["containers"][0]["volumeMounts"].append(mount)
+        pod_spec["volumes"].append({"name": "models", **options.model_volume.source})
     if uses_dra(claim):
         claim_pod_spec(pod_spec, pod_spec["containers"][0], claim_name(index))
     tolerate_gpu_taint(pod_spec, options)
@@ -178,7 +182,7 @@ def hf_token_env(serving: ServingSpec) -> list[dict]:
 
 
 def local_model_repository(spec: WorkloadSpec) -> str:
-    """A Triton model repository given as a path in the container (nothing puts it there), or ""."""
+    """A Triton model repository given as a path in the container, or "" (an object store URL)."""
     if spec.serving is None:
         return ""
     for argument in spec.serving.command:
