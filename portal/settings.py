@@ -217,6 +217,11 @@ PORTAL_SIM_MIG_RECONFIG_SECONDS = env_float("PORTAL_SIM_MIG_RECONFIG_SECONDS", 2
 # carries that traffic (sandbox NetworkPolicies admit ingress from it alone).
 PORTAL_ACCESS_BASE_URL = env_str("PORTAL_ACCESS_BASE_URL", "https://sandboxes.gpu.internal")
 PORTAL_ACCESS_NAMESPACE = env_str("PORTAL_ACCESS_NAMESPACE", "ingress-nginx")
+# The portal's sandbox sign-in check as the ingress controller reaches it inside the cluster
+# (ingress-nginx auth-url; a Gateway's ExternalAuth filter calls the same Service).
+PORTAL_GATE_AUTH_URL = env_str(
+    "PORTAL_GATE_AUTH_URL", "http://gpu-portal-web.gpu-portal.svc.cluster.local:8000/auth/sandbox/check"
+)
 # Kubernetes driver: home volumes' StorageClass (empty: the cluster default), Pod Security level
 # of sandbox namespaces, and where the mig-parted ConfigMap for the GPU Operator lives.
 PORTAL_STORAGE_CLASS = env_str("PORTAL_STORAGE_CLASS", "")

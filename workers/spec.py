@@ -54,7 +54,7 @@ class WorkloadSpec:
     owner: str
     namespace: str
     image: str  # container image reference
-    image_kind: Literal["jupyter", "shell"]
+    image_kind: Literal["jupyter", "vscode", "shell"]
     cpu: int
     memory_gb: int
     storage_gb: int

@@ -35,6 +35,11 @@ def team_leads(team: Team) -> list[User]:
     return [m.user for m in team.memberships.filter(role=Membership.Role.LEAD).select_related("user")]
 
 
+def team_members(team: Team) -> list[User]:
+    """The team's active members, leads included, by name."""
+    return list(User.objects.filter(memberships__team=team, is_active=True).order_by("username"))
+
+
 def can_manage(*, user: User, team: Team, owner: User) -> bool:
     """Owner, a lead of the team, or a platform admin."""
     return user.pk == owner.pk or user.is_platform_admin or is_lead(user=user, team=team)

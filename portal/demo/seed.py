@@ -40,6 +40,7 @@ DEMO_IMAGES = (
         "quay.io/jupyter/pytorch-notebook:cuda12-2024-11-18",
         Image.Kind.JUPYTER,
     ),
+    ("vscode", "VS Code in the browser (code-server)", "codercom/code-server:4.96.4", Image.Kind.VSCODE),
     ("pytorch", "PyTorch shell (SSH)", "nvcr.io/nvidia/pytorch:24.10-py3", Image.Kind.SHELL),
 )
 

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -89,6 +91,33 @@ class Cluster(models.Model):
         help_text="A workload not running this long after it was placed (an unschedulable pod, a MIG "
         "change that never settles, a pull that never ends) fails with the reason, and its GPUs are freed.",
     )
+
+    class SandboxRoute(models.TextChoices):
+        INGRESS = "ingress", "Ingress (networking.k8s.io/v1), forward-auth through ingress-nginx"
+        HTTPROUTE = "httproute", "Gateway API HTTPRoute (v1.4+), forward-auth through its ExternalAuth filter"
+
+    sandbox_domain = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Sandboxes are reached at https://<sandbox namespace>.<this domain> (a wildcard DNS "
+        "name pointing at the cluster's ingress). Empty: the host of PORTAL_ACCESS_BASE_URL.",
+    )
+    sandbox_route = models.CharField(
+        max_length=20,
+        choices=SandboxRoute.choices,
+        default=SandboxRoute.INGRESS,
+        help_text="How each running sandbox is routed at its host, behind the portal's sign-in check.",
+    )
+    ingress_class = models.CharField(
+        max_length=100, default="nginx", help_text="The IngressClass of sandbox Ingresses (ingress-nginx)."
+    )
+    gateway = models.CharField(
+        max_length=200,
+        default="gpu-portal/sandboxes",
+        help_text="namespace/name of the Gateway sandbox HTTPRoutes attach to; its HTTPS listener holds the "
+        "sandbox domain's wildcard certificate. With an Ingress, the controller's default certificate "
+        "(ingress-nginx --default-ssl-certificate) is the wildcard one.",
+    )
     dra_found = models.BooleanField(
         default=False,
         help_text="NVIDIA's DRA driver offered MIG placements on this cluster's nodes at the last discovery.",
@@ -98,6 +127,12 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def sandbox_base_domain(self) -> str:
+        """The domain sandbox hosts sit under: the one set, else PORTAL_ACCESS_BASE_URL's host."""
+        domain = self.sandbox_domain or urlsplit(settings.PORTAL_ACCESS_BASE_URL).hostname or ""
+        return domain.strip(".").lower()
 
     @property
     def effective_mig_mode(self) -> str:

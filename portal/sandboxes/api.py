@@ -9,9 +9,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.core.api import IDEMPOTENCY_KEY
-from portal.sandboxes.serializers import EstimateSerializer, SandboxRequestSerializer, SandboxSerializer
-from portal.sandboxes.services import sandbox_estimate, sandbox_request
+from portal.core.serializers import validated
+from portal.sandboxes.serializers import (
+    EstimateSerializer,
+    SandboxRequestSerializer,
+    SandboxSerializer,
+    SharingSerializer,
+)
+from portal.sandboxes.services import sandbox_estimate, sandbox_request, sandbox_share
 from portal.workloads.api import (
+    WorkloadApi,
     WorkloadDetailView,
     WorkloadExtendView,
     WorkloadListView,
@@ -77,3 +84,13 @@ class SandboxExtendView(_Sandbox, WorkloadExtendView):
 @extend_schema_view(post=extend_schema(request=None, responses={200: SandboxSerializer, 409: ENDED}))
 class SandboxTerminateView(_Sandbox, WorkloadTerminateView):
     """End a sandbox now; billing stops at once."""
+
+
+class SandboxSharingView(_Sandbox, WorkloadApi):
+    """Who besides its owner may open a sandbox (team members only; the owner alone sets it)."""
+
+    @extend_schema(request=SharingSerializer, responses={200: SandboxSerializer})
+    def put(self, request: Request, pk: int) -> Response:
+        users = validated(SharingSerializer(data=request.data))["users"]
+        sandbox_share(user=request.user, sandbox_id=pk, usernames=users)
+        return self.shown(request, pk)

@@ -8,4 +8,5 @@ urlpatterns = [
     path("sandboxes/<int:pk>", api.SandboxDetailView.as_view(), name="api-sandbox"),
     path("sandboxes/<int:pk>/extend", api.SandboxExtendView.as_view(), name="api-sandbox-extend"),
     path("sandboxes/<int:pk>/terminate", api.SandboxTerminateView.as_view(), name="api-sandbox-terminate"),
+    path("sandboxes/<int:pk>/sharing", api.SandboxSharingView.as_view(), name="api-sandbox-sharing"),
 ]

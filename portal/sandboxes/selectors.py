@@ -12,7 +12,8 @@ from django.db.models import QuerySet
 from portal.accounts.models import User
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import current_prices
-from portal.workloads.models import Approval, Image, Workload, WorkloadKind
+from portal.sandboxes.gate import sandbox_app_url
+from portal.workloads.models import Approval, Image, Workload, WorkloadKind, WorkloadState
 from portal.workloads.selectors import (
     common_row_fields,
     in_scope,
@@ -38,6 +39,10 @@ class SandboxRow:
     @property
     def placement_label(self) -> str:
         return placement_label(self.placement) if self.placement is not None else ""
+
+    @property
+    def app_url(self) -> str:
+        return sandbox_app_url(self.sandbox)
 
 
 def dashboard_sandboxes(*, user: User, scope: str) -> QuerySet[Workload]:
@@ -82,4 +87,58 @@ def request_choices() -> RequestChoices:
         prices=current_prices(),
         whole_type_ids=frozenset(type_id for type_id, mig in shapes if not mig),
         mig_type_ids=frozenset(type_id for type_id, mig in shapes if mig),
+    )
+
+
+@dataclass(frozen=True)
+class SandboxInside:
+    """What a sandbox's container sees (the simulated cluster's stand-in for the real app)."""
+
+    sandbox: Workload
+    placement: dict | None
+    gpus: list[str]
+    environment: list[tuple[str, str]]
+    mounts: list[tuple[str, str]]
+
+
+def sandbox_inside(*, workload_id: int, username: str) -> SandboxInside:
+    """The container's view of a sandbox: its GPUs, environment and mounts, for `username`."""
+    sandbox = (
+        Workload.objects.select_related("image", "gpu_type", "owner", "team")
+        .prefetch_related("allocations__gpu", "allocations__mig_slice")
+        .get(pk=workload_id, kind=WorkloadKind.SANDBOX)
+    )
+    placement = workload_placement(sandbox)
+    held = [a for a in sandbox.allocations.all() if a.released_at is None]
+    if sandbox.mig_profile:
+        gpus = [
+            f"MIG {sandbox.mig_profile} on {sandbox.gpu_type.name} (GPU {a.gpu.index}, {a.gpu.uuid})"
+            for a in held
+        ]
+    else:
+        gpus = [
+            f"{sandbox.gpu_type.name} (GPU {a.gpu.index}, {a.gpu.uuid})"
+            for a in sorted(held, key=lambda a: a.gpu.index)
+        ]
+    environment = [
+        ("HOME", "/home"),
+        ("GPU_PORTAL_SANDBOX_ID", str(sandbox.pk)),
+        ("SANDBOX_USER", sandbox.owner.username),
+        ("PORTAL_USER", username),
+    ]
+    mounts = [
+        ("/home", f"{sandbox.storage_gb} GB volume"),
+        ("/dev/shm", f"shared memory, {max(sandbox.memory_gb // 4, 1)} GB"),
+    ]
+    return SandboxInside(sandbox, placement, gpus, environment, mounts)
+
+
+def sandboxes_shared_with(user: User) -> list[Workload]:
+    """Running sandboxes their owners share with `user`, for the dashboard."""
+    return list(
+        workloads_with_details(
+            Workload.objects.filter(kind=WorkloadKind.SANDBOX, shared_with=user, state=WorkloadState.RUNNING)
+            .select_related("team", "owner", "image", "cluster", "gpu_type")
+            .order_by("-started_at")
+        )
     )

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from portal.core.serializers import money, validated
+from portal.sandboxes.gate import sandbox_app_url
 from portal.workloads.models import Workload
 from portal.workloads.selectors import (
     workload_placement,
@@ -54,6 +56,13 @@ class SandboxSerializer(WorkloadSerializer):
     optional `queue_positions` dict in the context."""
 
     image = serializers.CharField(source="image.slug", read_only=True)
+    shared_with = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="username", help_text="Team members who may open it too."
+    )
+    open_url = serializers.SerializerMethodField(
+        help_text="Opens the sandbox's JupyterLab or VS Code in a browser, through the portal's sign-in; "
+        "null unless it is running with a web app."
+    )
 
     class Meta:
         model = Workload
@@ -66,8 +75,14 @@ class SandboxSerializer(WorkloadSerializer):
             "cpu",
             "memory_gb",
             "storage_gb",
+            "shared_with",
+            "open_url",
         ]
         read_only_fields = fields
+
+    def get_open_url(self, sandbox: Workload) -> str | None:
+        path = sandbox_app_url(sandbox)
+        return f"{settings.PORTAL_BASE_URL}{path}" if path else None
 
     @extend_schema_field(PlacementSerializer(allow_null=True))
     def get_placement(self, sandbox: Workload) -> dict[str, Any] | None:
@@ -83,3 +98,11 @@ class EstimateSerializer(serializers.Serializer):
     auto_approved = serializers.BooleanField()
     why_needed = serializers.CharField()
     capacity_free_now = serializers.BooleanField()
+
+
+class SharingSerializer(serializers.Serializer):
+    users = serializers.ListField(
+        child=serializers.CharField(max_length=150),
+        max_length=200,
+        help_text="Usernames of team members who may open the sandbox besides its owner; replaces the list.",
+    )

@@ -9,5 +9,12 @@ urlpatterns = [
     path("sandboxes/estimate/", views.sandbox_estimate_panel, name="sandbox-estimate"),
     path("sandboxes/mig-profiles/", views.sandbox_mig_profiles, name="sandbox-mig-profiles"),
     path("sandboxes/<int:pk>/", views.sandbox_detail, name="sandbox-detail"),
+    path("sandboxes/<int:pk>/share/", views.sandbox_share_posted, name="sandbox-share"),
+    path("auth/sandbox/check", views.sandbox_gate_check, name="sandbox-gate-check"),
+    path("auth/sandbox/gateway/", views.sandbox_gate_external, name="sandbox-gate-external"),
+    path("auth/sandbox/gateway/<path:path>", views.sandbox_gate_external),
+    path("auth/sandbox/signin/", views.sandbox_gate_signin, name="sandbox-gate-signin"),
+    path("simulated/<str:host>/", views.sandbox_simulated, name="sandbox-simulated"),
+    path("simulated/<str:host>/<path:path>", views.sandbox_simulated),
     *action_urls("sandbox", "sandboxes"),
 ]

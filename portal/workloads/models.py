@@ -13,6 +13,7 @@ class Image(models.Model):
 
     class Kind(models.TextChoices):
         JUPYTER = "jupyter", "JupyterLab"
+        VSCODE = "vscode", "VS Code in the browser (code-server)"
         SHELL = "shell", "Shell (SSH)"
 
     slug = models.SlugField(unique=True)
@@ -85,6 +86,12 @@ class Workload(models.Model):
         help_text="Sandboxes only.",
     )
     purpose = models.CharField(max_length=300, blank=True)
+    shared_with = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="shared_workloads",
+        help_text="Team members the owner lets into the sandbox (its route passes them too).",
+    )
     gpu_type = models.ForeignKey("fleet.GpuType", on_delete=models.PROTECT, related_name="workloads")
     gpu_count = models.PositiveSmallIntegerField(
         default=1, help_text="Whole GPUs per replica; 1 for a MIG slice."
@@ -120,7 +127,7 @@ class Workload(models.Model):
     cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.PROTECT)
     node_name = models.CharField(max_length=253, blank=True)
     placement_reason = models.CharField(max_length=300, blank=True)
-    namespace = models.CharField(max_length=63, blank=True)
+    namespace = models.CharField(max_length=63, blank=True, db_index=True)
     access = models.CharField(max_length=500, blank=True)
 
     # Job state of the reconciler, kept on the row (not in Celery).

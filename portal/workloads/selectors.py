@@ -34,7 +34,8 @@ def workloads_visible_to(user: User, *, kind: str) -> QuerySet[Workload]:
 
 
 def workloads_with_details(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
-    """Prefetch what a list or detail shows (allocations, the latest approvals) in two queries."""
+    """Prefetch what a list or detail shows (allocations, the latest approvals, who a sandbox is
+    shared with) in three queries."""
     return queryset.prefetch_related(
         Prefetch(
             "allocations",
@@ -46,6 +47,7 @@ def workloads_with_details(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
             queryset=Approval.objects.select_related("decided_by").order_by("-created_at", "-id"),
             to_attr="all_approvals",
         ),
+        "shared_with",
     )
 
 

@@ -38,6 +38,8 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("statefulsets", "StatefulSet", "apps", "v1"),
     Resource("deployments", "Deployment", "apps", "v1"),
     Resource("networkpolicies", "NetworkPolicy", "networking.k8s.io", "v1"),
+    Resource("ingresses", "Ingress", "networking.k8s.io", "v1"),
+    Resource("httproutes", "HTTPRoute", "gateway.networking.k8s.io", "v1"),
     Resource("rolebindings", "RoleBinding", "rbac.authorization.k8s.io", "v1"),
     Resource("deviceclasses", "DeviceClass", "resource.k8s.io", "v1", namespaced=False),
     Resource("resourceslices", "ResourceSlice", "resource.k8s.io", "v1", namespaced=False),

@@ -3,8 +3,10 @@ via kubernetes-validate), object names, labels, quantities, and fields that may 
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
+from pathlib import Path
 
 import jsonschema
 import referencing
@@ -50,10 +52,39 @@ def is_qualified_name(key: str) -> bool:
     return len(name) <= 63 and bool(_QUALIFIED_NAME.match(name))
 
 
+# Gateway API is a CRD, not in the official schema: HTTPRoutes are checked against the
+# experimental-channel CRD of v1.4.0, the first release with the ExternalAuth filter
+# (`schemas/`: its openAPIV3Schema for v1, descriptions taken out). CEL rules are not run.
+GATEWAY_API_SCHEMA = Path(__file__).parent / "schemas" / "httproute-gateway-api-v1.4.0-experimental.json"
+
+
+def _crd_validator(schema: dict) -> jsonschema.Validator:
+    """A strict validator for a CRD's structural schema: unknown fields are refused, as the API
+    server prunes or (with strict field validation) refuses them."""
+
+    def strict(node: object) -> object:
+        if isinstance(node, dict):
+            node = {key: strict(value) for key, value in node.items() if not key.startswith("x-kubernetes-")}
+            if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node:
+                node["additionalProperties"] = False
+            return node
+        if isinstance(node, list):
+            return [strict(item) for item in node]
+        return node
+
+    structural = strict(schema)
+    assert isinstance(structural, dict)
+    # metadata is the API server's ObjectMeta, not described by the CRD
+    structural["properties"]["metadata"] = {"type": "object"}
+    return jsonschema.Draft7Validator(structural)
+
+
 @lru_cache(maxsize=64)
 def _validator(kind: str, api_version: str) -> jsonschema.Validator | None:
     """kubernetes-validate's strict schema for a kind, built once: `kubernetes_validate.validate`
     re-reads 1.4 MB of definitions on every call, which a server validating every request can't afford."""
+    if (kind, api_version) == ("HTTPRoute", "gateway.networking.k8s.io/v1"):
+        return _crd_validator(json.loads(GATEWAY_API_SCHEMA.read_text())["openAPIV3Schema"])
     version = schema_version(api_version)
     directory = f"kubernetes-json-schema/v{version}.0-local-strict"
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)

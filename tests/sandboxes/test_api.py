@@ -370,3 +370,26 @@ def test_listing_sandboxes_takes_the_same_few_queries_for_two_or_twenty(fleet, h
     many = _list_queries(alice, 20)
     assert many == few
     assert many <= 15
+
+
+def test_the_owner_shares_a_sandbox_through_the_api_and_it_shows_who_and_where_to_open(
+    run_jobs, fleet, alice, bob, carol, lead, slice_body
+):
+    created = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()
+    assert created["shared_with"] == [] and created["open_url"] is None  # not running yet
+    created = alice.get(f"{URL}/{created['id']}").json()
+    assert created["state"] == "running"
+    assert created["open_url"].startswith("http://127.0.0.1:8000/auth/sandbox/signin/?rd=")
+
+    shared = alice.put(f"{URL}/{created['id']}/sharing", {"users": ["bob"]}, format="json")
+    assert shared.status_code == 200 and shared.json()["shared_with"] == ["bob"]
+    assert alice.get(URL).json()["results"][0]["shared_with"] == ["bob"]
+
+    refused = alice.put(f"{URL}/{created['id']}/sharing", {"users": ["carol"]}, format="json")
+    assert refused.status_code == 400 and refused.json()["error"]["fields"] == {"users": ["carol"]}
+    assert (
+        bob.put(f"{URL}/{created['id']}/sharing", {"users": []}, format="json").status_code == 403
+    )  # a lead
+    assert carol.put(f"{URL}/{created['id']}/sharing", {"users": []}, format="json").status_code == 404
+    assert alice.put(f"{URL}/{created['id']}/sharing", {"users": "bob"}, format="json").status_code == 400
+    assert alice.get(f"{URL}/{created['id']}").json()["shared_with"] == ["bob"]  # nothing changed

@@ -6,6 +6,7 @@ PORTAL_REQUIRE_BROWSER=1 (CI) that fails the run instead.
 
 from __future__ import annotations
 
+from portal.sandboxes.gate import gate_cache_clear
 from portal.workloads.models import Workload, WorkloadState
 from tests import browser_support
 from tests.browser_support import BROWSER, sign_in_as_alice, slow_pods, wait_for_pods
@@ -59,7 +60,19 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
     expect(state).to_have_text("running", timeout=10_000)
     assert page.evaluate("window.__notReloaded") is True
     expect(page.locator("#sandbox-live")).to_contain_text("gpu-h100-b · GPU 0 · 1g.10gb")
-    expect(page.locator("#sandbox-live [data-copy]")).to_have_count(1)
+
+    # Open JupyterLab: through the portal's sign-in check to the sandbox (the simulated cluster's
+    # stand-in page), in a new tab, as alice
+    with page.context.expect_page() as opened:
+        page.click("#open-app")
+    app = opened.value
+    expect(app.locator("#simulated-banner")).to_contain_text("Simulated cluster.")
+    expect(app.locator("#portal-user")).to_have_text("alice")
+    expect(app.locator("#sandbox-gpus")).to_contain_text("MIG 1g.10gb on NVIDIA H100 80GB (GPU 0")
+    assert "portal_ticket" not in app.url  # the one-time ticket does not stay in the address bar
+    app_url = app.url
+    app.screenshot(path="/tmp/ui-sandbox-app.png", full_page=True)
+    app.close()
 
     page.goto(f"{live_server.url}/")
     expect(page.locator(f"#sandbox-row-{sandbox.pk} .state")).to_have_text("running")
@@ -73,6 +86,10 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
     expect(page.locator("#sandbox-actions")).to_have_count(0)  # nothing left to extend or end
     sandbox.refresh_from_db()
     assert sandbox.state == WorkloadState.TERMINATED
+    gate_cache_clear()  # the gate re-reads who may pass every few seconds; don't wait for it
+    page.goto(app_url)  # the gate cookie is still in the browser, the door is shut
+    expect(page.locator("h1")).to_have_text("You cannot open this sandbox")
+    expect(page.locator("main")).to_contain_text("This sandbox has ended.")
 
     page.goto(f"{live_server.url}/")
     expect(page.locator(f"#sandbox-row-{sandbox.pk} .state")).to_have_text("terminated")

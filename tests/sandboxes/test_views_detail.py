@@ -26,7 +26,9 @@ def test_a_running_slice_shows_placement_access_expiry_and_cost(
     start = sandbox.allocations.get().mig_slice.start
     assert f"gpu-h100-b · GPU 0 · 1g.10gb at slot {start}" in page
     assert sandbox.placement_reason in page
-    assert f'data-copy="{sandbox.access}"' in page
+    host = f"{sandbox.namespace}.sandboxes.gpu.internal"
+    assert f'href="/auth/sandbox/signin/?rd=%2Fsimulated%2F{host}%2F"' in page  # through the gate
+    assert ">Open JupyterLab</a>" in page and "Simulated cluster" in page
     assert 'id="cost-so-far">$0.00<' in page
     assert "$0.98" in page  # per hour: 6.88 / 7
     assert "sandbox.request" in page and "sandbox.running" in page  # the audit trail

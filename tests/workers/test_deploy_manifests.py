@@ -22,7 +22,7 @@ from tests.fakekube import SCHEMA_VERSION, FakeKube, dra, fixtures
 from tests.workers.test_manifests import SLICE, make_serving_spec, make_spec
 from workers.drivers.kubernetes import REQUIRED_PERMISSIONS, KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import MIG_CONFIG_KEY, merge_mig_config
-from workers.manifests.options import ManifestOptions
+from workers.manifests.options import ManifestOptions, SandboxRoute
 
 fake_kube = fixtures.fake_kube
 kube_driver = fixtures.kube_driver
@@ -230,6 +230,17 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     triples the server saw."""
     spec = make_spec()
     driver.apply_workload(spec)
+    driver.apply_workload(
+        dataclasses.replace(spec, access_host="moved.sandboxes.example")
+    )  # patches the route
+    gateway = dataclasses.replace(driver.options.manifests, route=SandboxRoute(kind="httproute"))
+    routed = KubernetesDriver(driver.config, dataclasses.replace(driver.options, manifests=gateway))
+    routed.apply_workload(dataclasses.replace(spec, workload_id=78, namespace="sbx-vision-routed-78"))
+    routed.apply_workload(  # reads and patches the HTTPRoute
+        dataclasses.replace(
+            spec, workload_id=78, namespace="sbx-vision-routed-78", access_host="elsewhere.example"
+        )
+    )
     changed = dataclasses.replace(
         spec,
         image_kind="shell",

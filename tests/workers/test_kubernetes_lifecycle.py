@@ -31,6 +31,7 @@ SANDBOX_OBJECTS = {
     "LimitRange": "sandbox-limits",
     "NetworkPolicy": "sandbox-access",
     "Service": "sandbox",
+    "Ingress": "sandbox",
     "StatefulSet": "sandbox",
 }
 

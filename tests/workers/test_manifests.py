@@ -143,6 +143,7 @@ def test_objects_come_namespace_first_and_workload_last() -> None:
         "NetworkPolicy",
         "RoleBinding",
         "Service",
+        "Ingress",
         "StatefulSet",
     ]
 

@@ -38,6 +38,10 @@ class ClusterConfig:
     # How MIG slices are cut: "layouts" through the GPU Operator's MIG manager, "dynamic" by
     # NVIDIA's DRA driver when a claim for the slice is allocated.
     mig_mode: Literal["layouts", "dynamic"] = "layouts"
+    # How running sandboxes are routed at their hosts (see workers.manifests.options.SandboxRoute).
+    sandbox_route: Literal["ingress", "httproute"] = "ingress"
+    ingress_class: str = "nginx"
+    gateway: str = "gpu-portal/sandboxes"
 
 
 WorkloadPhase = Literal["absent", "pending", "running", "failed", "terminating"]

@@ -11,7 +11,7 @@ from workers.drivers.base import ClusterConfig, ClusterDriver
 from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import product_slug_table
 from workers.drivers.simulated import SimulatedDriver
-from workers.manifests.options import AccessPath, ManifestOptions, ModelVolume, SandboxEgress
+from workers.manifests.options import AccessPath, ManifestOptions, ModelVolume, SandboxEgress, SandboxRoute
 from workers.simstore import DatabaseObjectStore
 
 
@@ -22,6 +22,13 @@ def get_driver(config: ClusterConfig) -> ClusterDriver:
         egress=SandboxEgress(allow=settings.PORTAL_SANDBOX_EGRESS_CIDRS),
         storage_class=settings.PORTAL_STORAGE_CLASS,
         pod_security_level=settings.PORTAL_POD_SECURITY_LEVEL,
+        route=SandboxRoute(
+            kind=config.sandbox_route,
+            ingress_class=config.ingress_class,
+            gateway=config.gateway,
+            auth_url=settings.PORTAL_GATE_AUTH_URL,
+            signin_url=f"{settings.PORTAL_BASE_URL}/auth/sandbox/signin/",
+        ),
         model_volume=ModelVolume(
             source=settings.PORTAL_MODEL_VOLUME, mount_path=settings.PORTAL_MODEL_VOLUME_PATH
         ),

@@ -90,6 +90,8 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("apps", "statefulsets"): frozenset({"create", "get", "patch"}),
     ("apps", "deployments"): frozenset({"create", "get", "list", "patch", "delete"}),
     ("networking.k8s.io", "networkpolicies"): frozenset({"create", "get", "patch"}),
+    ("networking.k8s.io", "ingresses"): frozenset({"create", "get", "patch"}),
+    ("gateway.networking.k8s.io", "httproutes"): frozenset({"create", "get", "patch"}),
     ("rbac.authorization.k8s.io", "rolebindings"): frozenset({"create", "get", "patch", "delete"}),
     ("rbac.authorization.k8s.io", "clusterroles"): frozenset({"bind"}),
 }

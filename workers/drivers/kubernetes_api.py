@@ -41,6 +41,34 @@ class Kind:
     namespaced: bool = True
 
 
+class HttpRouteApi:
+    """Gateway API HTTPRoutes (a CRD the typed client does not know) through its custom-objects
+    API, under the typed API's method names so `KINDS` can list them like any other kind."""
+
+    GROUP, VERSION, PLURAL = "gateway.networking.k8s.io", "v1", "httproutes"
+
+    def __init__(self, api_client: k8s.ApiClient):
+        self._custom = k8s.CustomObjectsApi(api_client)
+
+    def _where(self, namespace: str) -> tuple[str, str, str, str]:
+        return self.GROUP, self.VERSION, namespace, self.PLURAL
+
+    def create_namespaced_http_route(self, namespace: str, body: dict, **kwargs: Any) -> Any:
+        return self._custom.create_namespaced_custom_object(*self._where(namespace), body, **kwargs)
+
+    def read_namespaced_http_route(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        return self._custom.get_namespaced_custom_object(*self._where(namespace), name, **kwargs)
+
+    def patch_namespaced_http_route(self, name: str, namespace: str, body: dict, **kwargs: Any) -> Any:
+        return self._custom.patch_namespaced_custom_object(*self._where(namespace), name, body, **kwargs)
+
+    def delete_namespaced_http_route(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        return self._custom.delete_namespaced_custom_object(*self._where(namespace), name, **kwargs)
+
+    def list_namespaced_http_route(self, namespace: str, **kwargs: Any) -> Any:
+        return self._custom.list_namespaced_custom_object(*self._where(namespace), **kwargs)
+
+
 KINDS: dict[str, Kind] = {
     kind.kind: kind
     for kind in (
@@ -62,6 +90,8 @@ KINDS: dict[str, Kind] = {
             k8s.NetworkingV1Api,
             "namespaced_network_policy",
         ),
+        Kind("Ingress", "ingresses", "networking.k8s.io", k8s.NetworkingV1Api, "namespaced_ingress"),
+        Kind("HTTPRoute", "httproutes", "gateway.networking.k8s.io", HttpRouteApi, "namespaced_http_route"),
         Kind(
             "RoleBinding",
             "rolebindings",

@@ -29,6 +29,7 @@ from workers.manifests.policy import (
     quota_hard,
     resource_quota_manifest,
 )
+from workers.manifests.route import route_objects
 from workers.manifests.serving import serving_access, serving_workload_objects
 from workers.manifests.workload import sandbox_access, service_manifest, stateful_set_manifest
 from workers.spec import WorkloadSpec
@@ -67,7 +68,8 @@ def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None)
 
     Namespace first (everything lives in it), then the quota and limits (so the pod is admitted
     against them), the network policy and owner binding, and the workload last: a StatefulSet
-    for a sandbox, one Deployment per replica for a model serving deployment.
+    (after its Service and route) for a sandbox, one Deployment per replica for a model serving
+    deployment.
     Raises ValueError for a spec no cluster could honour.
     """
     options = options or ManifestOptions()
@@ -85,6 +87,7 @@ def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None)
         objects.extend(serving_workload_objects(spec, options))
         return objects
     objects.append(service_manifest(spec))
+    objects.extend(route_objects(spec, options.route))
     if uses_dra(spec.gpu):
         objects.append(resource_claim_manifest(spec, spec.gpu, claim_name()))
     objects.append(stateful_set_manifest(spec, options))

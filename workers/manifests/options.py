@@ -44,6 +44,26 @@ class SandboxEgress:
 
 
 @dataclass(frozen=True)
+class SandboxRoute:
+    """How a running sandbox is reached at its host through the cluster's ingress, behind the
+    portal's sign-in check (`auth_url`, asked before every request; `signin_url`, where a
+    browser without a gate cookie is sent).
+
+    `kind` "ingress": an Ingress of `ingress_class` with ingress-nginx's forward-auth
+    annotations; TLS from the controller's default certificate (the wildcard Secret named in the
+    cluster's settings stays in the controller's namespace). "httproute": a Gateway API
+    HTTPRoute on `gateway` ("namespace/name", whose HTTPS listener holds the certificate), with
+    the ExternalAuth filter calling the portal through an ExternalName Service in the sandbox's
+    namespace (a backend in its own namespace needs no ReferenceGrant)."""
+
+    kind: Literal["ingress", "httproute"] = "ingress"
+    ingress_class: str = "nginx"
+    gateway: str = "gpu-portal/sandboxes"
+    auth_url: str = "http://gpu-portal-web.gpu-portal.svc.cluster.local:8000/auth/sandbox/check"
+    signin_url: str = "https://portal.example.internal/auth/sandbox/signin/"
+
+
+@dataclass(frozen=True)
 class ModelVolume:
     """Where model repositories given as a path live: one Kubernetes volume source (an inline CSI
     volume, a generic ephemeral volume, or an NFS export), mounted read-only at `mount_path` in
@@ -78,3 +98,4 @@ class ManifestOptions:
     user_cluster_role: str = "gpu-portal-sandbox-user"
     tolerate_gpu_taint: bool = True  # tolerate the common `nvidia.com/gpu:NoSchedule` taint
     model_volume: ModelVolume = field(default_factory=ModelVolume)
+    route: SandboxRoute = field(default_factory=SandboxRoute)

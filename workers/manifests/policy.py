@@ -17,7 +17,7 @@ WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
 QUOTA_NAME = "sandbox-quota"
 LIMIT_RANGE_NAME = "sandbox-limits"
 NETWORK_POLICY_NAME = "sandbox-access"
-JUPYTER_PORT = 8888
+JUPYTER_PORT = 8888  # every web app's port (JupyterLab, code-server)
 SHELL_PORT = 2222
 
 
@@ -41,7 +41,7 @@ def sandbox_port(spec: WorkloadSpec) -> int:
     """The one port users reach: JupyterLab's, the shell server's, or the model server's."""
     if spec.serving is not None:
         return spec.serving.port
-    return JUPYTER_PORT if spec.image_kind == "jupyter" else SHELL_PORT
+    return SHELL_PORT if spec.image_kind == "shell" else JUPYTER_PORT
 
 
 def cpu_quantity(cores: int) -> str:

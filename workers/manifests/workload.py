@@ -63,9 +63,15 @@ def jupyter_base_url(spec: WorkloadSpec) -> str:
     return f"{path}/"
 
 
+def port_name(spec: WorkloadSpec) -> str:
+    """The name of the one port users reach, by image kind."""
+    return {"jupyter": "jupyter", "vscode": "http"}.get(spec.image_kind, "ssh")
+
+
 def sandbox_access(spec: WorkloadSpec, options: ManifestOptions | None = None) -> str:
-    """How the user reaches the sandbox: a URL for Jupyter, an ssh command for a shell."""
-    if spec.image_kind == "jupyter":
+    """How the user reaches the sandbox: a URL for a web app (JupyterLab, VS Code), an ssh
+    command for a shell."""
+    if spec.image_kind in ("jupyter", "vscode"):
         host, path = _access_parts(spec.access_host)
         return f"https://{host}{path}/"
     options = options or ManifestOptions()
@@ -92,6 +98,16 @@ def container_command(spec: WorkloadSpec) -> list[str]:
             f"--ServerApp.root_dir={HOME}",
             "--IdentityProvider.token=",
             "--ServerApp.allow_remote_access=True",
+        ]
+    if spec.image_kind == "vscode":
+        # code-server's own password is off for the same reason; the portal's gate is in front.
+        return [
+            "code-server",
+            f"--bind-addr=0.0.0.0:{JUPYTER_PORT}",
+            "--auth=none",
+            "--disable-telemetry",
+            f"--user-data-dir={HOME}/.local/share/code-server",
+            HOME,
         ]
     return ["/bin/sh", "-c", SHELL_SERVER_SCRIPT]
 
@@ -120,7 +136,7 @@ def pod_template(spec: WorkloadSpec, options: ManifestOptions | None = None) -> 
     seccomp RuntimeDefault (Pod Security `restricted`), home on the PVC, shared memory for
     data loaders."""
     options = options or ManifestOptions()
-    port_name = "jupyter" if spec.image_kind == "jupyter" else "ssh"
+    name = port_name(spec)
     pod_spec = pinned_pod_spec(spec.gpu.node, options, fsGroupChangePolicy="OnRootMismatch")
     pod_spec.update(
         terminationGracePeriodSeconds=30,
@@ -137,9 +153,9 @@ def pod_template(spec: WorkloadSpec, options: ManifestOptions | None = None) -> 
                     # The login name the image should give uid run_as_user (nss_wrapper or similar).
                     {"name": "SANDBOX_USER", "value": shell_user(spec, options)},
                 ],
-                "ports": [{"name": port_name, "containerPort": sandbox_port(spec), "protocol": "TCP"}],
+                "ports": [{"name": name, "containerPort": sandbox_port(spec), "protocol": "TCP"}],
                 "readinessProbe": {
-                    "tcpSocket": {"port": port_name},
+                    "tcpSocket": {"port": name},
                     "periodSeconds": 5,
                     "failureThreshold": 3,
                 },
@@ -187,7 +203,7 @@ def stateful_set_manifest(spec: WorkloadSpec, options: ManifestOptions | None = 
 
 def service_manifest(spec: WorkloadSpec) -> dict:
     """A ClusterIP Service the access path routes to (`sandbox.<namespace>.svc`)."""
-    port_name = "jupyter" if spec.image_kind == "jupyter" else "ssh"
+    name = port_name(spec)
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -195,8 +211,6 @@ def service_manifest(spec: WorkloadSpec) -> dict:
         "spec": {
             "type": "ClusterIP",
             "selector": selector_labels(spec),
-            "ports": [
-                {"name": port_name, "port": sandbox_port(spec), "targetPort": port_name, "protocol": "TCP"}
-            ],
+            "ports": [{"name": name, "port": sandbox_port(spec), "targetPort": name, "protocol": "TCP"}],
         },
     }

@@ -19,6 +19,9 @@ def cluster_config(cluster: Cluster) -> ClusterConfig:
         in_cluster=cluster.in_cluster,
         api_url=cluster.api_url,
         mig_mode=cluster.effective_mig_mode,  # type: ignore[arg-type]
+        sandbox_route=cluster.sandbox_route,  # type: ignore[arg-type]
+        ingress_class=cluster.ingress_class,
+        gateway=cluster.gateway,
     )
 
 

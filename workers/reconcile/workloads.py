@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.utils import timezone
 
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
@@ -110,7 +109,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
     claims = _claims(workload)
     serving = _serving_spec(workload, claims) if workload.kind == WorkloadKind.DEPLOYMENT else None
     namespace = workload.namespace or namespace_for(workload)
-    base = settings.PORTAL_ACCESS_BASE_URL.split("://", 1)[-1].strip("/")
+    domain = workload.cluster.sandbox_base_domain if workload.cluster else ""
     return WorkloadSpec(
         workload_id=workload.pk,
         name=workload.name,
@@ -124,7 +123,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         storage_gb=workload.storage_gb,
         gpu=claims[0],
         expires_at=workload.expires_at,
-        access_host=f"{namespace}.{base}",
+        access_host=f"{namespace}.{domain}",
         user_identity=workload.owner.cluster_identity,
         serving=serving,
     )

@@ -1,0 +1,250 @@
+"""The sandbox gate: who may pass a sandbox's route, asked on every request to every sandbox.
+
+The cluster's ingress asks the portal's check endpoint before each request reaches a sandbox
+(ingress-nginx `auth-url`, a Gateway's ExternalAuth filter). The portal's own session cookie never
+goes to sandbox hosts: it stays on the portal's host. A person signs in at the portal, which sends
+them back to the sandbox with a one-time ticket (60 s, bound to them and to that host); the check
+turns the ticket into a gate cookie of that sandbox host alone (no Domain attribute, so no other
+sandbox and not the portal see it; HttpOnly; signed, holding the user and the host). Every check
+then re-reads who may pass (owner, those they share with, the sandbox running) through a cache of
+a few seconds, so ending or unsharing a sandbox shuts its door within that time, and a password
+change (the session hash in the cookie) signs the person out of every sandbox.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from cachetools import TTLCache
+from django.core import signing
+from django.core.cache import cache
+from django.urls import reverse
+from django.utils import timezone
+
+from portal.accounts.models import User
+from portal.core.errors import NotAllowed, NotFound
+from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
+
+COOKIE = "gpu_portal_sandbox"
+TICKET_PARAM = "portal_ticket"
+TICKET_SECONDS = 60
+COOKIE_SECONDS = 12 * 3600
+FACTS_SECONDS = 5.0
+_TICKET_SALT = "portal.sandboxes.gate.ticket"
+_COOKIE_SALT = "portal.sandboxes.gate.cookie"
+
+
+@dataclass(frozen=True)
+class SandboxDoor:
+    """What the gate needs to know of the sandbox behind a host."""
+
+    workload_id: int
+    owner_id: int
+    allowed: frozenset[int]  # the owner and those they share with
+    state: str
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Person:
+    user_id: int
+    username: str
+    active: bool
+    session_hash: str
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """200 lets the request through as `username`; 401 sends the browser to sign in; 403 refuses.
+    `cookie` is a gate cookie to set (a ticket was just redeemed), for `cookie_seconds`."""
+
+    status: int
+    reason: str
+    username: str = ""
+    cookie: str = ""
+    cookie_seconds: int = 0
+
+
+_doors: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)
+_people: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)
+_lock = threading.Lock()
+
+
+def gate_cache_clear() -> None:
+    """Forget every cached fact (tests; an admin's change is seen within FACTS_SECONDS anyway)."""
+    with _lock:
+        _doors.clear()
+        _people.clear()
+
+
+def sandbox_host(workload: Workload) -> str:
+    """The host a sandbox is reached at: `<namespace>.<its cluster's sandbox domain>`."""
+    if not workload.namespace or workload.cluster is None:
+        return ""
+    return f"{workload.namespace}.{workload.cluster.sandbox_base_domain}"
+
+
+def sandbox_app_url(workload: Workload) -> str:
+    """Where "Open JupyterLab" / "Open VS Code" leads: the portal's sign-in step, which sends
+    the person on to the sandbox's host with a ticket (to the portal's stand-in page on a
+    simulated cluster). "" while the sandbox is not running or has no web app (ssh)."""
+    if workload.state != WorkloadState.RUNNING or workload.image is None:
+        return ""
+    if workload.image.kind == Image.Kind.SHELL:
+        return ""
+    host = sandbox_host(workload)
+    if not host:
+        return ""
+    simulated = workload.cluster is not None and workload.cluster.driver == "simulated"
+    target = reverse("sandbox-simulated", args=[host]) if simulated else f"https://{host}/"
+    return f"{reverse('sandbox-gate-signin')}?{urlencode({'rd': target})}"
+
+
+def url_host(url: str) -> str:
+    """The lower-cased host of a URL (no port), or ""."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def gate_door(host: str) -> SandboxDoor | None:
+    with _lock:
+        if host in _doors:
+            return _doors[host]
+    namespace = host.split(".", 1)[0]
+    workload = (
+        Workload.objects.filter(namespace=namespace, kind=WorkloadKind.SANDBOX)
+        .select_related("cluster")
+        .only("id", "owner_id", "state", "expires_at", "namespace", "cluster")
+        .order_by("-pk")
+        .first()
+    )
+    door = None
+    if workload is not None and sandbox_host(workload) == host:
+        shared = workload.shared_with.values_list("id", flat=True)
+        door = SandboxDoor(
+            workload_id=workload.pk,
+            owner_id=workload.owner_id,
+            allowed=frozenset({workload.owner_id, *shared}),
+            state=workload.state,
+            expires_at=workload.expires_at,
+        )
+    with _lock:
+        _doors[host] = door
+    return door
+
+
+def _person(user_id: int) -> Person | None:
+    with _lock:
+        if user_id in _people:
+            return _people[user_id]
+    user = User.objects.filter(pk=user_id).only("id", "username", "is_active", "password").first()
+    person = None
+    if user is not None:
+        person = Person(user.pk, user.username, user.is_active, user.get_session_auth_hash()[:16])
+    with _lock:
+        _people[user_id] = person
+    return person
+
+
+def _refusal(door: SandboxDoor | None, person: Person, now: datetime) -> str:
+    """Why `person` may not pass `door` now, or "" when they may."""
+    if door is None:
+        return "There is no sandbox at this address."
+    if person.user_id not in door.allowed:
+        return "This sandbox is not shared with you: ask its owner to share it."
+    if door.state != WorkloadState.RUNNING:
+        ended = door.state not in (
+            WorkloadState.PENDING_APPROVAL,
+            WorkloadState.QUEUED,
+            WorkloadState.PROVISIONING,
+        )
+        return "This sandbox has ended." if ended else "This sandbox is not running yet."
+    if door.expires_at is not None and door.expires_at <= now:
+        return "This sandbox has expired."
+    return ""
+
+
+def gate_ticket_issue(*, user: User, url: str) -> str:
+    """A one-time ticket that lets `user` into the sandbox at `url`'s host: the sign-in step.
+    Refused (NotFound, NotAllowed) unless the host is a sandbox they may enter now, so the
+    sign-in redirect can never send anyone to a host that is not a sandbox."""
+    host = url_host(url) if urlsplit(url).scheme in ("http", "https") else ""
+    door = gate_door(host) if host else None
+    if door is None:
+        raise NotFound("There is no sandbox at this address.")
+    person = Person(user.pk, user.username, user.is_active, user.get_session_auth_hash()[:16])
+    reason = _refusal(door, person, timezone.now())
+    if reason:
+        raise NotAllowed(reason)
+    return signing.dumps({"u": user.pk, "h": host, "n": secrets.token_urlsafe(12)}, salt=_TICKET_SALT)
+
+
+def gate_decide(
+    *, host: str, cookie: str = "", ticket: str = "", now: datetime | None = None
+) -> GateDecision:
+    """May the bearer of `cookie` (or of a fresh `ticket`) reach the sandbox at `host`?"""
+    now = now or timezone.now()
+    host = host.lower()
+    door = gate_door(host)
+    if ticket:
+        try:
+            claim = signing.loads(ticket, salt=_TICKET_SALT, max_age=TICKET_SECONDS)
+        except signing.BadSignature:
+            return GateDecision(401, "The sign-in link has expired or is not valid: sign in again.")
+        person = _person(int(claim["u"]))
+        if claim.get("h") != host or person is None or not person.active:
+            return GateDecision(401, "The sign-in link is for another sandbox: sign in again.")
+        if not cache.add(f"gate-ticket:{claim['n']}", 1, TICKET_SECONDS + 5):
+            return GateDecision(401, "The sign-in link was used already: sign in again.")
+        reason = _refusal(door, person, now)
+        if reason:
+            return GateDecision(403, reason, person.username)
+        value = signing.dumps({"u": person.user_id, "h": host, "a": person.session_hash}, salt=_COOKIE_SALT)
+        seconds = COOKIE_SECONDS
+        if door is not None and door.expires_at is not None:
+            seconds = max(1, min(seconds, int((door.expires_at - now).total_seconds())))
+        return GateDecision(200, "", person.username, cookie=value, cookie_seconds=seconds)
+    if not cookie:
+        return GateDecision(401, "Sign in to the portal to open this sandbox.")
+    try:
+        claim = signing.loads(cookie, salt=_COOKIE_SALT, max_age=COOKIE_SECONDS)
+    except signing.BadSignature:
+        return GateDecision(401, "Your sign-in to this sandbox has expired: sign in again.")
+    person = _person(int(claim["u"]))
+    if claim.get("h") != host or person is None or not person.active or person.session_hash != claim.get("a"):
+        return GateDecision(401, "Sign in to the portal again to open this sandbox.")
+    reason = _refusal(door, person, now)
+    return GateDecision(403, reason, person.username) if reason else GateDecision(200, "", person.username)
+
+
+def with_ticket(url: str, ticket: str) -> str:
+    """`url` with the ticket added to its query."""
+    parts = urlsplit(url)
+    query = [
+        (key, value) for key, value in parse_qsl(parts.query, keep_blank_values=True) if key != TICKET_PARAM
+    ]
+    query.append((TICKET_PARAM, ticket))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def without_ticket(url: str) -> str:
+    """`url` with any ticket taken out of its query (what the browser should keep)."""
+    parts = urlsplit(url)
+    query = [
+        (key, value) for key, value in parse_qsl(parts.query, keep_blank_values=True) if key != TICKET_PARAM
+    ]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def ticket_in(url: str) -> str:
+    """The ticket a URL carries, or ""."""
+    for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if key == TICKET_PARAM:
+            return value
+    return ""

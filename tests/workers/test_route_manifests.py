@@ -1,0 +1,99 @@
+"""A sandbox's route: an Ingress with ingress-nginx's forward-auth annotations, or a Gateway API
+HTTPRoute with the ExternalAuth filter, each valid against its pinned schema; VS Code in the
+browser as a web app beside JupyterLab."""
+
+from __future__ import annotations
+
+import copy
+
+import kubernetes_validate
+import pytest
+
+from tests.fakekube import SCHEMA_VERSION
+from tests.fakekube.validation import schema_causes
+from tests.workers.test_manifests import make_serving_spec, make_spec
+from workers.manifests import workload_objects
+from workers.manifests.options import ManifestOptions, SandboxRoute
+from workers.manifests.route import GATEWAY_AUTH_PATH, route_objects
+from workers.manifests.workload import container_command, sandbox_access, service_manifest
+
+HOST = "sbx-42.sandboxes.gpu.internal"
+ROUTE = SandboxRoute(
+    auth_url="http://gpu-portal-web.gpu-portal.svc.cluster.local:8000/auth/sandbox/check",
+    signin_url="https://portal.example.internal/auth/sandbox/signin/",
+)
+
+
+def test_an_ingress_sends_every_request_through_the_portals_check_and_passes_its_cookie_on() -> None:
+    (ingress,) = route_objects(make_spec(), ROUTE)
+    assert kubernetes_validate.validate(ingress, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
+    notes = ingress["metadata"]["annotations"]
+    assert notes["nginx.ingress.kubernetes.io/auth-url"] == ROUTE.auth_url
+    assert notes["nginx.ingress.kubernetes.io/auth-signin"] == ROUTE.signin_url
+    assert notes["nginx.ingress.kubernetes.io/auth-always-set-cookie"] == "true"
+    assert notes["nginx.ingress.kubernetes.io/auth-response-headers"] == "X-Portal-User"
+    spec = ingress["spec"]
+    assert spec["ingressClassName"] == "nginx"
+    assert spec["tls"] == [{"hosts": [HOST]}]  # the controller's default (wildcard) certificate
+    (rule,) = spec["rules"]
+    assert rule["host"] == HOST
+    backend = rule["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": "sandbox", "port": {"number": 8888}}
+    assert service_manifest(make_spec())["spec"]["ports"][0]["port"] == 8888
+
+
+def test_an_httproute_validates_against_the_pinned_gateway_api_schema_with_external_auth() -> None:
+    service, route = route_objects(make_spec(), SandboxRoute(kind="httproute", gateway="edge/sandboxes"))
+    assert schema_causes(route) == []
+    assert kubernetes_validate.validate(service, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
+    assert service["spec"] == {
+        "type": "ExternalName",
+        "externalName": "gpu-portal-web.gpu-portal.svc.cluster.local",
+        "ports": [{"name": "http", "port": 8000, "protocol": "TCP"}],
+    }
+    spec = route["spec"]
+    assert spec["hostnames"] == [HOST]
+    assert spec["parentRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "sandboxes", "namespace": "edge"}
+    ]
+    (rule,) = spec["rules"]
+    (auth,) = rule["filters"]
+    assert auth["type"] == "ExternalAuth"
+    assert auth["externalAuth"]["backendRef"] == {"name": "portal-auth", "port": 8000}  # its own namespace
+    assert auth["externalAuth"]["http"]["path"] == GATEWAY_AUTH_PATH
+    assert rule["backendRefs"] == [{"name": "sandbox", "port": 8888}]
+
+
+def test_the_pinned_schema_refuses_what_a_gateway_api_server_would() -> None:
+    _, route = route_objects(make_spec(), SandboxRoute(kind="httproute"))
+    unknown = copy.deepcopy(route)
+    unknown["spec"]["rules"][0]["filters"][0]["externalAuth"]["timeout"] = "5s"
+    assert schema_causes(unknown)
+    wrong_type = copy.deepcopy(route)
+    wrong_type["spec"]["rules"][0]["filters"][0]["type"] = "ForwardAuth"
+    assert schema_causes(wrong_type)
+
+
+def test_ssh_sandboxes_and_served_models_get_no_sandbox_route() -> None:
+    assert route_objects(make_spec(image_kind="shell"), ROUTE) == []
+    assert "Ingress" not in {obj["kind"] for obj in workload_objects(make_serving_spec(replicas=1))}
+
+
+@pytest.mark.parametrize("kind", ["ingress", "httproute"])
+def test_the_cluster_setting_picks_the_route(kind: str) -> None:
+    options = ManifestOptions(route=SandboxRoute(kind=kind))  # type: ignore[arg-type]
+    kinds = {obj["kind"] for obj in workload_objects(make_spec(), options)}
+    assert ("HTTPRoute" in kinds) == (kind == "httproute") and ("Ingress" in kinds) == (kind == "ingress")
+
+
+def test_vs_code_runs_code_server_without_its_own_password_behind_the_gate() -> None:
+    spec = make_spec(image_kind="vscode", image="codercom/code-server:4.105.1")
+    command = container_command(spec)
+    assert command[0] == "code-server" and "--auth=none" in command and "--bind-addr=0.0.0.0:8888" in command
+    assert sandbox_access(spec) == f"https://{HOST}/"
+    (ingress,) = route_objects(spec, ROUTE)
+    assert ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["port"] == {"number": 8888}
+    statefulset = next(obj for obj in workload_objects(spec) if obj["kind"] == "StatefulSet")
+    container = statefulset["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"] == [{"name": "http", "containerPort": 8888, "protocol": "TCP"}]
+    assert kubernetes_validate.validate(statefulset, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
