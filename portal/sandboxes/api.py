@@ -10,13 +10,21 @@ from rest_framework.response import Response
 
 from portal.core.api import IDEMPOTENCY_KEY
 from portal.core.serializers import validated
+from portal.sandboxes.selectors import sandbox_insight_for
 from portal.sandboxes.serializers import (
     EstimateSerializer,
+    InsightSerializer,
     SandboxRequestSerializer,
     SandboxSerializer,
     SharingSerializer,
 )
-from portal.sandboxes.services import sandbox_estimate, sandbox_request, sandbox_share
+from portal.sandboxes.services import (
+    sandbox_estimate,
+    sandbox_insight_request,
+    sandbox_request,
+    sandbox_restart,
+    sandbox_share,
+)
 from portal.workloads.api import (
     WorkloadApi,
     WorkloadDetailView,
@@ -94,3 +102,41 @@ class SandboxSharingView(_Sandbox, WorkloadApi):
         users = validated(SharingSerializer(data=request.data))["users"]
         sandbox_share(user=request.user, sandbox_id=pk, usernames=users)
         return self.shown(request, pk)
+
+
+@extend_schema_view(post=extend_schema(request=None, responses={200: SandboxSerializer, 409: ENDED}))
+class SandboxRestartView(_Sandbox, WorkloadApi):
+    """A new pod for a running sandbox on the same placement; its home volume is kept."""
+
+    def post(self, request: Request, pk: int) -> Response:
+        sandbox_restart(user=request.user, sandbox_id=pk)
+        return self.shown(request, pk)
+
+
+class SandboxInsightView(generics.GenericAPIView):
+    """The sandbox's recent events and the end of its pod's log, as a worker last read them.
+    POST asks for a fresh read (202); GET again until `pending` is false."""
+
+    serializer_class = InsightSerializer
+
+    def _answer(self, request: Request, pk: int, status: int) -> Response:
+        _, insight = sandbox_insight_for(user=request.user, sandbox_id=pk)
+        empty = {
+            "requested_at": None,
+            "read_at": None,
+            "pending": False,
+            "events": [],
+            "log_tail": "",
+            "error": "",
+        }
+        data = InsightSerializer(insight).data if insight is not None else empty
+        return Response(data, status=status)
+
+    @extend_schema(responses={200: InsightSerializer})
+    def get(self, request: Request, pk: int) -> Response:
+        return self._answer(request, pk, 200)
+
+    @extend_schema(request=None, responses={202: InsightSerializer, 409: ENDED})
+    def post(self, request: Request, pk: int) -> Response:
+        sandbox_insight_request(user=request.user, sandbox_id=pk)
+        return self._answer(request, pk, 202)

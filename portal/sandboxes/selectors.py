@@ -13,12 +13,13 @@ from portal.accounts.models import User
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import current_prices
 from portal.sandboxes.gate import sandbox_app_url
-from portal.workloads.models import Approval, Image, Workload, WorkloadKind, WorkloadState
+from portal.workloads.models import Approval, Image, Workload, WorkloadInsight, WorkloadKind, WorkloadState
 from portal.workloads.selectors import (
     common_row_fields,
     in_scope,
     placement_label,
     workload_detail_for,
+    workload_get_for,
     workload_placement,
     workloads_visible_to,
     workloads_with_details,
@@ -142,3 +143,9 @@ def sandboxes_shared_with(user: User) -> list[Workload]:
             .order_by("-started_at")
         )
     )
+
+
+def sandbox_insight_for(*, user: User, sandbox_id: int) -> tuple[Workload, WorkloadInsight | None]:
+    """A sandbox the user may see and what a worker last read of its pod (None: never asked)."""
+    sandbox = workload_get_for(user=user, workload_id=sandbox_id, kind=WorkloadKind.SANDBOX)
+    return sandbox, WorkloadInsight.objects.filter(workload=sandbox).first()

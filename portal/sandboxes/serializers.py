@@ -106,3 +106,22 @@ class SharingSerializer(serializers.Serializer):
         max_length=200,
         help_text="Usernames of team members who may open the sandbox besides its owner; replaces the list.",
     )
+
+
+class EventLineSerializer(serializers.Serializer):
+    at = serializers.CharField()
+    type = serializers.CharField()
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    object = serializers.CharField()
+
+
+class InsightSerializer(serializers.Serializer):
+    """What a worker last read of a sandbox's pod."""
+
+    requested_at = serializers.DateTimeField(allow_null=True)
+    read_at = serializers.DateTimeField(allow_null=True)
+    pending = serializers.BooleanField(help_text="A fresh read was asked for and has not come yet.")
+    events = EventLineSerializer(many=True, help_text="The newest events of its namespace, oldest first.")
+    log_tail = serializers.CharField(help_text="The last lines of the pod's log.")
+    error = serializers.CharField(help_text="Why the last read failed, if it did.")

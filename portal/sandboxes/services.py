@@ -1,20 +1,26 @@
 """The sandbox kind's entry points: a request and its estimate in the flat fields of the request
-form and the API body, on top of the workload services."""
+form and the API body, on top of the workload services; sharing, restart, and asking a worker
+for its events and log."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import NotRequired, TypedDict, Unpack
 
 from django.db import transaction
+from django.utils import timezone
 
 from portal.accounts.models import User
+from portal.accounts.selectors import can_manage
 from portal.audit.services import audit_record
-from portal.core.errors import NotAllowed, ValidationFailed
-from portal.workloads.models import Workload, WorkloadKind
+from portal.core.errors import Conflict, NotAllowed, ValidationFailed
+from portal.core.jobs import enqueue
+from portal.workloads.models import Workload, WorkloadInsight, WorkloadKind, WorkloadState
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
+    RECONCILE_TASK,
+    RESTARTING,
     Estimate,
     GpuAsk,
     Lifetime,
@@ -22,6 +28,9 @@ from portal.workloads.services import (
     workload_estimate,
     workload_request,
 )
+
+INSIGHT_PATIENCE = timedelta(seconds=15)  # a request not answered in this long is asked again
+LOG_TAIL_CHARS = 20_000  # the end of a log kept for the page
 
 
 class _SandboxAsk(TypedDict):
@@ -104,3 +113,59 @@ def sandbox_share(*, user: User, sandbox_id: int, usernames: list[str]) -> Workl
             detail=f"shared with {', '.join(wanted) or 'nobody'} (was {', '.join(before) or 'nobody'})",
         )
     return sandbox
+
+
+OBSERVE_TASK = "workloads.observe"
+
+
+@transaction.atomic
+def sandbox_restart(*, user: User, sandbox_id: int, now: datetime | None = None) -> Workload:
+    """A new pod for a running sandbox on the same placement: its home volume is kept, its GPUs
+    stay held and billed, and what ran in the old pod stops. The worker deletes the pod, and its
+    StatefulSet makes the new one."""
+    now = now or timezone.now()
+    sandbox = workload_get_for(user=user, workload_id=sandbox_id, lock=True, kind=WorkloadKind.SANDBOX)
+    if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
+        raise NotAllowed("Only the owner, a lead of the team or an admin may restart this sandbox.")
+    if sandbox.state != WorkloadState.RUNNING:
+        raise Conflict(f"Only a running sandbox can be restarted; this one is {sandbox.state}.")
+    if sandbox.restart_requested_at and (
+        sandbox.restarted_at is None or sandbox.restarted_at < sandbox.restart_requested_at
+    ):
+        raise Conflict("A restart of this sandbox is already under way.")
+    Workload.objects.filter(pk=sandbox.pk).update(
+        restart_requested_at=now,
+        message=f"{RESTARTING}: a new pod on {sandbox.node_name}; the home volume is kept.",
+        next_attempt_at=now,
+    )
+    audit_record(actor=user, action="sandbox.restart", obj=sandbox, team=sandbox.team, detail="restart asked")
+    enqueue(RECONCILE_TASK, sandbox.pk)
+    sandbox.refresh_from_db()
+    return sandbox
+
+
+def sandbox_insight_request(*, user: User, sandbox_id: int, now: datetime | None = None) -> WorkloadInsight:
+    """Ask a worker to read the sandbox's recent events and the end of its log (shown on its
+    page). A request while one is being answered is the same request."""
+    now = now or timezone.now()
+    sandbox = workload_get_for(user=user, workload_id=sandbox_id, kind=WorkloadKind.SANDBOX)
+    if sandbox.state not in (WorkloadState.PROVISIONING, WorkloadState.RUNNING):
+        raise Conflict("Events and the log are there only while the sandbox is starting or running.")
+    insight, _ = WorkloadInsight.objects.get_or_create(workload=sandbox)
+    if insight.pending and insight.requested_at and now - insight.requested_at < INSIGHT_PATIENCE:
+        return insight
+    WorkloadInsight.objects.filter(pk=insight.pk).update(requested_at=now)
+    enqueue(OBSERVE_TASK, sandbox.pk)
+    insight.refresh_from_db()
+    return insight
+
+
+def sandbox_insight_record(
+    *, sandbox_id: int, events: list[dict], log_tail: str, error: str = "", now: datetime | None = None
+) -> None:
+    """What a worker read of the sandbox's pod (or why it could not), for its page."""
+    now = now or timezone.now()
+    fields = {"read_at": now, "error": error[:500]}
+    if not error:
+        fields.update(events=events, log_tail=log_tail[-LOG_TAIL_CHARS:])
+    WorkloadInsight.objects.update_or_create(workload_id=sandbox_id, defaults=fields)

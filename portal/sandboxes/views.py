@@ -33,11 +33,18 @@ from portal.sandboxes.selectors import (
     dashboard_sandboxes,
     request_choices,
     sandbox_inside,
+    sandbox_insight_for,
     sandbox_row_for,
     sandbox_rows,
     sandboxes_shared_with,
 )
-from portal.sandboxes.services import sandbox_estimate, sandbox_request, sandbox_share
+from portal.sandboxes.services import (
+    sandbox_estimate,
+    sandbox_insight_request,
+    sandbox_request,
+    sandbox_restart,
+    sandbox_share,
+)
 from portal.workloads.forms import ExtendForm
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.views import workload_list_context
@@ -139,6 +146,36 @@ def sandbox_share_posted(request: HttpRequest, pk: int) -> HttpResponse:
             request, f"Shared with {names}." if names else "Shared with nobody: only you can open it."
         )
     return redirect("sandbox-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def sandbox_restart_posted(request: HttpRequest, pk: int) -> HttpResponse:
+    """A new pod on the same placement, the home kept."""
+    run_service(
+        request,
+        lambda: sandbox_restart(user=request.user, sandbox_id=pk),
+        success="Restarting: a new pod starts on the same GPUs, with your home volume.",
+    )
+    return redirect("sandbox-detail", pk=pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def sandbox_insight_panel(request: HttpRequest, pk: int) -> HttpResponse:
+    """The sandbox's recent events and log tail as a worker last read them; a POST asks for a
+    fresh read (the panel polls until it comes)."""
+    try:
+        if request.method == "POST":
+            sandbox_insight_request(user=request.user, sandbox_id=pk)
+        sandbox, insight = sandbox_insight_for(user=request.user, sandbox_id=pk)
+    except NotFound as error:
+        raise Http404(error.message) from error
+    except DomainError as error:
+        return fragment(request, "sandboxes/partials/insight.html", {"refused": error.message, "pk": pk})
+    return fragment(
+        request, "sandboxes/partials/insight.html", {"sandbox": sandbox, "insight": insight, "pk": pk}
+    )
 
 
 def _original_url(request: HttpRequest) -> str:

@@ -119,6 +119,10 @@ class Workload(models.Model):
     # cluster's provisioning deadline counts from here.
     provisioning_since = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    restart_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="Its owner asked for a new pod on the same placement (home kept)."
+    )
+    restarted_at = models.DateTimeField(null=True, blank=True, help_text="When the worker last restarted it.")
     expiry_warned_at = models.DateTimeField(null=True, blank=True)
     # While terminating: the end state it reaches once the cluster objects are gone.
     ending_as = models.CharField(max_length=20, blank=True)
@@ -184,6 +188,27 @@ class Workload(models.Model):
     def lifetime_hours(self) -> Decimal:
         seconds = Decimal((self.expires_at - self.created_at).total_seconds())
         return (seconds / Decimal(3600)).quantize(Decimal("0.01"))
+
+
+class WorkloadInsight(models.Model):
+    """What the cluster last said about a workload's pod, read by a worker when someone asks:
+    its recent events and the last lines of its log."""
+
+    workload = models.OneToOneField(Workload, on_delete=models.CASCADE, related_name="insight")
+    requested_at = models.DateTimeField(null=True, blank=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+    events = models.JSONField(
+        default=list, blank=True, help_text="[{at, type, reason, message}], newest last."
+    )
+    log_tail = models.TextField(blank=True)
+    error = models.CharField(max_length=500, blank=True, help_text="Why the last read failed, if it did.")
+
+    def __str__(self) -> str:
+        return f"insight of {self.workload_id}"
+
+    @property
+    def pending(self) -> bool:
+        return self.requested_at is not None and (self.read_at is None or self.read_at < self.requested_at)
 
 
 class Approval(models.Model):

@@ -26,6 +26,7 @@ from tests.fakekube.validation import Cause, object_causes, update_causes
 
 SERVICE_ACCOUNT = "system:serviceaccount:gpu-portal:gpu-portal"
 RESET = -1  # a Failure status: drop the connection without answering
+TEXT = "__text__"  # an answer body holding only this key is sent as text/plain (a pod's log)
 # Kinds whose status only the status subresource (controllers, kubelets) may change.
 STATUS_KINDS = frozenset(
     {
@@ -120,6 +121,7 @@ class FakeApi:
         self.requests: list[Recorded] = []
         self.failures: list[Failure] = []
         self.pod_created: list[Callable[[dict], None]] = []  # the scheduler's DRA allocation
+        self.pod_logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its container's log
         self._service_ips = iter(range(10, 65000))
 
     # --- entry point ----------------------------------------------------------------------------
@@ -136,7 +138,7 @@ class FakeApi:
             url.path,
             verb,
             route.resource.group,
-            route.resource.plural,
+            f"{route.resource.plural}/{route.subresource}" if route.subresource else route.resource.plural,
             route.namespace,
             route.name,
             content_type,
@@ -206,6 +208,8 @@ class FakeApi:
     def _dispatch(
         self, method: str, route: Route, query: dict, content_type: str, body: object
     ) -> tuple[int, dict]:
+        if (route.resource.plural, route.subresource, method) == ("pods", "log", "GET"):
+            return 200, {TEXT: self._pod_log(route, query)}
         if route.subresource:
             raise ApiError(404, "NotFound", f"subresource {route.subresource} is not served by the fake")
         if method == "GET" and not route.name:
@@ -223,6 +227,13 @@ class FakeApi:
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {route.resource.plural}")
 
     # --- verbs ------------------------------------------------------------------------------------
+
+    def _pod_log(self, route: Route, query: dict) -> str:
+        """What the kubelet would return of the pod's container log: its last `tailLines` lines."""
+        self._get(route)  # 404 for a pod that is not there
+        lines = self.pod_logs.get((route.namespace, route.name), "").splitlines(keepends=True)
+        tail = int(query.get("tailLines") or 0)
+        return "".join(lines[-tail:] if tail else lines)
 
     def _key(self, resource: Resource, namespace: str, name: str) -> Key:
         return (resource.plural, namespace if resource.namespaced else "", name)
@@ -376,6 +387,12 @@ class FakeApi:
             self.store.delete(key)
             if route.resource.kind in ("StatefulSet", "Deployment"):
                 controllers.collect_owned(self, route.namespace, old["metadata"]["uid"])
+            if route.resource.kind == "Pod":
+                self.pod_logs.pop((route.namespace, route.name), None)
+                for owner in old["metadata"].get("ownerReferences") or []:
+                    owning = self.store.get(("statefulsets", route.namespace, owner.get("name", "")))
+                    if owner.get("kind") == "StatefulSet" and owning is not None:
+                        controllers.start_stateful_set(self, owning)  # its controller makes it again
             return old
         if old["metadata"].get("deletionTimestamp"):
             raise ApiError(

@@ -22,8 +22,9 @@ def collect_owned(api: FakeApi, namespace: str, owner_uid: str) -> None:
 
 
 def start_stateful_set(api: FakeApi, stateful_set: dict) -> None:
-    """Create replica 0 and its claims from the template, as the controller would; a pod the
-    template makes invalid becomes a FailedCreate event instead."""
+    """Create replica 0 and its claims from the template, as the controller would (again when
+    the pod was deleted, keeping its claims); a pod the template makes invalid becomes a
+    FailedCreate event instead."""
     metadata, spec = stateful_set["metadata"], stateful_set["spec"]
     namespace, set_name = metadata["namespace"], metadata["name"]
     pod_name = f"{set_name}-0"
@@ -68,8 +69,9 @@ def start_stateful_set(api: FakeApi, stateful_set: dict) -> None:
         },
         "spec": {**template["spec"], "hostname": pod_name, "subdomain": spec["serviceName"]},
     }
-    for claim in claims:
-        api.create(BY_KIND["PersistentVolumeClaim"], namespace, claim)
+    for claim in claims:  # a claim outlives its pod: a pod made again finds it there
+        if api.store.get(("persistentvolumeclaims", namespace, claim["metadata"]["name"])) is None:
+            api.create(BY_KIND["PersistentVolumeClaim"], namespace, claim)
     if not _create_pod(api, namespace, "StatefulSet", set_name, pod):
         return
     add_event(api, namespace, "StatefulSet", set_name, "SuccessfulCreate", f"create Pod {pod_name} success")

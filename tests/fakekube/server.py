@@ -15,7 +15,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
-from tests.fakekube.api import RESET, Failure, FakeApi, Recorded
+from tests.fakekube.api import RESET, TEXT, Failure, FakeApi, Recorded
 from tests.fakekube.dra import FakeDra
 from tests.fakekube.migmanager import FakeMigManager
 from tests.fakekube.nodes import default_nodes
@@ -52,12 +52,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()
             return
-        data = json.dumps(payload).encode()
+        text = TEXT in payload
+        data = payload[TEXT].encode() if text else json.dumps(payload).encode()
         self.send_response(status)
         retry_after = (payload.get("details") or {}).get("retryAfterSeconds") if status == 429 else None
         if retry_after is not None:
             self.send_header("Retry-After", str(retry_after))
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/plain" if text else "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -232,6 +233,11 @@ class FakeKube:
             "state": state,
             "lastState": last_state or {},
         }
+
+    def set_pod_log(self, namespace: str, text: str, name: str = SANDBOX_POD) -> None:
+        """What the pod's container has written so far (served at its `log` subresource)."""
+        with self.store.lock:
+            self.api.pod_logs[(namespace, name)] = text
 
     def pod_running(self, namespace: str, *, ready: bool = True, name: str = SANDBOX_POD) -> None:
         flag = "True" if ready else "False"

@@ -393,3 +393,18 @@ def test_the_owner_shares_a_sandbox_through_the_api_and_it_shows_who_and_where_t
     assert carol.put(f"{URL}/{created['id']}/sharing", {"users": []}, format="json").status_code == 404
     assert alice.put(f"{URL}/{created['id']}/sharing", {"users": "bob"}, format="json").status_code == 400
     assert alice.get(f"{URL}/{created['id']}").json()["shared_with"] == ["bob"]  # nothing changed
+
+
+def test_restart_and_insight_through_the_api(run_jobs, fleet, alice, carol, slice_body):
+    created = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()
+    empty = alice.get(f"{URL}/{created['id']}/insight").json()
+    assert empty["read_at"] is None and empty["events"] == []
+    asked = run_jobs(lambda: alice.post(f"{URL}/{created['id']}/insight"))
+    assert asked.status_code == 202
+    read = alice.get(f"{URL}/{created['id']}/insight").json()
+    assert read["pending"] is False and read["read_at"] and "[simulated cluster]" in read["log_tail"]
+    assert {"at", "type", "reason", "message", "object"} == set(read["events"][0])
+    restarted = run_jobs(lambda: alice.post(f"{URL}/{created['id']}/restart"))
+    assert restarted.status_code == 200 and restarted.json()["state"] == "running"
+    assert carol.post(f"{URL}/{created['id']}/restart").status_code == 404
+    assert carol.get(f"{URL}/{created['id']}/insight").status_code == 404

@@ -192,3 +192,40 @@ def test_a_degraded_sandbox_says_so_beside_running(researcher_client, researcher
     assert 'class="state state-degraded"' in page and "Degraded: OOM-killed" in page
     dashboard = researcher_client.get("/").content.decode()
     assert 'class="state state-degraded"' in dashboard
+
+
+def test_a_running_sandbox_shows_its_events_and_log_and_can_be_restarted(
+    researcher_client, researcher, fleet, slice_request, run_jobs
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    assert f'hx-post="/sandboxes/{sandbox.pk}/insight/" hx-trigger="load"' in page  # asks once shown
+    assert ">Restart</button>" in page
+
+    panel = run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.pk}/insight/", **HTMX))
+    assert panel.status_code == 200
+    panel = researcher_client.get(f"/sandboxes/{sandbox.pk}/insight/", **HTMX).content.decode()
+    assert 'id="sandbox-events"' in panel and "Scheduled" in panel and "gpu-h100-b" in panel
+    assert "[simulated cluster]" in panel and 'hx-trigger="every 2s"' not in panel  # read: no polling
+
+    response = run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.pk}/restart/", follow=True))
+    assert "Restarting: a new pod starts on the same GPUs" in response.content.decode()
+    sandbox.refresh_from_db()
+    assert sandbox.restarted_at is not None and sandbox.state == WorkloadState.RUNNING
+
+
+def test_events_and_restart_are_for_those_who_see_the_sandbox(
+    other_client, researcher_client, researcher, team, whole_gpus
+):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+    assert other_client.post(f"/sandboxes/{sandbox.pk}/insight/", **HTMX).status_code == 404
+    assert other_client.get(f"/sandboxes/{sandbox.pk}/insight/", **HTMX).status_code == 404
+    refused = other_client.post(f"/sandboxes/{sandbox.pk}/restart/", follow=True).content.decode()
+    assert f"No sandbox {sandbox.pk} that you can see." in refused
+    sandbox.refresh_from_db()
+    assert sandbox.restart_requested_at is None  # nothing changed
+    ended = make_sandbox(
+        owner=researcher, team=team, state=WorkloadState.TERMINATED, gpu_type=whole_gpus[0].gpu_type
+    )
+    panel = researcher_client.post(f"/sandboxes/{ended.pk}/insight/", **HTMX).content.decode()
+    assert "only while the sandbox is starting or running" in panel

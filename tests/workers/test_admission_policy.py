@@ -58,6 +58,20 @@ def test_the_portal_writes_in_its_own_namespaces_only() -> None:
     assert not allowed(
         resource="deployments", operation="DELETE", old={"metadata": {"name": "coredns"}}, namespace=THEIRS
     )
+    # a restart deletes the sandbox's pod: in its own namespace only, and routes likewise
+    pod = {"metadata": {"name": "sandbox-0"}}
+    assert allowed(resource="pods", operation="DELETE", old=pod, namespace=OURS)
+    assert not allowed(
+        resource="pods", operation="DELETE", old={"metadata": {"name": "etcd-0"}}, namespace=THEIRS
+    )
+    assert not allowed(resource="ingresses", obj={"metadata": {"name": "sandbox"}}, namespace=THEIRS)
+    rules = {(tuple(rule["apiGroups"]), resource) for rule in POLICY["spec"]["matchConstraints"]["resourceRules"]
+             for resource in rule["resources"]}  # fmt: skip
+    assert {
+        (("",), "pods"),
+        (("networking.k8s.io",), "ingresses"),
+        (("gateway.networking.k8s.io",), "httproutes"),
+    } <= rules
 
 
 def test_the_portal_makes_and_deletes_only_namespaces_labelled_as_its_own() -> None:

@@ -230,6 +230,8 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     triples the server saw."""
     spec = make_spec()
     driver.apply_workload(spec)
+    driver.workload_insight(spec)  # its events and log tail
+    driver.restart_workload(spec)  # deletes its pod
     driver.apply_workload(
         dataclasses.replace(spec, access_host="moved.sandboxes.example")
     )  # patches the route

@@ -58,6 +58,23 @@ class WorkloadStatus:
 
 
 @dataclass(frozen=True)
+class EventLine:
+    at: str  # ISO time as the cluster gave it
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+    object: str = ""  # what the event is about: "Pod/sandbox-0"
+
+
+@dataclass(frozen=True)
+class PodInsight:
+    """A workload's recent events (oldest first) and the end of its pod's log."""
+
+    events: tuple[EventLine, ...] = ()
+    log_tail: str = ""
+
+
+@dataclass(frozen=True)
 class ManagedNamespace:
     name: str
     workload_id: int | None
@@ -95,6 +112,13 @@ class ClusterDriver(Protocol):
 
     def delete_workload(self, spec: WorkloadSpec) -> bool:
         """Delete the workload's objects; True once nothing of it remains."""
+
+    def restart_workload(self, spec: WorkloadSpec) -> None:
+        """Replace a sandbox's pod: its controller makes a new one on the same node, with the
+        same home volume."""
+
+    def workload_insight(self, spec: WorkloadSpec, *, log_lines: int = 100) -> PodInsight:
+        """The sandbox's recent events and the last `log_lines` lines of its pod's log."""
 
     def workload_manifests(self, spec: WorkloadSpec) -> list[dict]:
         """The objects apply_workload creates, as plain dicts (for dry runs)."""

@@ -24,9 +24,11 @@ from workers.drivers.base import (
     ClusterConfig,
     DiscoveredGpuNode,
     DriverError,
+    EventLine,
     ManagedNamespace,
     MigLayout,
     MigLayoutState,
+    PodInsight,
     WorkloadStatus,
 )
 from workers.drivers.kubernetes_api import DEFAULT_TIMEOUT, KubeApi, KubernetesApiError
@@ -48,7 +50,7 @@ from workers.drivers.kubernetes_nodes import (
     mig_parted_entries,
     written_at_key,
 )
-from workers.drivers.kubernetes_status import serving_status, workload_status
+from workers.drivers.kubernetes_status import event_time, serving_status, workload_status
 from workers.manifests import (
     MANAGED_BY,
     MANAGED_BY_KEY,
@@ -60,7 +62,7 @@ from workers.manifests import (
     workload_objects,
 )
 from workers.manifests.claims import claim_name, uses_dra
-from workers.manifests.names import KIND_KEY
+from workers.manifests.names import KIND_KEY, POD_NAME
 from workers.manifests.serving import (
     HF_TOKEN_SECRET,
     local_model_repository,
@@ -75,12 +77,15 @@ log = logging.getLogger(__name__)
 # grants exactly these; a test holds the two together. `bind` on clusterroles is not a call: the
 # API server demands it (or holding every permission of `edit`) before it lets the portal create
 # RoleBindings to `edit` for sandbox owners.
+INSIGHT_EVENTS = 20  # the newest events shown on a sandbox's page
+
 REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "namespaces"): frozenset({"create", "get", "list", "patch", "delete"}),
     ("", "resourcequotas"): frozenset({"create", "get", "patch"}),
     ("", "limitranges"): frozenset({"create", "get", "patch"}),
     ("", "services"): frozenset({"create", "get", "patch"}),
-    ("", "pods"): frozenset({"list"}),
+    ("", "pods"): frozenset({"list", "delete"}),  # delete: a sandbox restarted on its owner's request
+    ("", "pods/log"): frozenset({"get"}),  # the end of a sandbox's log, on its page
     ("", "events"): frozenset({"list"}),
     ("", "nodes"): frozenset({"get", "list", "patch"}),
     ("", "configmaps"): frozenset({"create", "get", "patch"}),
@@ -365,6 +370,35 @@ class KubernetesDriver:
         if pods and all(_ready(pod) for pod in pods):
             return pods, []
         return pods, self.api.list("Event", namespace)
+
+    def restart_workload(self, spec: WorkloadSpec) -> None:
+        """Delete the sandbox's pod; its StatefulSet makes a new one on the pinned node, which
+        mounts the same home claim."""
+        self.api.delete("Pod", POD_NAME, spec.namespace)
+
+    def workload_insight(self, spec: WorkloadSpec, *, log_lines: int = 100) -> PodInsight:
+        """The namespace's newest events and the pod's log tail (two reads, asked for by a person)."""
+        events = sorted(self.api.list("Event", spec.namespace), key=event_time)[-INSIGHT_EVENTS:]
+        return PodInsight(
+            events=tuple(
+                EventLine(
+                    at=event_time(event),
+                    type=event.get("type", ""),
+                    reason=event.get("reason", ""),
+                    message=(event.get("message") or "").strip()[:300],
+                    object="/".join(
+                        part
+                        for part in (
+                            event.get("involvedObject", {}).get("kind", ""),
+                            event.get("involvedObject", {}).get("name", ""),
+                        )
+                        if part
+                    ),
+                )
+                for event in events
+            ),
+            log_tail=self.api.pod_log(POD_NAME, spec.namespace, tail_lines=log_lines),
+        )
 
     def delete_workload(self, spec: WorkloadSpec) -> bool:
         """Delete the namespace (and with it everything in it); True once it is gone."""

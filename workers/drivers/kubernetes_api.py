@@ -118,6 +118,10 @@ KINDS: dict[str, Kind] = {
 }
 
 
+# A pod's log: read as text, from the pod's `log` subresource (RBAC: get on pods/log).
+POD_LOG = Kind("PodLog", "pods/log", "", k8s.CoreV1Api, "namespaced_pod_log")
+
+
 class KubernetesApiError(DriverError):
     """A DriverError that remembers the HTTP status (0 when no answer came back)."""
 
@@ -232,7 +236,9 @@ class KubeApi:
             self._apis[kind.api] = kind.api(self._api_client)
         return self._apis[kind.api]
 
-    def _call(self, verb: str, kind: Kind, name: str, method: str, *args: Any, **kwargs: Any) -> dict:
+    def _call(
+        self, verb: str, kind: Kind, name: str, method: str, *args: Any, text: bool = False, **kwargs: Any
+    ) -> Any:
         call: Callable[..., Any] = getattr(self._api(kind), f"{method}_{kind.suffix}")
         for attempt in range(THROTTLE_ATTEMPTS):
             try:
@@ -255,6 +261,8 @@ class KubeApi:
                     f"the client refused {verb} {kind.plural}/{name}: {exc}", status=0, retryable=False
                 ) from exc
         log.debug("%s %s/%s on %s", verb, kind.plural, name, self.config.name)
+        if text:
+            return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data or "")
         return json.loads(data) if data else {}
 
     @staticmethod
@@ -278,6 +286,15 @@ class KubeApi:
         except KubernetesApiError as exc:
             if exc.status == 404:
                 return None
+            raise
+
+    def pod_log(self, name: str, namespace: str, *, tail_lines: int) -> str:
+        """The last `tail_lines` lines of the pod's (only) container log; "" where it has none yet."""
+        try:
+            return self._call("get", POD_LOG, name, "read", name, namespace, text=True, tail_lines=tail_lines)
+        except KubernetesApiError as exc:
+            if exc.status in (400, 404):  # no pod, or its container has not started
+                return ""
             raise
 
     def list(self, kind_name: str, namespace: str | None = None, label_selector: str = "") -> list[dict]:

@@ -19,7 +19,7 @@ ADMISSION_REASONS = ("UnexpectedAdmissionError", "NodeAffinity", "OutOf", "NodeS
 CONFIG_ERROR_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
 
 
-def _event_time(event: dict) -> str:
+def event_time(event: dict) -> str:
     return (
         event.get("lastTimestamp")
         or event.get("eventTime")
@@ -40,7 +40,7 @@ def latest_warning(events: list[dict], object_name: str, reasons: frozenset[str]
     ]
     if not warnings:
         return ""
-    return str(max(warnings, key=_event_time).get("message") or "")
+    return str(max(warnings, key=event_time).get("message") or "")
 
 
 def _condition(pod: dict, condition_type: str) -> dict:
@@ -101,7 +101,7 @@ def _pull_events(events: list[dict], object_name: str) -> list[dict]:
 
 def _pull_failure(events: list[dict], object_name: str) -> str:
     found = _pull_events(events, object_name)
-    return str(max(found, key=_event_time).get("message") or "") if found else ""
+    return str(max(found, key=event_time).get("message") or "") if found else ""
 
 
 def pull_attempts(events: list[dict], object_name: str) -> int:

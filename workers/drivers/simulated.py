@@ -15,13 +15,15 @@ from typing import Protocol
 from workers.drivers.base import (
     DiscoveredGpuNode,
     DriverError,
+    EventLine,
     ManagedNamespace,
     MigLayout,
     MigLayoutState,
+    PodInsight,
     WorkloadStatus,
 )
 from workers.manifests import sandbox_access, serving_access, workload_objects
-from workers.manifests.names import KIND_KEY, MANAGED_BY, MANAGED_BY_KEY
+from workers.manifests.names import KIND_KEY, MANAGED_BY, MANAGED_BY_KEY, POD_NAME, WORKLOAD_NAME
 from workers.manifests.options import ManifestOptions
 from workers.manifests.serving import redacted
 from workers.spec import WorkloadSpec
@@ -115,6 +117,42 @@ class SimulatedDriver:
                 if found is not None:
                     created.append(found[1])
         return created
+
+    def restart_workload(self, spec: WorkloadSpec) -> None:
+        """The pod goes and comes back: its StatefulSet is made again, so it starts anew."""
+        self._maybe_fail()
+        found = self.store.get(kind="StatefulSet", namespace=spec.namespace, name=WORKLOAD_NAME)
+        if found is None:
+            raise DriverError(f"{spec.namespace} has no sandbox to restart", retryable=False)
+        self.store.delete(kind="StatefulSet", namespace=spec.namespace, name=WORKLOAD_NAME)
+        self.store.upsert(kind="StatefulSet", namespace=spec.namespace, name=WORKLOAD_NAME, body=found[0])
+
+    def workload_insight(self, spec: WorkloadSpec, *, log_lines: int = 100) -> PodInsight:
+        """What a kubelet would have said of the pod so far, and a log that says it is simulated."""
+        self._maybe_fail()
+        found = self.store.get(kind="StatefulSet", namespace=spec.namespace, name=WORKLOAD_NAME)
+        if found is None:
+            return PodInsight()
+        created = found[1]
+        started = created + timedelta(seconds=self.pod_start_seconds)
+        pod = f"Pod/{POD_NAME}"
+        events = [
+            EventLine(created.isoformat(), "Normal", "SuccessfulCreate", f"create Pod {POD_NAME} success",
+                      f"StatefulSet/{WORKLOAD_NAME}"),
+            EventLine(created.isoformat(), "Normal", "Scheduled",
+                      f"Successfully assigned {spec.namespace}/{POD_NAME} to {spec.gpu.node}", pod),
+            EventLine(created.isoformat(), "Normal", "Pulling", f'Pulling image "{spec.image}"', pod),
+        ]  # fmt: skip
+        log = ["[simulated cluster] no container runs here; a real sandbox's log appears in this place"]
+        if started <= self.clock():
+            events += [
+                EventLine(started.isoformat(), "Normal", "Pulled", f'Successfully pulled image "{spec.image}"', pod),
+                EventLine(started.isoformat(), "Normal", "Started", f"Started container {WORKLOAD_NAME}", pod),
+            ]  # fmt: skip
+            log.append(
+                f"[simulated cluster] {spec.image} started on {spec.gpu.node} at {started:%H:%M:%S} UTC"
+            )
+        return PodInsight(events=tuple(events), log_tail="\n".join(log[-log_lines:]) + "\n")
 
     def delete_workload(self, spec: WorkloadSpec) -> bool:
         self._maybe_fail()

@@ -22,6 +22,7 @@ from portal.workloads.services import (
     workload_observed_health,
     workload_removal_stuck,
     workload_requeue,
+    workload_restart_begun,
 )
 from workers.drivers.base import NODE_GONE, ClusterDriver, DriverError
 from workers.manifests import workload_namespace_name
@@ -238,7 +239,13 @@ NODE_GONE_AFTER = timedelta(minutes=2)
 def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
     """A running sandbox: well, degraded (crashing, OOM-killed, evicted, its objects gone, which
     drift repair puts back), or on a node that left the cluster, which ends it: nothing can run
-    there again, and its GPUs are not the portal's to hold."""
+    there again, and its GPUs are not the portal's to hold. A restart its owner asked for
+    replaces the pod first."""
+    asked = workload.restart_requested_at
+    if asked is not None and (workload.restarted_at is None or workload.restarted_at < asked):
+        driver.restart_workload(spec)
+        workload_restart_begun(workload_id=workload.pk, now=now)
+        return
     status = driver.workload_status(spec)
     if status.phase == "failed" and status.message.startswith(NODE_GONE):
         # Gone on two readings NODE_GONE_AFTER apart (a node re-registering under its name is

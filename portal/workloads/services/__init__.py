@@ -4,6 +4,7 @@ extensions, ends), the worker-driven lifecycle, and the sweep. Other apps import
 from portal.workloads.services.lifecycle import (
     DRAIN_TASK,
     RECONCILE_TASK,
+    RESTARTING,
     workload_approve,
     workload_attempt_failed,
     workload_end,
@@ -16,6 +17,7 @@ from portal.workloads.services.lifecycle import (
     workload_reject,
     workload_removal_stuck,
     workload_requeue,
+    workload_restart_begun,
     workload_try_place,
 )
 from portal.workloads.services.requests import (
@@ -46,6 +48,7 @@ __all__ = [
     "DRAIN_TASK",
     "MAX_REPLICAS",
     "RECONCILE_TASK",
+    "RESTARTING",
     "Estimate",
     "GpuAsk",
     "Lifetime",
@@ -71,6 +74,7 @@ __all__ = [
     "workload_removal_stuck",
     "workload_request",
     "workload_requeue",
+    "workload_restart_begun",
     "workload_terminate",
     "workload_try_place",
     "workloads_due_for_reconcile",

@@ -242,6 +242,21 @@ WATCH_SECONDS = 30.0  # how often a running workload's health is read
 # How long a degraded workload must stay well to count as recovered: a crash loop runs for a
 # while between crashes, and each turn must not read as a recovery.
 RECOVERED_AFTER = timedelta(minutes=10)
+RESTARTING = "Restarting"  # how the message of a sandbox whose pod is being replaced begins
+RESTART_GRACE = timedelta(minutes=10)  # how long a new pod may take before it counts as degraded
+
+
+def _restart_progress(workload: Workload, problem: str, now: datetime) -> dict:
+    """While a pod replaced on its owner's request comes back, what the row should say (the old
+    pod went on purpose: not a degradation, unless the new one takes past RESTART_GRACE); {}
+    when no restart is under way."""
+    if not workload.message.startswith(RESTARTING):
+        return {}
+    if not problem:
+        return {"message": "Running."}
+    if workload.restarted_at is None or now - workload.restarted_at < RESTART_GRACE:
+        return {"message": f"{RESTARTING}: {problem}"[:500], "next_attempt_at": now + timedelta(seconds=3)}
+    return {}
 
 
 def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -> None:
@@ -255,7 +270,10 @@ def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -
     if workload is None:
         return
     fields: dict = {"next_attempt_at": now + timedelta(seconds=WATCH_SECONDS)}
-    if problem:
+    restart = _restart_progress(workload, problem, now)
+    if restart:
+        fields.update(restart)
+    elif problem:
         message = f"Degraded: {problem}"[:500]
         fields.update(message=message, well_since=None)
         if workload.degraded_since is None:
@@ -401,4 +419,17 @@ def workload_attempt_failed(*, workload_id: int, error: str, retryable: bool, no
         last_error=error[:2000],
         next_attempt_at=now + timedelta(seconds=delay),
         message=f"Retrying in {delay} s: {error}"[:500],
+    )
+
+
+def workload_restart_begun(*, workload_id: int, now: datetime) -> None:
+    """The worker replaced the workload's pod as its owner asked: look again in a few seconds."""
+    workload = Workload.objects.filter(pk=workload_id, state=S.RUNNING).first()
+    if workload is None:
+        return
+    Workload.objects.filter(pk=workload_id, state=S.RUNNING).update(
+        restarted_at=now, next_attempt_at=now + timedelta(seconds=3)
+    )
+    audit_record(
+        actor=None, action=f"{workload.kind}.restarted", obj=workload, detail="a new pod was asked for"
     )

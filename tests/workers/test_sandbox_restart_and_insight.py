@@ -1,0 +1,96 @@
+"""A sandbox's restart (a new pod on the same placement, its home claim kept) and its events and
+log tail, end to end over HTTP against the fake API server."""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.audit.models import AuditEvent
+from portal.core.errors import Conflict, NotAllowed, NotFound
+from portal.sandboxes.services import sandbox_insight_request, sandbox_restart
+from portal.workloads.models import Workload, WorkloadInsight, WorkloadState
+from tests.fakekube import FakeKube
+from tests.workers.conftest import WHOLE
+from workers.reconcile.workloads import reconcile_workload
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_restart_replaces_the_pod_on_the_same_node_and_keeps_the_home_claim(
+    fake_kube: FakeKube, running_on_kube, researcher
+):
+    sandbox = running_on_kube(**WHOLE)
+    namespace = sandbox.namespace
+    pod_before = fake_kube.get("Pod", "sandbox-0", namespace)
+    claim_before = fake_kube.get("PersistentVolumeClaim", "home-sandbox-0", namespace)
+    assert pod_before is not None and claim_before is not None
+
+    sandbox_restart(user=researcher, sandbox_id=sandbox.pk)
+    with pytest.raises(Conflict, match="already under way"):  # asked, not yet carried out
+        sandbox_restart(user=researcher, sandbox_id=sandbox.pk)
+    reconcile_workload(sandbox.pk)  # the worker replaces the pod
+    pod_after = fake_kube.get("Pod", "sandbox-0", namespace)
+    assert pod_after["metadata"]["uid"] != pod_before["metadata"]["uid"]  # a new pod
+    assert pod_after["spec"]["affinity"] == pod_before["spec"]["affinity"]  # on the same node
+    claim_after = fake_kube.get("PersistentVolumeClaim", "home-sandbox-0", namespace)
+    assert claim_after["metadata"]["uid"] == claim_before["metadata"]["uid"]  # the same home
+    deletes = [r for r in fake_kube.requests if r.verb == "delete" and r.resource == "pods"]
+    assert [(r.name, r.status) for r in deletes] == [("sandbox-0", 200)]
+
+    reconcile_workload(sandbox.pk)  # the new pod is not ready yet: restarting, not degraded
+    sandbox.refresh_from_db()
+    assert sandbox.state == WorkloadState.RUNNING and sandbox.degraded_since is None
+    assert sandbox.message.startswith("Restarting: ")
+
+    fake_kube.pod_running(namespace)
+    reconcile_workload(sandbox.pk)
+    sandbox.refresh_from_db()
+    assert sandbox.message == "Running." and sandbox.degraded_since is None
+    actions = list(AuditEvent.objects.filter(object_id=str(sandbox.pk)).values_list("action", flat=True))
+    assert "sandbox.restart" in actions and "sandbox.restarted" in actions
+
+
+def test_only_those_who_manage_a_running_sandbox_restart_it(
+    run_jobs, running_on_kube, researcher, lead, other_researcher
+):
+    sandbox = running_on_kube(**WHOLE)
+    with pytest.raises(NotFound):
+        sandbox_restart(user=other_researcher, sandbox_id=sandbox.pk)
+    run_jobs(lambda: sandbox_restart(user=lead, sandbox_id=sandbox.pk))  # a lead of the team may
+    Workload.objects.filter(pk=sandbox.pk).update(state=WorkloadState.TERMINATED)
+    with pytest.raises(Conflict, match="Only a running sandbox"):
+        sandbox_restart(user=researcher, sandbox_id=sandbox.pk)
+    sandbox.shared_with.add(other_researcher)  # sharing lets people in, not act on it
+    with pytest.raises((NotFound, NotAllowed)):
+        sandbox_restart(user=other_researcher, sandbox_id=sandbox.pk)
+
+
+def test_events_and_the_end_of_the_log_are_read_when_asked(
+    run_jobs, fake_kube: FakeKube, running_on_kube, researcher
+):
+    sandbox = running_on_kube(**WHOLE)
+    fake_kube.set_pod_log(sandbox.namespace, "".join(f"step {n}\n" for n in range(250)))
+    before = len(fake_kube.requests)
+    insight = run_jobs(lambda: sandbox_insight_request(user=researcher, sandbox_id=sandbox.pk))
+    insight = WorkloadInsight.objects.get(pk=insight.pk)
+    assert not insight.pending and insight.error == ""
+    lines = insight.log_tail.splitlines()
+    assert len(lines) == 100 and lines[0] == "step 150" and lines[-1] == "step 249"
+    assert any(event["reason"] == "SuccessfulCreate" for event in insight.events)
+    assert all({"at", "type", "reason", "message", "object"} <= set(event) for event in insight.events)
+    seen = {(r.resource, r.verb) for r in fake_kube.requests[before:]}
+    assert seen == {("events", "list"), ("pods/log", "get")}  # two reads, nothing else
+
+
+def test_a_failed_read_says_why_and_keeps_what_was_read_before(
+    run_jobs, fake_kube: FakeKube, running_on_kube, researcher
+):
+    sandbox = running_on_kube(**WHOLE)
+    fake_kube.set_pod_log(sandbox.namespace, "hello\n")
+    run_jobs(lambda: sandbox_insight_request(user=researcher, sandbox_id=sandbox.pk))
+    fake_kube.fail_next(403, method="GET", path_contains=f"/namespaces/{sandbox.namespace}/events")
+    WorkloadInsight.objects.filter(workload=sandbox).update(requested_at=None)
+    run_jobs(lambda: sandbox_insight_request(user=researcher, sandbox_id=sandbox.pk))
+    insight = WorkloadInsight.objects.get(workload=sandbox)
+    assert "may not list events" in insight.error
+    assert insight.log_tail == "hello\n"  # the last good read stays
