@@ -11,7 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("gpu_portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.imports = ("workers.tasks.workloads", "workers.tasks.fleet")
+app.conf.imports = ("workers.tasks.workloads", "workers.tasks.fleet", "workers.tasks.sandboxes")
 app.set_default()
 
 

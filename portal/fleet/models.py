@@ -118,6 +118,17 @@ class Cluster(models.Model):
         "sandbox domain's wildcard certificate. With an Ingress, the controller's default certificate "
         "(ingress-nginx --default-ssl-certificate) is the wildcard one.",
     )
+    user_api_url = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="The API server's address as researchers reach it with kubectl (in sandbox kubeconfigs). "
+        "Empty: the address the workers use.",
+    )
+    user_ca_data = models.TextField(
+        blank=True,
+        help_text="PEM of the CA that signs the API server's certificate, for sandbox kubeconfigs. Empty: "
+        "the CA the workers trust; for a server with a public certificate leave both empty where they agree.",
+    )
     dra_found = models.BooleanField(
         default=False,
         help_text="NVIDIA's DRA driver offered MIG placements on this cluster's nodes at the last discovery.",

@@ -10,10 +10,16 @@ from rest_framework.response import Response
 
 from portal.core.api import IDEMPOTENCY_KEY
 from portal.core.serializers import validated
-from portal.sandboxes.selectors import sandbox_insight_for
+from portal.sandboxes.selectors import (
+    kube_access_usable,
+    kubeconfig_text,
+    sandbox_insight_for,
+    sandbox_kube_access_for,
+)
 from portal.sandboxes.serializers import (
     EstimateSerializer,
     InsightSerializer,
+    KubeconfigSerializer,
     SandboxRequestSerializer,
     SandboxSerializer,
     SharingSerializer,
@@ -21,6 +27,7 @@ from portal.sandboxes.serializers import (
 from portal.sandboxes.services import (
     sandbox_estimate,
     sandbox_insight_request,
+    sandbox_kube_access_request,
     sandbox_request,
     sandbox_restart,
     sandbox_share,
@@ -139,4 +146,39 @@ class SandboxInsightView(generics.GenericAPIView):
     @extend_schema(request=None, responses={202: InsightSerializer, 409: ENDED})
     def post(self, request: Request, pk: int) -> Response:
         sandbox_insight_request(user=request.user, sandbox_id=pk)
+        return self._answer(request, pk, 202)
+
+
+class SandboxKubeconfigView(generics.GenericAPIView):
+    """kubectl access for the sandbox's owner: POST asks for a kubeconfig (202), GET returns it
+    once `state` is `ready`. It opens the sandbox's namespace only (its pod, log, events, exec,
+    port-forward) and stops working when the sandbox ends."""
+
+    serializer_class = KubeconfigSerializer
+
+    def _answer(self, request: Request, pk: int, status: int) -> Response:
+        sandbox, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
+        if access is None:
+            data = {"state": "none", "expires_at": None, "error": "", "kubeconfig": ""}
+        elif access.pending:
+            data = {"state": "pending", "expires_at": None, "error": "", "kubeconfig": ""}
+        elif kube_access_usable(access, sandbox):
+            data = {
+                "state": "ready",
+                "expires_at": access.expires_at,
+                "error": "",
+                "kubeconfig": kubeconfig_text(access, sandbox),
+            }
+        else:
+            error = access.error or "expired, or the sandbox is no longer running: ask for a new one"
+            data = {"state": "failed", "expires_at": access.expires_at, "error": error, "kubeconfig": ""}
+        return Response(KubeconfigSerializer(data).data, status=status, headers={"Cache-Control": "no-store"})
+
+    @extend_schema(responses={200: KubeconfigSerializer})
+    def get(self, request: Request, pk: int) -> Response:
+        return self._answer(request, pk, 200)
+
+    @extend_schema(request=None, responses={202: KubeconfigSerializer, 409: ENDED})
+    def post(self, request: Request, pk: int) -> Response:
+        sandbox_kube_access_request(user=request.user, sandbox_id=pk)
         return self._answer(request, pk, 202)

@@ -3,16 +3,20 @@ costs and placement, the detail row, and what the request form offers."""
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+import yaml
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import current_prices
 from portal.sandboxes.gate import sandbox_app_url
+from portal.sandboxes.models import KubeAccess
 from portal.workloads.models import Approval, Image, Workload, WorkloadInsight, WorkloadKind, WorkloadState
 from portal.workloads.selectors import (
     common_row_fields,
@@ -149,3 +153,55 @@ def sandbox_insight_for(*, user: User, sandbox_id: int) -> tuple[Workload, Workl
     """A sandbox the user may see and what a worker last read of its pod (None: never asked)."""
     sandbox = workload_get_for(user=user, workload_id=sandbox_id, kind=WorkloadKind.SANDBOX)
     return sandbox, WorkloadInsight.objects.filter(workload=sandbox).first()
+
+
+def sandbox_kube_access_for(*, user: User, sandbox_id: int) -> tuple[Workload, KubeAccess | None]:
+    """A sandbox the user may see, and the kubeconfig issued to them for it (None: never asked)."""
+    sandbox = workload_get_for(user=user, workload_id=sandbox_id, kind=WorkloadKind.SANDBOX)
+    return sandbox, KubeAccess.objects.filter(workload=sandbox, user=user).first()
+
+
+def kube_access_usable(access: KubeAccess | None, sandbox: Workload, *, now: datetime | None = None) -> bool:
+    """Whether a kubeconfig can be handed out: issued, not expired, and its sandbox running."""
+    now = now or timezone.now()
+    return (
+        access is not None
+        and not access.pending
+        and not access.error
+        and bool(access.token)
+        and access.expires_at is not None
+        and access.expires_at > now
+        and sandbox.state == WorkloadState.RUNNING
+    )
+
+
+def kubeconfig_text(access: KubeAccess, sandbox: Workload) -> str:
+    """The kubeconfig file: one cluster, one user (the token), one context in the sandbox's
+    namespace."""
+    cluster_name = sandbox.cluster.name if sandbox.cluster else "cluster"
+    user_name = f"{sandbox.owner.username}@{access.namespace}"
+    cluster: dict = {"server": access.server}
+    if access.ca_pem:
+        cluster["certificate-authority-data"] = base64.b64encode(access.ca_pem.encode()).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name, "cluster": cluster}],
+        "users": [{"name": user_name, "user": {"token": access.token}}],
+        "contexts": [
+            {
+                "name": access.namespace,
+                "context": {"cluster": cluster_name, "namespace": access.namespace, "user": user_name},
+            }
+        ],
+        "current-context": access.namespace,
+    }
+    assert access.expires_at is not None
+    header = (
+        f"# GPU Portal: kubectl access to sandbox {sandbox.name} (#{sandbox.pk}), namespace {access.namespace}.\n"
+        f"# Valid until {access.expires_at:%Y-%m-%d %H:%M} UTC, or until the sandbox ends; it may look at the\n"
+        "# sandbox's pod, its log and events, exec into it and port-forward, nothing else.\n"
+    )
+    if access.simulated:
+        header += "# Simulated cluster: there is no API server behind this file; its token opens nothing.\n"
+    return header + yaml.safe_dump(config, sort_keys=False)

@@ -125,3 +125,13 @@ class InsightSerializer(serializers.Serializer):
     events = EventLineSerializer(many=True, help_text="The newest events of its namespace, oldest first.")
     log_tail = serializers.CharField(help_text="The last lines of the pod's log.")
     error = serializers.CharField(help_text="Why the last read failed, if it did.")
+
+
+class KubeconfigSerializer(serializers.Serializer):
+    """The owner's kubeconfig for a sandbox: `pending` while a worker asks the cluster for a
+    token, `ready` with the file, `failed` with the reason, `none` before any was asked for."""
+
+    state = serializers.ChoiceField(choices=["none", "pending", "ready", "failed"])
+    expires_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField()
+    kubeconfig = serializers.CharField(help_text="The file, when ready; empty otherwise.")

@@ -16,6 +16,7 @@ from portal.accounts.selectors import can_manage
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.jobs import enqueue
+from portal.sandboxes.models import KubeAccess
 from portal.workloads.models import Workload, WorkloadInsight, WorkloadKind, WorkloadState
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
@@ -115,7 +116,7 @@ def sandbox_share(*, user: User, sandbox_id: int, usernames: list[str]) -> Workl
     return sandbox
 
 
-OBSERVE_TASK = "workloads.observe"
+OBSERVE_TASK = "sandboxes.observe"
 
 
 @transaction.atomic
@@ -169,3 +170,63 @@ def sandbox_insight_record(
     if not error:
         fields.update(events=events, log_tail=log_tail[-LOG_TAIL_CHARS:])
     WorkloadInsight.objects.update_or_create(workload_id=sandbox_id, defaults=fields)
+
+
+KUBE_ACCESS_TASK = "sandboxes.kube_access"
+KUBE_TOKEN_MAX = timedelta(hours=24)  # a kubeconfig is asked for again after a day at most
+
+
+@transaction.atomic
+def sandbox_kube_access_request(*, user: User, sandbox_id: int, now: datetime | None = None) -> KubeAccess:
+    """Ask a worker for a kubeconfig of the sandbox for its owner: a fresh token of the sandbox's
+    ServiceAccount, good until the sandbox expires (a day at most)."""
+    now = now or timezone.now()
+    sandbox = workload_get_for(user=user, workload_id=sandbox_id, kind=WorkloadKind.SANDBOX)
+    if sandbox.owner_id != user.pk:
+        raise NotAllowed("kubectl access to a sandbox is its owner's alone.")
+    if sandbox.state != WorkloadState.RUNNING:
+        raise Conflict(f"A kubeconfig is issued for a running sandbox; this one is {sandbox.state}.")
+    access, _ = KubeAccess.objects.select_for_update().get_or_create(
+        workload=sandbox, user=user, defaults={"requested_at": now}
+    )
+    KubeAccess.objects.filter(pk=access.pk).update(requested_at=now, error="")
+    audit_record(
+        actor=user, action="sandbox.kubeconfig", obj=sandbox, team=sandbox.team, detail="kubeconfig asked"
+    )
+    enqueue(KUBE_ACCESS_TASK, access.pk)
+    access.refresh_from_db()
+    return access
+
+
+def sandbox_kube_access_issued(
+    *,
+    access_id: int,
+    token: str = "",
+    expires_at: datetime | None = None,
+    server: str = "",
+    ca_pem: str = "",
+    namespace: str = "",
+    simulated: bool = False,
+    error: str = "",
+    now: datetime | None = None,
+) -> None:
+    """What the worker got from the cluster for a kubeconfig (or why it got nothing)."""
+    now = now or timezone.now()
+    fields: dict = {"issued_at": now, "error": error[:500]}
+    if not error:
+        fields.update(
+            token=token,
+            expires_at=expires_at,
+            server=server,
+            ca_pem=ca_pem,
+            namespace=namespace,
+            simulated=simulated,
+        )
+    KubeAccess.objects.filter(pk=access_id).update(**fields)
+
+
+def sandbox_kube_access_revoke(*, sandbox_id: int) -> int:
+    """Forget every kubeconfig of an ended sandbox (its ServiceAccount went with its namespace,
+    which revoked the tokens on the cluster)."""
+    deleted, _ = KubeAccess.objects.filter(workload_id=sandbox_id).delete()
+    return deleted

@@ -12,6 +12,8 @@ urlpatterns = [
     path("sandboxes/<int:pk>/share/", views.sandbox_share_posted, name="sandbox-share"),
     path("sandboxes/<int:pk>/restart/", views.sandbox_restart_posted, name="sandbox-restart"),
     path("sandboxes/<int:pk>/insight/", views.sandbox_insight_panel, name="sandbox-insight"),
+    path("sandboxes/<int:pk>/kubectl/", views.sandbox_kubectl_panel, name="sandbox-kubectl"),
+    path("sandboxes/<int:pk>/kubeconfig/", views.sandbox_kubeconfig_download, name="sandbox-kubeconfig"),
     path("auth/sandbox/check", views.sandbox_gate_check, name="sandbox-gate-check"),
     path("auth/sandbox/gateway/", views.sandbox_gate_external, name="sandbox-gate-external"),
     path("auth/sandbox/gateway/<path:path>", views.sandbox_gate_external),

@@ -31,9 +31,12 @@ from portal.sandboxes.gate import (
 )
 from portal.sandboxes.selectors import (
     dashboard_sandboxes,
+    kube_access_usable,
+    kubeconfig_text,
     request_choices,
     sandbox_inside,
     sandbox_insight_for,
+    sandbox_kube_access_for,
     sandbox_row_for,
     sandbox_rows,
     sandboxes_shared_with,
@@ -41,11 +44,13 @@ from portal.sandboxes.selectors import (
 from portal.sandboxes.services import (
     sandbox_estimate,
     sandbox_insight_request,
+    sandbox_kube_access_request,
     sandbox_request,
     sandbox_restart,
     sandbox_share,
 )
 from portal.workloads.forms import ExtendForm
+from portal.workloads.models import WorkloadState
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.views import workload_list_context
 
@@ -129,6 +134,9 @@ def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
         if row.sandbox.owner_id == request.user.pk and row.sandbox.is_live:
             context["share_choices"] = [m for m in team_members(row.sandbox.team) if m.pk != request.user.pk]
             context["shared_ids"] = {user.pk for user in row.sandbox.shared_with.all()}
+        if row.sandbox.owner_id == request.user.pk and row.sandbox.state == WorkloadState.RUNNING:
+            _, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
+            context["kubectl_panel"] = {"access": access, "usable": kube_access_usable(access, row.sandbox)}
     return page(request, "sandboxes/detail.html", context, fragment="sandboxes/partials/detail_live.html")
 
 
@@ -176,6 +184,39 @@ def sandbox_insight_panel(request: HttpRequest, pk: int) -> HttpResponse:
     return fragment(
         request, "sandboxes/partials/insight.html", {"sandbox": sandbox, "insight": insight, "pk": pk}
     )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def sandbox_kubectl_panel(request: HttpRequest, pk: int) -> HttpResponse:
+    """The owner's kubectl panel: the commands, and a kubeconfig to ask for (POST) and download."""
+    try:
+        if request.method == "POST":
+            sandbox_kube_access_request(user=request.user, sandbox_id=pk)
+        sandbox, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
+    except NotFound as error:
+        raise Http404(error.message) from error
+    except DomainError as error:
+        return fragment(request, "sandboxes/partials/kubectl.html", {"refused": error.message, "pk": pk})
+    context = {"sandbox": sandbox, "access": access, "usable": kube_access_usable(access, sandbox), "pk": pk}
+    return fragment(request, "sandboxes/partials/kubectl.html", context)
+
+
+@login_required
+@require_GET
+def sandbox_kubeconfig_download(request: HttpRequest, pk: int) -> HttpResponse:
+    """The kubeconfig file, for its owner, while it is good."""
+    try:
+        sandbox, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
+    except NotFound as error:
+        raise Http404(error.message) from error
+    if access is None or not kube_access_usable(access, sandbox):
+        reason = "No kubeconfig is ready for this sandbox: ask for one on its page."
+        return render(request, "sandboxes/gate_refused.html", {"reason": reason}, status=404)
+    response = HttpResponse(kubeconfig_text(access, sandbox), content_type="application/yaml")
+    response["Content-Disposition"] = f'attachment; filename="{access.namespace}.kubeconfig"'
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _original_url(request: HttpRequest) -> str:

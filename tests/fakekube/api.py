@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakekube import controllers
@@ -122,6 +123,7 @@ class FakeApi:
         self.failures: list[Failure] = []
         self.pod_created: list[Callable[[dict], None]] = []  # the scheduler's DRA allocation
         self.pod_logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its container's log
+        self.issued_tokens: list[tuple[str, str, int]] = []  # (namespace, account, seconds)
         self._service_ips = iter(range(10, 65000))
 
     # --- entry point ----------------------------------------------------------------------------
@@ -210,6 +212,8 @@ class FakeApi:
     ) -> tuple[int, dict]:
         if (route.resource.plural, route.subresource, method) == ("pods", "log", "GET"):
             return 200, {TEXT: self._pod_log(route, query)}
+        if (route.resource.plural, route.subresource, method) == ("serviceaccounts", "token", "POST"):
+            return 201, self._token_request(route, body)
         if route.subresource:
             raise ApiError(404, "NotFound", f"subresource {route.subresource} is not served by the fake")
         if method == "GET" and not route.name:
@@ -227,6 +231,31 @@ class FakeApi:
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {route.resource.plural}")
 
     # --- verbs ------------------------------------------------------------------------------------
+
+    def _token_request(self, route: Route, body: object) -> dict:
+        """A TokenRequest answered as the API server does: a token of the ServiceAccount, for
+        `expirationSeconds` (10 minutes at least)."""
+        self._get(route)  # 404 for a ServiceAccount that is not there
+        spec = (body or {}).get("spec") or {} if isinstance(body, dict) else {}
+        seconds = int(spec.get("expirationSeconds") or 3600)
+        if seconds < 600:
+            raise ApiError(
+                422,
+                "Invalid",
+                "spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes",
+            )
+        expires = datetime.now(UTC) + timedelta(seconds=seconds)
+        self.issued_tokens.append((route.namespace, route.name, seconds))
+        return {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "metadata": {"name": route.name, "namespace": route.namespace},
+            "spec": {"expirationSeconds": seconds, "audiences": ["https://kubernetes.default.svc"]},
+            "status": {
+                "token": f"fake-token.{route.namespace}.{route.name}.{len(self.issued_tokens)}",
+                "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+        }
 
     def _pod_log(self, route: Route, query: dict) -> str:
         """What the kubelet would return of the pod's container log: its last `tailLines` lines."""

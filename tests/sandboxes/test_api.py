@@ -408,3 +408,16 @@ def test_restart_and_insight_through_the_api(run_jobs, fleet, alice, carol, slic
     assert restarted.status_code == 200 and restarted.json()["state"] == "running"
     assert carol.post(f"{URL}/{created['id']}/restart").status_code == 404
     assert carol.get(f"{URL}/{created['id']}/insight").status_code == 404
+
+
+def test_a_kubeconfig_through_the_api(run_jobs, fleet, alice, bob, slice_body):
+    created = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()
+    url = f"{URL}/{created['id']}/kubeconfig"
+    assert alice.get(url).json() == {"state": "none", "expires_at": None, "error": "", "kubeconfig": ""}
+    asked = run_jobs(lambda: alice.post(url))
+    assert asked.status_code == 202
+    ready = alice.get(url).json()
+    assert ready["state"] == "ready" and ready["kubeconfig"].startswith("# GPU Portal: kubectl access")
+    assert "current-context: " in ready["kubeconfig"]
+    assert bob.post(url).status_code == 403  # a lead: not the owner
+    assert bob.get(url).json()["state"] == "none"  # and none was issued to them

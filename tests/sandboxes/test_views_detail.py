@@ -229,3 +229,27 @@ def test_events_and_restart_are_for_those_who_see_the_sandbox(
     )
     panel = researcher_client.post(f"/sandboxes/{ended.pk}/insight/", **HTMX).content.decode()
     assert "only while the sandbox is starting or running" in panel
+
+
+def test_the_owner_gets_a_kubeconfig_on_the_page_and_only_while_the_sandbox_runs(
+    researcher_client, lead_client, researcher, fleet, slice_request, run_jobs
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    assert 'id="sandbox-kubectl"' in page and "kubectl exec -it sandbox-0 -- bash" in page
+    assert 'id="sandbox-kubectl"' not in lead_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    sandbox.refresh_from_db()
+
+    run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.pk}/kubectl/", **HTMX))
+    panel = researcher_client.get(f"/sandboxes/{sandbox.pk}/kubectl/", **HTMX).content.decode()
+    assert 'id="kubeconfig-download"' in panel and "simulated cluster" in panel
+    download = researcher_client.get(f"/sandboxes/{sandbox.pk}/kubeconfig/")
+    assert download["Content-Disposition"] == f'attachment; filename="{sandbox.namespace}.kubeconfig"'
+    assert b"Simulated cluster: there is no API server" in download.content
+
+    refused = lead_client.post(f"/sandboxes/{sandbox.pk}/kubectl/", **HTMX).content.decode()
+    assert "kubectl access to a sandbox is its owner&#x27;s alone." in refused
+    assert lead_client.get(f"/sandboxes/{sandbox.pk}/kubeconfig/").status_code == 404  # not theirs
+
+    Workload.objects.filter(pk=sandbox.pk).update(state=WorkloadState.TERMINATED)
+    assert researcher_client.get(f"/sandboxes/{sandbox.pk}/kubeconfig/").status_code == 404

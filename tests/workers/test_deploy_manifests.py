@@ -232,6 +232,11 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     driver.apply_workload(spec)
     driver.workload_insight(spec)  # its events and log tail
     driver.restart_workload(spec)  # deletes its pod
+    driver.kubectl_token(spec, seconds=3600)  # a token of its ServiceAccount
+    with fake.store.lock:  # someone let pods mount the account's token: the next apply patches it back
+        key = ("serviceaccounts", spec.namespace, "sandbox-user")
+        account = fake.api.store.get(key)
+        fake.api.store.put(key, {**account, "automountServiceAccountToken": True})
     driver.apply_workload(
         dataclasses.replace(spec, access_host="moved.sandboxes.example")
     )  # patches the route

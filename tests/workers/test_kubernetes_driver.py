@@ -63,7 +63,7 @@ def test_an_unchanged_workload_is_not_applied_again_until_the_drift_cadence(
     )
     kube_driver.apply_workload(SPEC)  # the drift cadence came: read every object, write nothing
     assert versions(fake_kube) == before
-    assert {r.verb for r in fake_kube.requests} == {"get"} and len(fake_kube.requests) == 8
+    assert {r.verb for r in fake_kube.requests} == {"get"} and len(fake_kube.requests) == 10
 
 
 def test_objects_that_went_missing_are_applied_again_on_the_next_pass(

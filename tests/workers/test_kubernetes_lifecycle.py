@@ -30,6 +30,8 @@ SANDBOX_OBJECTS = {
     "ResourceQuota": "sandbox-quota",
     "LimitRange": "sandbox-limits",
     "NetworkPolicy": "sandbox-access",
+    "ServiceAccount": "sandbox-user",
+    "RoleBinding": "sandbox-kubectl",
     "Service": "sandbox",
     "Ingress": "sandbox",
     "StatefulSet": "sandbox",

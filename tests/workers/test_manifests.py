@@ -142,6 +142,8 @@ def test_objects_come_namespace_first_and_workload_last() -> None:
         "LimitRange",
         "NetworkPolicy",
         "RoleBinding",
+        "ServiceAccount",
+        "RoleBinding",
         "Service",
         "Ingress",
         "StatefulSet",
@@ -389,7 +391,8 @@ def test_the_owner_gets_the_sandbox_user_role_only_when_they_have_a_cluster_iden
         {"kind": "ServiceAccount", "name": "runner", "namespace": "ci"}
     ]
     assert role_binding_manifest(make_spec(user_identity="")) is None
-    assert "RoleBinding" not in by_kind(workload_objects(make_spec(user_identity="")))
+    bindings = [obj for obj in workload_objects(make_spec(user_identity="")) if obj["kind"] == "RoleBinding"]
+    assert [binding["metadata"]["name"] for binding in bindings] == ["sandbox-kubectl"]  # kubectl's only
 
 
 def test_limit_range_defaults_fit_inside_the_allocation() -> None:

@@ -1,16 +1,24 @@
-"""A sandbox's restart (a new pod on the same placement, its home claim kept) and its events and
-log tail, end to end over HTTP against the fake API server."""
+"""A sandbox's restart (a new pod on the same placement, its home claim kept), its events and
+log tail, and its owner's kubeconfig, end to end over HTTP against the fake API server."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
+import yaml
 
 from portal.audit.models import AuditEvent
 from portal.core.errors import Conflict, NotAllowed, NotFound
-from portal.sandboxes.services import sandbox_insight_request, sandbox_restart
+from portal.sandboxes.models import KubeAccess
+from portal.sandboxes.selectors import kubeconfig_text
+from portal.sandboxes.services import sandbox_insight_request, sandbox_kube_access_request, sandbox_restart
 from portal.workloads.models import Workload, WorkloadInsight, WorkloadState
+from portal.workloads.services import workload_terminate
+from tests.factories import UserFactory
 from tests.fakekube import FakeKube
 from tests.workers.conftest import WHOLE
+from workers.drivers.factory import get_driver
 from workers.reconcile.workloads import reconcile_workload
 
 pytestmark = pytest.mark.django_db
@@ -94,3 +102,42 @@ def test_a_failed_read_says_why_and_keeps_what_was_read_before(
     insight = WorkloadInsight.objects.get(workload=sandbox)
     assert "may not list events" in insight.error
     assert insight.log_tail == "hello\n"  # the last good read stays
+
+
+def test_a_kubeconfig_carries_a_token_of_the_sandboxs_account_that_dies_with_the_sandbox(
+    run_jobs, fake_kube: FakeKube, running_on_kube, researcher, kube_cluster
+):
+    kube_cluster.user_api_url = "https://k8s.example.internal:6443"
+    kube_cluster.user_ca_data = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    kube_cluster.save()
+    get_driver.cache_clear()
+    sandbox = running_on_kube(**WHOLE)  # 2 hours
+    account = fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace)
+    assert account["automountServiceAccountToken"] is False
+    binding = fake_kube.get("RoleBinding", "sandbox-kubectl", sandbox.namespace)
+    assert binding["roleRef"]["name"] == "gpu-portal-sandbox-user"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "sandbox-user", "namespace": sandbox.namespace}
+    ]
+
+    access = run_jobs(lambda: sandbox_kube_access_request(user=researcher, sandbox_id=sandbox.pk))
+    access = KubeAccess.objects.get(pk=access.pk)
+    assert not access.pending and access.error == ""
+    ((namespace, name, seconds),) = fake_kube.api.issued_tokens
+    assert (namespace, name) == (sandbox.namespace, "sandbox-user") and 7000 < seconds <= 7200  # until expiry
+    assert access.expires_at <= sandbox.expires_at
+    text = kubeconfig_text(access, sandbox)
+    config = yaml.safe_load(text)
+    assert config["clusters"][0]["cluster"]["server"] == "https://k8s.example.internal:6443"
+    ca = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+    assert ca == kube_cluster.user_ca_data
+    assert config["users"][0]["user"]["token"].startswith(f"fake-token.{sandbox.namespace}.sandbox-user.")
+    assert config["contexts"][0]["context"]["namespace"] == sandbox.namespace
+    assert text.startswith("# GPU Portal: kubectl access to sandbox")
+
+    with pytest.raises(NotAllowed, match="owner's alone"):
+        sandbox_kube_access_request(user=UserFactory(is_staff=True, is_superuser=True), sandbox_id=sandbox.pk)
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind="sandbox"))
+    assert fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace) is None  # the tokens are void
+    assert not KubeAccess.objects.filter(workload=sandbox).exists()  # and forgotten
+    get_driver.cache_clear()

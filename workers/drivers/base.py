@@ -7,6 +7,7 @@ them into these specs, and call the driver.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal, Protocol
 
 from workers.spec import WorkloadSpec
@@ -42,6 +43,10 @@ class ClusterConfig:
     sandbox_route: Literal["ingress", "httproute"] = "ingress"
     ingress_class: str = "nginx"
     gateway: str = "gpu-portal/sandboxes"
+    # Where people reach the API server with kubectl, and the CA that signs it (PEM), where they
+    # differ from what the workers use (an in-cluster address, a private CA file).
+    user_api_url: str = ""
+    user_ca_data: str = ""
 
 
 WorkloadPhase = Literal["absent", "pending", "running", "failed", "terminating"]
@@ -72,6 +77,19 @@ class PodInsight:
 
     events: tuple[EventLine, ...] = ()
     log_tail: str = ""
+
+
+@dataclass(frozen=True)
+class KubectlToken:
+    """What a kubeconfig for a sandbox needs: a token of its ServiceAccount, until when it is
+    good, the API server's address and the CA (PEM) that signs it."""
+
+    token: str
+    expires_at: datetime
+    server: str
+    ca_pem: str = ""
+    namespace: str = ""
+    simulated: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,6 +137,9 @@ class ClusterDriver(Protocol):
 
     def workload_insight(self, spec: WorkloadSpec, *, log_lines: int = 100) -> PodInsight:
         """The sandbox's recent events and the last `log_lines` lines of its pod's log."""
+
+    def kubectl_token(self, spec: WorkloadSpec, *, seconds: int) -> KubectlToken:
+        """A token of the sandbox's ServiceAccount, good for `seconds` at most."""
 
     def workload_manifests(self, spec: WorkloadSpec) -> list[dict]:
         """The objects apply_workload creates, as plain dicts (for dry runs)."""

@@ -25,6 +25,7 @@ from workers.drivers.base import (
     DiscoveredGpuNode,
     DriverError,
     EventLine,
+    KubectlToken,
     ManagedNamespace,
     MigLayout,
     MigLayoutState,
@@ -62,6 +63,7 @@ from workers.manifests import (
     workload_objects,
 )
 from workers.manifests.claims import claim_name, uses_dra
+from workers.manifests.kubectl import KUBECTL_ACCOUNT
 from workers.manifests.names import KIND_KEY, POD_NAME
 from workers.manifests.serving import (
     HF_TOKEN_SECRET,
@@ -78,12 +80,15 @@ log = logging.getLogger(__name__)
 # API server demands it (or holding every permission of `edit`) before it lets the portal create
 # RoleBindings to `edit` for sandbox owners.
 INSIGHT_EVENTS = 20  # the newest events shown on a sandbox's page
+MIN_TOKEN_SECONDS = 600  # the shortest token the TokenRequest API issues
 
 REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "namespaces"): frozenset({"create", "get", "list", "patch", "delete"}),
     ("", "resourcequotas"): frozenset({"create", "get", "patch"}),
     ("", "limitranges"): frozenset({"create", "get", "patch"}),
     ("", "services"): frozenset({"create", "get", "patch"}),
+    ("", "serviceaccounts"): frozenset({"create", "get", "patch"}),  # a sandbox's own, for kubectl
+    ("", "serviceaccounts/token"): frozenset({"create"}),  # its short-lived tokens, in kubeconfigs
     ("", "pods"): frozenset({"list", "delete"}),  # delete: a sandbox restarted on its owner's request
     ("", "pods/log"): frozenset({"get"}),  # the end of a sandbox's log, on its page
     ("", "events"): frozenset({"list"}),
@@ -228,7 +233,8 @@ class KubernetesDriver:
             for obj in objects:
                 self._apply(obj)
             kinds = {obj["kind"] for obj in objects}
-            if "RoleBinding" not in kinds:
+            named = {(obj["kind"], obj["metadata"]["name"]) for obj in objects}
+            if ("RoleBinding", ROLE_BINDING_NAME) not in named:
                 self.api.delete("RoleBinding", ROLE_BINDING_NAME, spec.namespace)
             if spec.serving is not None and "Secret" not in kinds:
                 self.api.delete("Secret", HF_TOKEN_SECRET, spec.namespace)
@@ -398,6 +404,24 @@ class KubernetesDriver:
                 for event in events
             ),
             log_tail=self.api.pod_log(POD_NAME, spec.namespace, tail_lines=log_lines),
+        )
+
+    def kubectl_token(self, spec: WorkloadSpec, *, seconds: int) -> KubectlToken:
+        """A TokenRequest for the sandbox's ServiceAccount. The API server may shorten the
+        expiry (never below 10 minutes); deleting the namespace revokes the token at once."""
+        answer = self.api.request_token(
+            KUBECTL_ACCOUNT, spec.namespace, seconds=max(MIN_TOKEN_SECONDS, seconds)
+        )
+        status = answer.get("status") or {}
+        if not status.get("token"):
+            raise DriverError(f"the API server issued no token for {spec.namespace}/{KUBECTL_ACCOUNT}")
+        server, ca = self.api.endpoint()
+        return KubectlToken(
+            token=status["token"],
+            expires_at=datetime.fromisoformat(str(status["expirationTimestamp"]).replace("Z", "+00:00")),
+            server=self.config.user_api_url or server,
+            ca_pem=self.config.user_ca_data or ca,
+            namespace=spec.namespace,
         )
 
     def delete_workload(self, spec: WorkloadSpec) -> bool:

@@ -81,6 +81,7 @@ KINDS: dict[str, Kind] = {
         Kind("Event", "events", "", k8s.CoreV1Api, "namespaced_event"),
         Kind("ConfigMap", "configmaps", "", k8s.CoreV1Api, "namespaced_config_map"),
         Kind("Secret", "secrets", "", k8s.CoreV1Api, "namespaced_secret"),
+        Kind("ServiceAccount", "serviceaccounts", "", k8s.CoreV1Api, "namespaced_service_account"),
         Kind("StatefulSet", "statefulsets", "apps", k8s.AppsV1Api, "namespaced_stateful_set"),
         Kind("Deployment", "deployments", "apps", k8s.AppsV1Api, "namespaced_deployment"),
         Kind(
@@ -120,6 +121,10 @@ KINDS: dict[str, Kind] = {
 
 # A pod's log: read as text, from the pod's `log` subresource (RBAC: get on pods/log).
 POD_LOG = Kind("PodLog", "pods/log", "", k8s.CoreV1Api, "namespaced_pod_log")
+# A ServiceAccount's token (TokenRequest): created at its `token` subresource.
+TOKEN_REQUEST = Kind(
+    "TokenRequest", "serviceaccounts/token", "", k8s.CoreV1Api, "namespaced_service_account_token"
+)
 
 
 class KubernetesApiError(DriverError):
@@ -296,6 +301,30 @@ class KubeApi:
             if exc.status in (400, 404):  # no pod, or its container has not started
                 return ""
             raise
+
+    def request_token(self, account: str, namespace: str, *, seconds: int) -> dict:
+        """A new token of the ServiceAccount, valid `seconds` (the server may shorten it): the
+        TokenRequest as answered, `status.token` and `status.expirationTimestamp` in it."""
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        }
+        return self._call("create", TOKEN_REQUEST, account, "create", account, namespace, body)
+
+    def endpoint(self) -> tuple[str, str]:
+        """The API server's address as this client reaches it, and the CA it trusts (PEM; "" for none)."""
+        if self._api_client is None:
+            self._api_client = k8s.ApiClient(_client_configuration(self.config))
+        configuration = self._api_client.configuration
+        ca = ""
+        if configuration.ssl_ca_cert:
+            try:
+                with open(configuration.ssl_ca_cert, encoding="utf-8") as handle:
+                    ca = handle.read()
+            except OSError:
+                ca = ""
+        return str(configuration.host), ca
 
     def list(self, kind_name: str, namespace: str | None = None, label_selector: str = "") -> list[dict]:
         kind = KINDS[kind_name]

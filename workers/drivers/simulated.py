@@ -16,6 +16,7 @@ from workers.drivers.base import (
     DiscoveredGpuNode,
     DriverError,
     EventLine,
+    KubectlToken,
     ManagedNamespace,
     MigLayout,
     MigLayoutState,
@@ -153,6 +154,20 @@ class SimulatedDriver:
                 f"[simulated cluster] {spec.image} started on {spec.gpu.node} at {started:%H:%M:%S} UTC"
             )
         return PodInsight(events=tuple(events), log_tail="\n".join(log[-log_lines:]) + "\n")
+
+    def kubectl_token(self, spec: WorkloadSpec, *, seconds: int) -> KubectlToken:
+        """No API server stands behind a simulated cluster: a kubeconfig of the right shape,
+        marked as simulated, whose token opens nothing."""
+        self._maybe_fail()
+        if self.store.get(kind="Namespace", namespace="", name=spec.namespace) is None:
+            raise DriverError(f"{spec.namespace} is not in the cluster", retryable=False)
+        return KubectlToken(
+            token=f"simulated-{spec.namespace}",
+            expires_at=self.clock() + timedelta(seconds=seconds),
+            server="https://kubernetes.simulated.invalid",
+            namespace=spec.namespace,
+            simulated=True,
+        )
 
     def delete_workload(self, spec: WorkloadSpec) -> bool:
         self._maybe_fail()

@@ -7,6 +7,7 @@ simulated one stores it. Nothing here touches the network, the ORM or the clock.
 from __future__ import annotations
 
 from workers.manifests.claims import claim_name, resource_claim_manifest, uses_dra
+from workers.manifests.kubectl import kubectl_objects
 from workers.manifests.names import (
     MANAGED_BY,
     MANAGED_BY_KEY,
@@ -86,6 +87,7 @@ def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None)
     if spec.serving is not None:
         objects.extend(serving_workload_objects(spec, options))
         return objects
+    objects.extend(kubectl_objects(spec, options))
     objects.append(service_manifest(spec))
     objects.extend(route_objects(spec, options.route))
     if uses_dra(spec.gpu):

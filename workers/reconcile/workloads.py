@@ -12,6 +12,7 @@ from django.utils import timezone
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
 from portal.fleet.models import MigSlice, Node
 from portal.fleet.services import mig_slices_observed
+from portal.sandboxes.services import sandbox_kube_access_revoke
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
     workload_attempt_failed,
@@ -278,6 +279,7 @@ def _slice_being_cut(workload: Workload) -> MigSlice | None:
 def _teardown(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
     if driver.delete_workload(spec):
         workload_mark_ended(workload_id=workload.pk, now=now)
+        sandbox_kube_access_revoke(sandbox_id=workload.pk)  # its tokens died with the namespace
         return
     workload_removal_stuck(workload_id=workload.pk, now=now)
     Workload.objects.filter(pk=workload.pk, state=WorkloadState.TERMINATING).update(

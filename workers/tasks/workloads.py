@@ -7,7 +7,6 @@ from celery import shared_task
 from django.utils import timezone
 
 from portal.workloads.services import workload_queue_drain, workloads_due_for_reconcile, workloads_sweep
-from workers.reconcile.insight import observe_sandbox
 from workers.reconcile.workloads import reconcile_workload
 
 
@@ -32,9 +31,3 @@ def sweep() -> None:
 def reconcile_due() -> None:
     for workload_id in workloads_due_for_reconcile(now=timezone.now()):
         reconcile.delay(workload_id)
-
-
-@shared_task(name="workloads.observe", ignore_result=True)
-def observe(workload_id: int) -> None:
-    """Read a sandbox's events and log tail for its page, as someone asked."""
-    observe_sandbox(workload_id)

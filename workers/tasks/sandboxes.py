@@ -1,0 +1,21 @@
+"""Sandbox jobs a person asks for on a sandbox's page or the API. Each takes ids, calls one
+reconcile function, and returns."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from workers.reconcile.insight import observe_sandbox
+from workers.reconcile.kube_access import issue_kube_access
+
+
+@shared_task(name="sandboxes.observe", ignore_result=True)
+def observe(workload_id: int) -> None:
+    """Read a sandbox's events and log tail for its page, as someone asked."""
+    observe_sandbox(workload_id)
+
+
+@shared_task(name="sandboxes.kube_access", ignore_result=True)
+def kube_access(access_id: int) -> None:
+    """Issue the kubeconfig its owner asked for."""
+    issue_kube_access(access_id)
