@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -168,38 +170,47 @@ def sandbox_restart_posted(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("sandbox-detail", pk=pk)
 
 
+def _panel(
+    request: HttpRequest, pk: int, template: str, *, ask: Callable[[], object], read: Callable[[], dict]
+) -> HttpResponse:
+    """A panel of the sandbox page that a POST asks a worker to fill (`ask`) and a GET shows
+    (`read`): a refusal is shown in the panel, a sandbox the user may not see is a 404."""
+    try:
+        if request.method == "POST":
+            ask()
+        context = read()
+    except NotFound as error:
+        raise Http404(error.message) from error
+    except DomainError as error:
+        return fragment(request, template, {"refused": error.message, "pk": pk})
+    return fragment(request, template, {**context, "pk": pk})
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def sandbox_insight_panel(request: HttpRequest, pk: int) -> HttpResponse:
     """The sandbox's recent events and log tail as a worker last read them; a POST asks for a
     fresh read (the panel polls until it comes)."""
-    try:
-        if request.method == "POST":
-            sandbox_insight_request(user=request.user, sandbox_id=pk)
+
+    def read() -> dict:
         sandbox, insight = sandbox_insight_for(user=request.user, sandbox_id=pk)
-    except NotFound as error:
-        raise Http404(error.message) from error
-    except DomainError as error:
-        return fragment(request, "sandboxes/partials/insight.html", {"refused": error.message, "pk": pk})
-    return fragment(
-        request, "sandboxes/partials/insight.html", {"sandbox": sandbox, "insight": insight, "pk": pk}
-    )
+        return {"sandbox": sandbox, "insight": insight}
+
+    ask = partial(sandbox_insight_request, user=request.user, sandbox_id=pk)
+    return _panel(request, pk, "sandboxes/partials/insight.html", ask=ask, read=read)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def sandbox_kubectl_panel(request: HttpRequest, pk: int) -> HttpResponse:
     """The owner's kubectl panel: the commands, and a kubeconfig to ask for (POST) and download."""
-    try:
-        if request.method == "POST":
-            sandbox_kube_access_request(user=request.user, sandbox_id=pk)
+
+    def read() -> dict:
         sandbox, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
-    except NotFound as error:
-        raise Http404(error.message) from error
-    except DomainError as error:
-        return fragment(request, "sandboxes/partials/kubectl.html", {"refused": error.message, "pk": pk})
-    context = {"sandbox": sandbox, "access": access, "usable": kube_access_usable(access, sandbox), "pk": pk}
-    return fragment(request, "sandboxes/partials/kubectl.html", context)
+        return {"sandbox": sandbox, "access": access, "usable": kube_access_usable(access, sandbox)}
+
+    ask = partial(sandbox_kube_access_request, user=request.user, sandbox_id=pk)
+    return _panel(request, pk, "sandboxes/partials/kubectl.html", ask=ask, read=read)
 
 
 @login_required
