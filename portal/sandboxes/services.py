@@ -108,7 +108,7 @@ def sandbox_share(*, user: User, sandbox_id: int, usernames: list[str]) -> Workl
         sandbox.shared_with.set(members.values())
         audit_record(
             actor=user,
-            action="share",
+            action="sandbox.share",
             obj=sandbox,
             team=sandbox.team,
             detail=f"shared with {', '.join(wanted) or 'nobody'} (was {', '.join(before) or 'nobody'})",

@@ -120,7 +120,7 @@ def test_a_team_member_it_is_shared_with_gets_in_as_themselves_until_unshared(
     gate_cache_clear()  # the gate re-reads its facts every few seconds
     refused = check(Client(), **{COOKIE: cookie})
     assert refused.status_code == 403 and b"not shared with you" in refused.content
-    events = AuditEvent.objects.filter(object_id=str(sandbox.pk), action="share").order_by("pk")
+    events = AuditEvent.objects.filter(object_id=str(sandbox.pk), action="sandbox.share").order_by("pk")
     assert [event.detail for event in events] == [
         "shared with bob (was nobody)",
         "shared with nobody (was bob)",
@@ -135,7 +135,7 @@ def test_only_the_owner_shares_and_only_with_members_of_the_sandboxs_team(
     with pytest.raises(ValidationFailed, match="Not members of team vision: carol, nobody"):
         sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=["carol", "nobody", "bob"])
     assert not sandbox.shared_with.exists()  # nothing changed
-    assert not AuditEvent.objects.filter(action="share").exists()
+    assert not AuditEvent.objects.filter(action="sandbox.share").exists()
 
 
 @pytest.mark.parametrize(
