@@ -45,6 +45,19 @@ class ServingSpec:
 
 
 @dataclass(frozen=True)
+class HomeVolume:
+    """The owner's persistent home, mounted at /home through the namespace's claim `home`:
+    `volume_name` is its PersistentVolume once one exists (the claim is bound to it), empty for
+    a home the cluster has yet to provision; a new claim on an existing volume asks for
+    `provisioned_gb` (what the volume has), and is grown to `size_gb` once bound."""
+
+    size_gb: int
+    provisioned_gb: int = 0
+    volume_name: str = ""
+    owner: str = ""  # whose home: a label on the volume
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """One workload on one cluster: its namespace, container, resources and GPU claim."""
 
@@ -66,3 +79,5 @@ class WorkloadSpec:
     # Set for a model serving deployment: then `gpu` is the first replica's claim, `image` the
     # runtime's, and the workload is one Deployment per replica instead of a StatefulSet.
     serving: ServingSpec | None = None
+    # A sandbox's persistent home; None: a scratch /home that goes with the sandbox.
+    home: HomeVolume | None = None

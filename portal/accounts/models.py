@@ -38,6 +38,12 @@ class Team(models.Model):
         default=1, help_text="Whole GPUs approved without a lead (a single MIG slice always is)."
     )
     auto_approve_max_hours = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("24"))
+    home_gb_default = models.PositiveIntegerField(
+        default=50, help_text="Size of a member's persistent home volume when their first sandbox makes it."
+    )
+    home_gb_max = models.PositiveIntegerField(
+        default=200, help_text="How far a member may grow their home volume."
+    )
     default_image = models.ForeignKey(
         "workloads.Image", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -10,6 +10,8 @@ from portal.fleet.models import (
     MigSlice,
     Node,
     PriceBookEntry,
+    StorageHold,
+    StoragePrice,
 )
 
 
@@ -54,3 +56,18 @@ class AllocationAdmin(ReadOnlyAdmin):
 
     list_display = ("gpu", "mig_profile", "workload", "team", "user", "started_at", "ended_at", "released_at")
     list_filter = ("team", "gpu_type")
+
+
+@admin.register(StoragePrice)
+class StoragePriceAdmin(admin.ModelAdmin):
+    """Price of persistent storage (home volumes) per GB-month; the newest effective entry applies."""
+
+    list_display = ("price_per_gb_month", "effective_from", "note")
+
+
+@admin.register(StorageHold)
+class StorageHoldAdmin(ReadOnlyAdmin):
+    """Read-only: storage spend derives from these rows."""
+
+    list_display = ("what", "user", "team", "size_gb", "price_per_gb_month", "started_at", "ended_at")
+    list_filter = ("team",)

@@ -52,6 +52,21 @@ class PriceBookEntry(models.Model):
         return f"{self.gpu_type} {self.price_per_hour}/h from {self.effective_from:%Y-%m-%d}"
 
 
+class StoragePrice(models.Model):
+    """Price of persistent storage (sandbox home volumes) per GB-month from a date on; the newest
+    effective entry applies. A GB-month is 730 hours."""
+
+    price_per_gb_month = models.DecimalField(max_digits=10, decimal_places=4)
+    effective_from = models.DateTimeField(unique=True)
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-effective_from"]
+
+    def __str__(self) -> str:
+        return f"{self.price_per_gb_month}/GB-month from {self.effective_from:%Y-%m-%d}"
+
+
 class Cluster(models.Model):
     class MigChangePolicy(models.TextChoices):
         PER_GPU = "per_gpu", "per GPU: change a GPU's layout while other GPUs of its node are busy"
@@ -341,3 +356,24 @@ NODE_MIG_JOB_FIELDS = (
     "mig_layout_failed_version",
     "mig_layout_lease_until",
 )
+
+
+class StorageHold(models.Model):
+    """Persistent storage billed to a user and team: `size_gb` from `started_at` to `ended_at` at
+    the price per GB-month captured when the hold began. A resize ends one hold and starts the
+    next; deleting the volume ends the last. cost = size_gb x hours / 730 x price."""
+
+    user = models.ForeignKey("accounts.User", on_delete=models.PROTECT, related_name="storage_holds")
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="storage_holds")
+    what = models.CharField(max_length=200, help_text="What is stored: 'home of alice'.")
+    size_gb = models.PositiveIntegerField()
+    price_per_gb_month = models.DecimalField(max_digits=10, decimal_places=4)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["team", "started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.size_gb} GB from {self.started_at:%Y-%m-%d %H:%M}"

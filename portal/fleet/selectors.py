@@ -13,7 +13,16 @@ from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
 from portal.fleet.geometry import COMPUTE_SLICES, MEMORY_SLOTS, ProfileShape
-from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node, PriceBookEntry
+from portal.fleet.models import (
+    Allocation,
+    Cluster,
+    Gpu,
+    GpuType,
+    MigSlice,
+    Node,
+    PriceBookEntry,
+    StoragePrice,
+)
 from portal.fleet.placement import GpuView, NoFit, SliceRequest, SliceView, WholeRequest, place
 
 
@@ -29,6 +38,17 @@ def price_per_hour(*, gpu_type: GpuType, at: datetime | None = None) -> Decimal:
         return entry.price_per_hour
     model = gpu_type.model
     return model.list_price_per_hour if model else Decimal("0")
+
+
+# Persistent storage without a price in the book: a typical cloud block-storage list price.
+DEFAULT_STORAGE_PRICE = Decimal("0.10")
+
+
+def storage_price(at: datetime | None = None) -> Decimal:
+    """Price of persistent storage per GB-month at `at`: the newest effective entry."""
+    at = at or timezone.now()
+    entry = StoragePrice.objects.filter(effective_from__lte=at).order_by("-effective_from").first()
+    return entry.price_per_gb_month if entry else DEFAULT_STORAGE_PRICE
 
 
 def current_prices(at: datetime | None = None) -> dict[int, Decimal]:

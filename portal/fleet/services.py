@@ -8,14 +8,20 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 from django.db.models import F
 
-from portal.accounts.models import User
+from portal.accounts.models import Team, User
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, NotFound
 from portal.core.jobs import enqueue
-from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node, dynamic_mig_q
+from portal.fleet.models import Allocation, Cluster, Gpu, GpuType, MigSlice, Node, StorageHold, dynamic_mig_q
 from portal.fleet.placement import NoFit, Placement, SliceRequest, WholeRequest, place
 from portal.fleet.placement.queue import QueuedRequest, drain
-from portal.fleet.selectors import gpu_snapshot, price_per_hour, recent_slice_demand, slice_share
+from portal.fleet.selectors import (
+    gpu_snapshot,
+    price_per_hour,
+    recent_slice_demand,
+    slice_share,
+    storage_price,
+)
 
 if TYPE_CHECKING:  # portal.workloads sits above the fleet: named in annotations only
     from portal.workloads.models import Workload
@@ -437,3 +443,15 @@ def fleet_node_take_over(*, user: User, node_id: int) -> Node:
         detail=f"layout {found} set outside the portal; the portal may now re-partition its idle GPUs",
     )
     return node
+
+
+def storage_hold_start(*, user: User, team: Team, what: str, size_gb: int, at: datetime) -> StorageHold:
+    """Start billing `size_gb` of persistent storage to the user and team, at today's price."""
+    return StorageHold.objects.create(
+        user=user, team=team, what=what, size_gb=size_gb, price_per_gb_month=storage_price(at), started_at=at
+    )
+
+
+def storage_hold_end(*, user: User, what: str, at: datetime) -> int:
+    """Stop billing the user's open hold on `what` (a resize starts the next one)."""
+    return StorageHold.objects.filter(user=user, what=what, ended_at__isnull=True).update(ended_at=at)

@@ -9,7 +9,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.core.api import IDEMPOTENCY_KEY
+from portal.core.errors import NotFound
 from portal.core.serializers import validated
+from portal.sandboxes.models import Home
 from portal.sandboxes.selectors import (
     kube_access_usable,
     kubeconfig_text,
@@ -18,6 +20,9 @@ from portal.sandboxes.selectors import (
 )
 from portal.sandboxes.serializers import (
     EstimateSerializer,
+    HomeDeleteSerializer,
+    HomeResizeSerializer,
+    HomeSerializer,
     InsightSerializer,
     KubeconfigSerializer,
     SandboxRequestSerializer,
@@ -25,6 +30,9 @@ from portal.sandboxes.serializers import (
     SharingSerializer,
 )
 from portal.sandboxes.services import (
+    home_delete,
+    home_of,
+    home_resize,
     sandbox_estimate,
     sandbox_insight_request,
     sandbox_kube_access_request,
@@ -182,3 +190,32 @@ class SandboxKubeconfigView(generics.GenericAPIView):
     def post(self, request: Request, pk: int) -> Response:
         sandbox_kube_access_request(user=request.user, sandbox_id=pk)
         return self._answer(request, pk, 202)
+
+
+class HomeView(generics.GenericAPIView):
+    """Your persistent home volume: 404 until your first sandbox makes it. PATCH grows it within
+    your team's policy; DELETE (with your username as `confirm`) deletes it and everything in it."""
+
+    serializer_class = HomeSerializer
+
+    def _shown(self, request: Request) -> Response:
+        home = home_of(user=request.user)
+        if home is None:
+            raise NotFound("You have no home yet: your first sandbox makes it.")
+        return Response(HomeSerializer(home).data)
+
+    def get(self, request: Request) -> Response:
+        return self._shown(request)
+
+    @extend_schema(request=HomeResizeSerializer, responses={200: HomeSerializer})
+    def patch(self, request: Request) -> Response:
+        home_resize(user=request.user, size_gb=validated(HomeResizeSerializer(data=request.data))["size_gb"])
+        return self._shown(request)
+
+    @extend_schema(request=HomeDeleteSerializer, responses={200: HomeSerializer})
+    def delete(self, request: Request) -> Response:
+        home_delete(user=request.user, confirm=validated(HomeDeleteSerializer(data=request.data))["confirm"])
+        home = (
+            Home.objects.select_related("cluster", "team").filter(user=request.user).order_by("-pk").first()
+        )
+        return Response(HomeSerializer(home).data)

@@ -4,6 +4,7 @@ from portal.sandboxes import api
 
 urlpatterns = [
     path("sandboxes", api.SandboxListView.as_view(), name="api-sandboxes"),
+    path("home", api.HomeView.as_view(), name="api-home"),
     path("sandboxes/estimate", api.SandboxEstimateView.as_view(), name="api-sandbox-estimate"),
     path("sandboxes/<int:pk>", api.SandboxDetailView.as_view(), name="api-sandbox"),
     path("sandboxes/<int:pk>/extend", api.SandboxExtendView.as_view(), name="api-sandbox-extend"),

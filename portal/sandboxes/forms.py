@@ -144,3 +144,11 @@ class SandboxRequestForm(ServiceForm):
         else:
             kwargs["ttl_hours"] = data.get("ttl_hours")
         return kwargs
+
+
+class HomeResizeForm(forms.Form):
+    size_gb = forms.IntegerField(label="New size (GB)", min_value=1, max_value=100_000)
+
+
+class HomeDeleteForm(forms.Form):
+    confirm = forms.CharField(label="Type your username to confirm", max_length=150)

@@ -1,4 +1,4 @@
-"""What only sandboxes keep: kubectl access issued to their owners."""
+"""What only sandboxes keep: kubectl access issued to their owners, and their owners' homes."""
 
 from __future__ import annotations
 
@@ -33,3 +33,46 @@ class KubeAccess(models.Model):
     @property
     def pending(self) -> bool:
         return self.issued_at is None or self.issued_at < self.requested_at
+
+
+class Home(models.Model):
+    """A user's persistent home volume: made on a cluster by their first sandbox there, mounted
+    at /home in each new sandbox of theirs (one at a time: a second sandbox running beside it
+    gets a scratch home), kept when sandboxes end, billed per GB-month until deleted.
+
+    On Kubernetes it is a PersistentVolume kept with reclaim policy Retain, bound in turn to each
+    sandbox's claim `home` (see docs/homes.md)."""
+
+    class State(models.TextChoices):
+        NEW = "new", "being made"
+        READY = "ready", "ready"
+        DELETING = "deleting", "being deleted"
+        DELETED = "deleted", "deleted"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="homes")
+    team = models.ForeignKey(
+        "accounts.Team", on_delete=models.PROTECT, related_name="+", help_text="Billed to."
+    )
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="+")
+    state = models.CharField(max_length=20, choices=State.choices, default=State.NEW)
+    size_gb = models.PositiveIntegerField(help_text="The size its owner wants (and is billed for).")
+    provisioned_gb = models.PositiveIntegerField(default=0, help_text="The size the cluster reports.")
+    volume_name = models.CharField(max_length=253, blank=True, help_text="The PersistentVolume behind it.")
+    attached_to = models.ForeignKey(
+        "workloads.Workload", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    used_gb = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user"], condition=~models.Q(state="deleted"), name="one_home_per_user"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"home of {self.user_id} ({self.size_gb} GB, {self.state})"

@@ -12,12 +12,21 @@ import yaml
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from portal.accounts.models import User
+from portal.accounts.models import Team, User
+from portal.accounts.selectors import user_teams
 from portal.fleet.models import Gpu, GpuType
-from portal.fleet.selectors import current_prices
+from portal.fleet.selectors import current_prices, storage_price
 from portal.sandboxes.gate import sandbox_app_url
-from portal.sandboxes.models import KubeAccess
-from portal.workloads.models import Approval, Image, Workload, WorkloadInsight, WorkloadKind, WorkloadState
+from portal.sandboxes.models import Home, KubeAccess
+from portal.workloads.models import (
+    LIVE_STATES,
+    Approval,
+    Image,
+    Workload,
+    WorkloadInsight,
+    WorkloadKind,
+    WorkloadState,
+)
 from portal.workloads.selectors import (
     common_row_fields,
     in_scope,
@@ -205,3 +214,43 @@ def kubeconfig_text(access: KubeAccess, sandbox: Workload) -> str:
     if access.simulated:
         header += "# Simulated cluster: there is no API server behind this file; its token opens nothing.\n"
     return header + yaml.safe_dump(config, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class HomeFacts:
+    """What the home page shows: the home (None before the first sandbox makes it), the team
+    whose policy sizes it, and what it costs a month at today's price."""
+
+    home: Home | None
+    team: Team | None
+    price_per_gb_month: Decimal
+    holder: Workload | None
+
+    @property
+    def monthly_cost(self) -> Decimal:
+        size = self.home.size_gb if self.home else (self.team.home_gb_default if self.team else 0)
+        return (self.price_per_gb_month * size).quantize(Decimal("0.01"))
+
+
+def home_facts(*, user: User) -> HomeFacts:
+    home = (
+        Home.objects.filter(user=user)
+        .exclude(state=Home.State.DELETED)
+        .select_related("team", "cluster")
+        .first()
+    )
+    team = home.team if home else next(iter(user_teams(user)), None)
+    holder = None
+    if home is not None and home.attached_to_id:
+        holder = Workload.objects.filter(pk=home.attached_to_id, state__in=LIVE_STATES).first()
+    return HomeFacts(home=home, team=team, price_per_gb_month=storage_price(), holder=holder)
+
+
+def sandbox_home_note(sandbox: Workload) -> str:
+    """What /home is in a sandbox, in a line: its owner's home, or a scratch one and why."""
+    home = Home.objects.filter(user_id=sandbox.owner_id).exclude(state=Home.State.DELETED).first()
+    if home is not None and home.attached_to_id == sandbox.pk:
+        return f"{sandbox.owner.username}'s home volume ({home.size_gb} GB), kept when the sandbox ends"
+    if sandbox.storage_gb and sandbox.state in (WorkloadState.PENDING_APPROVAL, WorkloadState.QUEUED):
+        return "the owner's home volume, if no other sandbox of theirs holds it then"
+    return f"a scratch volume ({sandbox.storage_gb} GB) that goes with the sandbox"

@@ -135,3 +135,32 @@ class KubeconfigSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(allow_null=True)
     error = serializers.CharField()
     kubeconfig = serializers.CharField(help_text="The file, when ready; empty otherwise.")
+
+
+class HomeSerializer(serializers.Serializer):
+    """The caller's persistent home volume."""
+
+    state = serializers.CharField(help_text="new, ready, deleting")
+    size_gb = serializers.IntegerField(help_text="What it is billed for; the volume grows to it.")
+    provisioned_gb = serializers.IntegerField(help_text="What the cluster's volume has now.")
+    used_gb = serializers.DecimalField(
+        max_digits=12, decimal_places=2, allow_null=True, help_text="null: not measured"
+    )
+    used_at = serializers.DateTimeField(allow_null=True)
+    cluster = serializers.CharField(source="cluster.name")
+    team = serializers.CharField(source="team.slug", help_text="The team it is billed to.")
+    max_gb = serializers.IntegerField(source="team.home_gb_max", help_text="How far it may grow.")
+    sandbox = serializers.IntegerField(
+        source="attached_to_id", allow_null=True, help_text="The sandbox it was last mounted in."
+    )
+    created_at = serializers.DateTimeField()
+
+
+class HomeResizeSerializer(serializers.Serializer):
+    size_gb = serializers.IntegerField(min_value=1, max_value=100_000)
+
+
+class HomeDeleteSerializer(serializers.Serializer):
+    confirm = serializers.CharField(
+        max_length=150, help_text="Your username: everything in the home is lost."
+    )

@@ -1,7 +1,9 @@
-"""Spend, derived from allocations and the price captured when each hold began.
+"""Spend, derived from holds and the price captured when each began: GPU holds (allocations)
+and storage holds (users' persistent homes).
 
-cost = share of a GPU x hours held x price per GPU-hour, in Decimal; sums are rounded to cents
-only at the end, so many short holds add up to the same figure as one long one.
+GPU: cost = share of a GPU x hours held x price per GPU-hour. Storage: cost = GB x hours held /
+730 x price per GB-month. In Decimal; sums are rounded to cents only at the end, so many short
+holds add up to the same figure as one long one.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from django.utils import timezone
 
 from portal.accounts.models import Team, User
 from portal.accounts.selectors import lead_team_ids
-from portal.fleet.models import Allocation
+from portal.fleet.models import Allocation, StorageHold
 
 CENT = Decimal("0.01")
 SECONDS_PER_HOUR = Decimal(3600)
+HOURS_PER_MONTH = Decimal(730)  # a GB-month, as cloud storage is billed
+STORAGE_KEY, STORAGE_LABEL = "storage", "Persistent storage (homes)"
 GROUPS = ("user", "team", "gpu_type", "day")
 
 
@@ -38,14 +42,20 @@ def hold_cost(
     return price_per_hour * Decimal(numerator) * seconds / (Decimal(denominator) * SECONDS_PER_HOUR)
 
 
+def _held(
+    hold: Allocation | StorageHold, now: datetime, start: datetime | None, end: datetime | None
+) -> tuple[datetime, datetime]:
+    """When a hold (GPU or storage) ran within the window [start, end) (or all of it)."""
+    held_from = hold.started_at if start is None else max(hold.started_at, start)
+    held_to = hold.ended_at or now
+    return held_from, held_to if end is None else min(held_to, end)
+
+
 def allocation_cost(
     allocation: Allocation, *, now: datetime, start: datetime | None = None, end: datetime | None = None
 ) -> Decimal:
     """Unrounded cost of one allocation, optionally clipped to the window [start, end)."""
-    held_from = allocation.started_at if start is None else max(allocation.started_at, start)
-    held_to = allocation.ended_at or now
-    if end is not None:
-        held_to = min(held_to, end)
+    held_from, held_to = _held(allocation, now, start, end)
     return hold_cost(
         price_per_hour=allocation.price_per_hour,
         numerator=allocation.share_numerator,
@@ -53,6 +63,28 @@ def allocation_cost(
         start=held_from,
         end=held_to,
     )
+
+
+def storage_cost(
+    hold: StorageHold, *, now: datetime, start: datetime | None = None, end: datetime | None = None
+) -> Decimal:
+    """Unrounded cost of one storage hold, clipped likewise: size_gb/730 of the GB-month price an hour."""
+    held_from, held_to = _held(hold, now, start, end)
+    return hold_cost(
+        price_per_hour=hold.price_per_gb_month,
+        numerator=hold.size_gb,
+        denominator=int(HOURS_PER_MONTH),
+        start=held_from,
+        end=held_to,
+    )
+
+
+def storage_holds_visible_to(user: User) -> QuerySet[StorageHold]:
+    """The same rule as GPU spend: own, the teams one leads, or everything for admins."""
+    holds = StorageHold.objects.select_related("user", "team")
+    if user.is_platform_admin:
+        return holds
+    return holds.filter(Q(user=user) | Q(team_id__in=lead_team_ids(user)))
 
 
 def hourly_rate(allocations: Iterable[Allocation]) -> Decimal:
@@ -94,6 +126,22 @@ def _days(start: datetime, end: datetime) -> Iterable[tuple[date, datetime, date
         day += timedelta(days=1)
 
 
+def _holds_in(
+    *, user: User, team: Team | None, start: datetime, end: datetime
+) -> Iterable[tuple[Allocation | StorageHold, tuple[str, str]]]:
+    """Every GPU and storage hold the user may see that ran within [start, end), with the key
+    and label of its kind (its GPU type, or storage)."""
+    for holds in (allocations_visible_to(user), storage_holds_visible_to(user)):
+        holds = holds.filter(started_at__lt=end).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+        if team is not None:
+            holds = holds.filter(team=team)
+        for hold in holds:
+            if isinstance(hold, Allocation):
+                yield hold, (hold.gpu_type.slug, hold.gpu_type.name)
+            else:
+                yield hold, (STORAGE_KEY, STORAGE_LABEL)
+
+
 def spend_grouped(
     *,
     user: User,
@@ -103,38 +151,33 @@ def spend_grouped(
     team: Team | None = None,
     now: datetime | None = None,
 ) -> list[SpendRow]:
-    """Spend within [start, end) grouped by user, team, GPU type or day, largest first (days in order)."""
+    """Spend within [start, end) grouped by user, team, GPU type or day, largest first (days in
+    order); storage counts with its user, team and day, and as its own row among GPU types."""
     if group_by not in GROUPS:
         raise ValueError(group_by)
     now = now or timezone.now()
-    allocations = (
-        allocations_visible_to(user)
-        .filter(started_at__lt=end)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
-    )
-    if team is not None:
-        allocations = allocations.filter(team=team)
     cost: dict[str, Decimal] = defaultdict(Decimal)
     hours: dict[str, Decimal] = defaultdict(Decimal)
     labels: dict[str, str] = {}
-    for allocation in allocations:
+    for hold, kind in _holds_in(user=user, team=team, start=start, end=end):
         if group_by == "day":
-            held_to = min(allocation.ended_at or now, end)
-            for day, day_start, day_end in _days(max(allocation.started_at, start), held_to):
-                key = day.isoformat()
-                labels[key] = key
-                cost[key] += allocation_cost(allocation, now=now, start=day_start, end=day_end)
-                hours[key] += _gpu_hours(allocation, day_start, day_end, now)
-            continue
-        if group_by == "user":
-            key, label = allocation.user.username, allocation.user.get_full_name() or allocation.user.username
+            days = _days(*_held(hold, now, start, end))
+            windows = [
+                (day.isoformat(), day.isoformat(), day_start, day_end) for day, day_start, day_end in days
+            ]
+        elif group_by == "user":
+            windows = [(hold.user.username, hold.user.get_full_name() or hold.user.username, start, end)]
         elif group_by == "team":
-            key, label = allocation.team.slug, allocation.team.name
+            windows = [(hold.team.slug, hold.team.name, start, end)]
         else:
-            key, label = allocation.gpu_type.slug, allocation.gpu_type.name
-        labels[key] = label
-        cost[key] += allocation_cost(allocation, now=now, start=start, end=end)
-        hours[key] += _gpu_hours(allocation, start, end, now)
+            windows = [(*kind, start, end)]
+        for key, label, window_start, window_end in windows:
+            labels[key] = label
+            if isinstance(hold, Allocation):
+                cost[key] += allocation_cost(hold, now=now, start=window_start, end=window_end)
+                hours[key] += _gpu_hours(hold, window_start, window_end, now)
+            else:
+                cost[key] += storage_cost(hold, now=now, start=window_start, end=window_end)
     rows = [
         SpendRow(key=key, label=labels[key], cost=to_cents(cost[key]), gpu_hours=hours[key].quantize(CENT))
         for key in cost
@@ -162,6 +205,10 @@ def team_month_spend(*, team: Team, now: datetime | None = None) -> Decimal:
         Q(ended_at__isnull=True) | Q(ended_at__gt=month_start)
     ):
         total += allocation_cost(allocation, now=now, start=month_start)
+    for hold in StorageHold.objects.filter(team=team).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=month_start)
+    ):
+        total += storage_cost(hold, now=now, start=month_start)
     return to_cents(total)
 
 

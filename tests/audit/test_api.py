@@ -53,6 +53,7 @@ def test_a_leads_approval_is_audited_with_the_decider(run_jobs, fleet, alice, bo
         ("bob", "approval.approve", f"approval:{approval['id']}", "vision", "pending", "approved"),
         ("bob", "sandbox.approved", box, "vision", "pending_approval", "queued"),
         ("bob", "sandbox.placed", box, "vision", "queued", "provisioning"),
+        (None, "home.created", "home:1", "vision", "", ""),  # alice's first sandbox makes her home
         (None, "sandbox.running", box, "vision", "provisioning", "running"),
     ]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
-from tests.fakekube import controllers
+from tests.fakekube import controllers, volumes
 from tests.fakekube.admission import admit_pod
 from tests.fakekube.errors import ApiError, status_body
 from tests.fakekube.resources import NAMESPACE, Resource, Route, parse_path
@@ -38,6 +38,7 @@ STATUS_KINDS = frozenset(
         "StatefulSet",
         "Deployment",
         "PersistentVolumeClaim",
+        "PersistentVolume",
         "ResourceClaim",
     }
 )
@@ -339,6 +340,8 @@ class FakeApi:
         if resource.kind == "Pod":
             for hook in self.pod_created:
                 hook(stored)
+        if resource.kind == "PersistentVolumeClaim":
+            volumes.bind_claim(self, stored)
         return self.store.get(key) or stored
 
     def _defaults(self, obj: dict) -> None:
@@ -386,8 +389,14 @@ class FakeApi:
         causes = object_causes(new, resource) + update_causes(old, new, resource)
         if causes:
             raise invalid(resource, route.name, causes)
+        if resource.kind == "PersistentVolumeClaim":
+            volumes.resize_claim(self, old, new)
         self.store.stamp_update(old, new)
-        return self.store.put(self._key(resource, route.namespace, route.name), new)
+        stored = self.store.put(self._key(resource, route.namespace, route.name), new)
+        if resource.kind == "PersistentVolume":
+            volumes.volume_changed(self, stored)
+            return self.store.get(self._key(resource, route.namespace, route.name)) or stored
+        return stored
 
     def _replace(self, route: Route, body: object) -> dict:
         if not isinstance(body, dict):
@@ -438,6 +447,7 @@ class FakeApi:
             self.store.put(key, old)
         else:
             self.store.delete(key)
+            volumes.release_volumes(self, route.name)
             self.store.delete_namespace_contents(route.name)
         return old
 
@@ -446,6 +456,7 @@ class FakeApi:
             for namespace in self.store.list("namespaces"):
                 if namespace["metadata"].get("deletionTimestamp"):
                     self.store.delete(("namespaces", "", namespace["metadata"]["name"]))
+                    volumes.release_volumes(self, namespace["metadata"]["name"])
                     self.store.delete_namespace_contents(namespace["metadata"]["name"])
 
     def add_event(

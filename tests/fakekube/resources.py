@@ -35,6 +35,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("resourcequotas", "ResourceQuota", "", "v1"),
     Resource("limitranges", "LimitRange", "", "v1"),
     Resource("persistentvolumeclaims", "PersistentVolumeClaim", "", "v1"),
+    Resource("persistentvolumes", "PersistentVolume", "", "v1", namespaced=False),
     Resource("statefulsets", "StatefulSet", "apps", "v1"),
     Resource("deployments", "Deployment", "apps", "v1"),
     Resource("networkpolicies", "NetworkPolicy", "networking.k8s.io", "v1"),

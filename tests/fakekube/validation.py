@@ -228,6 +228,13 @@ def update_causes(old: dict, new: dict, resource: Resource) -> list[Cause]:
                     "'minReadySeconds' are forbidden",
                 )
             ]
+    if resource.kind == "PersistentVolumeClaim":
+        keep = ("resources", "volumeName")  # volumeName: the binder fills it in on a claim that named none
+        frozen_old = {k: v for k, v in (old.get("spec") or {}).items() if k not in keep}
+        frozen_new = {k: v for k, v in (new.get("spec") or {}).items() if k not in keep}
+        named = (new.get("spec") or {}).get("volumeName")
+        if frozen_old != frozen_new or (named and named != (old.get("spec") or {}).get("volumeName")):
+            return [("spec", "Forbidden: spec is immutable after creation except resources.requests")]
     if resource.kind == "RoleBinding" and old.get("roleRef") != new.get("roleRef"):
         return [("roleRef", "Invalid value: cannot change roleRef")]
     if resource.kind == "Pod":

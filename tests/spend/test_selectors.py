@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+import time_machine
 
 from portal.fleet.models import Allocation, Gpu
 from portal.spend.selectors import hold_cost, spend_grouped, team_month_spend
@@ -123,3 +124,51 @@ def test_many_short_holds_add_up_like_one_long_one(fleet, h100, team, researcher
             denominator=7,
         )
     assert team_month_spend(team=team, now=datetime(2026, 11, 20, tzinfo=UTC)) == Decimal("0.98")  # 6.88 / 7
+
+
+def test_a_home_is_billed_per_gb_month_beside_gpu_time_exact_to_the_cent(
+    fleet, h100, team, researcher, lead, admin_user
+):
+    from portal.fleet.models import StorageHold
+    from portal.spend.selectors import storage_cost
+
+    # 50 GB for 73 hours at $0.10 per GB-month (730 h): 50 x 73 / 730 x 0.10 = $0.50 exactly
+    home = StorageHold.objects.create(
+        user=researcher, team=team, what="home of alice", size_gb=50, price_per_gb_month=Decimal("0.10"),
+        started_at=T0, ended_at=T0 + timedelta(hours=73),
+    )  # fmt: skip
+    assert storage_cost(home, now=T0) == Decimal("0.5")
+    # grown to 120 GB: 120 x 1 h / 730 x 0.10 = 0.016438...; three such hours add to the cent only in the total
+    for n in range(3):
+        StorageHold.objects.create(
+            user=researcher, team=team, what="home of alice", size_gb=120, price_per_gb_month=Decimal("0.10"),
+            started_at=T0 + timedelta(hours=73 + n), ended_at=T0 + timedelta(hours=74 + n),
+        )  # fmt: skip
+    hold(user=lead, team=team, gpu_type=h100, hours=1)  # $6.88 of GPU time
+    window = {"start": datetime(2026, 11, 1, tzinfo=UTC), "end": datetime(2026, 12, 1, tzinfo=UTC)}
+    storage = Decimal("0.5") + Decimal(360) / Decimal(7300)  # 0.549315...
+
+    by_type = spend_grouped(user=admin_user, group_by="gpu_type", **window)
+    assert [(r.key, r.cost, r.gpu_hours) for r in by_type] == [
+        ("h100-80gb", Decimal("6.88"), Decimal("1.00")),
+        ("storage", Decimal("0.55"), Decimal("0.00")),
+    ]
+    by_user = spend_grouped(user=admin_user, group_by="user", **window)
+    assert [(r.key, r.cost) for r in by_user] == [("bob", Decimal("6.88")), ("alice", Decimal("0.55"))]
+    by_team = spend_grouped(user=admin_user, group_by="team", **window)
+    assert [(r.key, r.cost) for r in by_team] == [
+        ("vision", (Decimal("6.88") + storage).quantize(Decimal("0.01")))
+    ]
+    by_day = spend_grouped(user=admin_user, group_by="day", **window)
+    # each day rounded on its own: 6.88 + 2 h of 50 GB; 24 h; 24 h; 23 h of 50 GB + 1 h of 120 GB; 2 h of 120 GB
+    assert [(r.key, r.cost) for r in by_day] == [
+        ("2026-11-10", Decimal("6.89")),
+        ("2026-11-11", Decimal("0.16")),
+        ("2026-11-12", Decimal("0.16")),
+        ("2026-11-13", Decimal("0.17")),
+        ("2026-11-14", Decimal("0.03")),
+    ]
+    with time_machine.travel(datetime(2026, 11, 30, tzinfo=UTC)):
+        assert team_month_spend(team=team) == Decimal("7.43")  # the budget counts storage too
+    assert spend_grouped(user=lead, group_by="user", **window)[1].key == "alice"  # a lead sees the team's
+    assert [r.key for r in spend_grouped(user=researcher, group_by="gpu_type", **window)] == ["storage"]

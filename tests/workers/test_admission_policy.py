@@ -130,3 +130,23 @@ def test_the_portal_may_not_claim_a_namespace_nor_loosen_its_pod_security() -> N
     }
     assert not allowed(resource="namespaces", operation="UPDATE", obj=loose, old=strict)
     assert allowed(resource="namespaces", operation="UPDATE", obj=strict, old=strict)
+
+
+def test_the_portal_touches_only_the_volumes_of_its_sandboxes_homes() -> None:
+    home = {
+        "metadata": {"name": "pvc-1", "labels": {"app.kubernetes.io/managed-by": "gpu-portal"}},
+        "spec": {},
+    }
+    first = {
+        "metadata": {"name": "pvc-2"},
+        "spec": {"claimRef": {"namespace": "sbx-vision-a-1", "name": "home"}},
+    }
+    database = {
+        "metadata": {"name": "pvc-3"},
+        "spec": {"claimRef": {"namespace": "gpu-portal", "name": "pg"}},
+    }
+    assert allowed(resource="persistentvolumes", operation="UPDATE", obj=home, old=home)
+    assert allowed(resource="persistentvolumes", operation="UPDATE", obj=first, old=first)  # labels it
+    assert allowed(resource="persistentvolumes", operation="DELETE", old=home)
+    assert not allowed(resource="persistentvolumes", operation="DELETE", old=database)
+    assert not allowed(resource="persistentvolumes", operation="UPDATE", obj=database, old=database)

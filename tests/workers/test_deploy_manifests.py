@@ -23,6 +23,7 @@ from tests.workers.test_manifests import SLICE, make_serving_spec, make_spec
 from workers.drivers.kubernetes import REQUIRED_PERMISSIONS, KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import MIG_CONFIG_KEY, merge_mig_config
 from workers.manifests.options import ManifestOptions, SandboxRoute
+from workers.spec import HomeVolume
 
 fake_kube = fixtures.fake_kube
 kube_driver = fixtures.kube_driver
@@ -233,6 +234,21 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     driver.workload_insight(spec)  # its events and log tail
     driver.restart_workload(spec)  # deletes its pod
     driver.kubectl_token(spec, seconds=3600)  # a token of its ServiceAccount
+    # a persistent home: provisioned, kept, grown, moved to the owner's next sandbox, deleted
+    homed = dataclasses.replace(
+        spec, workload_id=80, namespace="sbx-vision-homed-80", home=HomeVolume(size_gb=50, owner="alice")
+    )
+    driver.apply_workload(homed)  # creates the claim
+    state = driver.home_state(homed)  # reads it and its volume; keeps the volume (Retain)
+    grown = dataclasses.replace(
+        homed, home=HomeVolume(size_gb=80, provisioned_gb=50, volume_name=state.volume_name, owner="alice")
+    )
+    driver.home_state(grown)  # patches the claim's size
+    driver.delete_workload(grown)
+    moved = dataclasses.replace(grown, workload_id=81, namespace="sbx-vision-homed-81")
+    driver.apply_workload(moved)  # points the volume at the new claim
+    driver.delete_workload(moved)
+    driver.delete_home(state.volume_name)  # deletes the volume
     with fake.store.lock:  # someone let pods mount the account's token: the next apply patches it back
         key = ("serviceaccounts", spec.namespace, "sandbox-user")
         account = fake.api.store.get(key)

@@ -34,6 +34,7 @@ SANDBOX_OBJECTS = {
     "RoleBinding": "sandbox-kubectl",
     "Service": "sandbox",
     "Ingress": "sandbox",
+    "PersistentVolumeClaim": "home",
     "StatefulSet": "sandbox",
 }
 

@@ -30,7 +30,7 @@ def test_a_restart_replaces_the_pod_on_the_same_node_and_keeps_the_home_claim(
     sandbox = running_on_kube(**WHOLE)
     namespace = sandbox.namespace
     pod_before = fake_kube.get("Pod", "sandbox-0", namespace)
-    claim_before = fake_kube.get("PersistentVolumeClaim", "home-sandbox-0", namespace)
+    claim_before = fake_kube.get("PersistentVolumeClaim", "home", namespace)
     assert pod_before is not None and claim_before is not None
 
     sandbox_restart(user=researcher, sandbox_id=sandbox.pk)
@@ -40,7 +40,7 @@ def test_a_restart_replaces_the_pod_on_the_same_node_and_keeps_the_home_claim(
     pod_after = fake_kube.get("Pod", "sandbox-0", namespace)
     assert pod_after["metadata"]["uid"] != pod_before["metadata"]["uid"]  # a new pod
     assert pod_after["spec"]["affinity"] == pod_before["spec"]["affinity"]  # on the same node
-    claim_after = fake_kube.get("PersistentVolumeClaim", "home-sandbox-0", namespace)
+    claim_after = fake_kube.get("PersistentVolumeClaim", "home", namespace)
     assert claim_after["metadata"]["uid"] == claim_before["metadata"]["uid"]  # the same home
     deletes = [r for r in fake_kube.requests if r.verb == "delete" and r.resource == "pods"]
     assert [(r.name, r.status) for r in deletes] == [("sandbox-0", 200)]

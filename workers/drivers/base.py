@@ -93,6 +93,16 @@ class KubectlToken:
 
 
 @dataclass(frozen=True)
+class HomeState:
+    """A sandbox's home as the cluster has it: its volume once bound, and how big it is."""
+
+    bound: bool
+    volume_name: str = ""
+    capacity_gb: int = 0
+    used_gb: float | None = None  # None: the cluster does not say
+
+
+@dataclass(frozen=True)
 class ManagedNamespace:
     name: str
     workload_id: int | None
@@ -140,6 +150,13 @@ class ClusterDriver(Protocol):
 
     def kubectl_token(self, spec: WorkloadSpec, *, seconds: int) -> KubectlToken:
         """A token of the sandbox's ServiceAccount, good for `seconds` at most."""
+
+    def home_state(self, spec: WorkloadSpec) -> HomeState:
+        """The sandbox's home claim: bound to which volume, how big; keeps the volume past the
+        sandbox (reclaim policy Retain) and grows the claim to the home's size."""
+
+    def delete_home(self, volume_name: str) -> bool:
+        """Delete a home volume no claim holds, with its storage; True once it is gone."""
 
     def workload_manifests(self, spec: WorkloadSpec) -> list[dict]:
         """The objects apply_workload creates, as plain dicts (for dry runs)."""

@@ -25,6 +25,7 @@ from workers.drivers.base import (
     DiscoveredGpuNode,
     DriverError,
     EventLine,
+    HomeState,
     KubectlToken,
     ManagedNamespace,
     MigLayout,
@@ -64,13 +65,14 @@ from workers.manifests import (
 )
 from workers.manifests.claims import claim_name, uses_dra
 from workers.manifests.kubectl import KUBECTL_ACCOUNT
-from workers.manifests.names import KIND_KEY, POD_NAME
+from workers.manifests.names import HOME_OWNER_KEY, KIND_KEY, POD_NAME, label_value
 from workers.manifests.serving import (
     HF_TOKEN_SECRET,
     local_model_repository,
     serving_access,
     serving_selector,
 )
+from workers.manifests.workload import HOME_VOLUME
 from workers.spec import WorkloadSpec
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,8 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "services"): frozenset({"create", "get", "patch"}),
     ("", "serviceaccounts"): frozenset({"create", "get", "patch"}),  # a sandbox's own, for kubectl
     ("", "serviceaccounts/token"): frozenset({"create"}),  # its short-lived tokens, in kubeconfigs
+    ("", "persistentvolumeclaims"): frozenset({"create", "get", "patch"}),  # the claim on a home
+    ("", "persistentvolumes"): frozenset({"get", "patch", "delete"}),  # homes: kept, moved, deleted
     ("", "pods"): frozenset({"list", "delete"}),  # delete: a sandbox restarted on its owner's request
     ("", "pods/log"): frozenset({"get"}),  # the end of a sandbox's log, on its page
     ("", "events"): frozenset({"list"}),
@@ -230,6 +234,7 @@ class KubernetesDriver:
         now = self.clock()
         fresh = last and last[0] == digest and (now - last[1]).total_seconds() < self.options.reapply_seconds
         if not fresh:
+            self._prebind_home(spec)
             for obj in objects:
                 self._apply(obj)
             kinds = {obj["kind"] for obj in objects}
@@ -265,6 +270,8 @@ class KubernetesDriver:
                 raise DriverError(f"{kind} {metadata['name']} kept appearing and vanishing; try again later")
         if kind == "Namespace" and _terminating(existing):
             raise DriverError(f"namespace {metadata['name']} is still being deleted; try again later")
+        if kind == "PersistentVolumeClaim":
+            return  # fixed once made but for its size, which home_state grows
         if contains(existing, obj):
             return
         namespace = metadata.get("namespace")
@@ -423,6 +430,85 @@ class KubernetesDriver:
             ca_pem=self.config.user_ca_data or ca,
             namespace=spec.namespace,
         )
+
+    def _prebind_home(self, spec: WorkloadSpec) -> None:
+        """Point the owner's home volume at this sandbox's claim before the claim is made (the
+        volume was Released by the last sandbox's claim, which is gone with its namespace)."""
+        home = spec.home
+        if home is None or not home.volume_name:
+            return
+        if self.api.get("PersistentVolumeClaim", HOME_VOLUME, spec.namespace) is not None:
+            return
+        volume = self.api.get("PersistentVolume", home.volume_name)
+        if volume is None:
+            raise DriverError(f"the home volume {home.volume_name} is gone from the cluster", retryable=False)
+        ref = volume.get("spec", {}).get("claimRef") or {}
+        phase = (volume.get("status") or {}).get("phase", "")
+        if phase == "Bound" and ref.get("namespace") != spec.namespace:
+            raise DriverError(
+                f"the home volume {home.volume_name} is still bound to {ref.get('namespace')}/{ref.get('name')}; "
+                "waiting for that sandbox's namespace to go"
+            )
+        wanted = {"namespace": spec.namespace, "name": HOME_VOLUME}
+        if (ref.get("namespace"), ref.get("name")) != (spec.namespace, HOME_VOLUME) or ref.get("uid"):
+            claim_ref = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                **wanted,
+                "uid": None,
+                "resourceVersion": None,
+            }
+            self.api.patch("PersistentVolume", home.volume_name, {"spec": {"claimRef": claim_ref}})
+
+    def home_state(self, spec: WorkloadSpec) -> HomeState:
+        """Read the home claim; once bound, keep its volume past the sandbox (Retain, labelled
+        as the owner's home) and grow the claim to the home's size."""
+        home = spec.home
+        claim = self.api.get("PersistentVolumeClaim", HOME_VOLUME, spec.namespace) if home else None
+        if home is None or claim is None or (claim.get("status") or {}).get("phase") != "Bound":
+            return HomeState(bound=False)
+        volume_name = claim["spec"].get("volumeName", "")
+        capacity = _gigabytes((claim.get("status") or {}).get("capacity", {}).get("storage", "0"))
+        volume = self.api.get("PersistentVolume", volume_name)
+        if volume is not None:
+            labels = volume.get("metadata", {}).get("labels") or {}
+            wanted_labels = {MANAGED_BY_KEY: MANAGED_BY, HOME_OWNER_KEY: label_value(home.owner)}
+            if volume["spec"].get("persistentVolumeReclaimPolicy") != "Retain" or any(
+                labels.get(key) != value for key, value in wanted_labels.items()
+            ):
+                self.api.patch(
+                    "PersistentVolume",
+                    volume_name,
+                    {
+                        "metadata": {"labels": wanted_labels},
+                        "spec": {"persistentVolumeReclaimPolicy": "Retain"},
+                    },
+                )
+        requested = _gigabytes(claim["spec"]["resources"]["requests"]["storage"])
+        if requested < home.size_gb:
+            self.api.patch(
+                "PersistentVolumeClaim",
+                HOME_VOLUME,
+                {"spec": {"resources": {"requests": {"storage": f"{home.size_gb}Gi"}}}},
+                spec.namespace,
+            )
+        return HomeState(bound=True, volume_name=volume_name, capacity_gb=capacity)
+
+    def delete_home(self, volume_name: str) -> bool:
+        """Delete a home volume no sandbox holds; its reclaim policy set to Delete first, so the
+        storage goes with it (Kubernetes 1.33 honours the policy when a volume is deleted)."""
+        volume = self.api.get("PersistentVolume", volume_name)
+        if volume is None:
+            return True
+        if (volume.get("status") or {}).get("phase") == "Bound":
+            ref = volume["spec"].get("claimRef") or {}
+            raise DriverError(f"{volume_name} is still bound to {ref.get('namespace')}/{ref.get('name')}")
+        if volume["spec"].get("persistentVolumeReclaimPolicy") != "Delete":
+            self.api.patch(
+                "PersistentVolume", volume_name, {"spec": {"persistentVolumeReclaimPolicy": "Delete"}}
+            )
+        self.api.delete("PersistentVolume", volume_name)
+        return True
 
     def delete_workload(self, spec: WorkloadSpec) -> bool:
         """Delete the namespace (and with it everything in it); True once it is gone."""
@@ -615,3 +701,12 @@ def _parse_stamp(value: str) -> datetime | None:
 def _ready(pod: dict) -> bool:
     conditions = pod.get("status", {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _gigabytes(quantity: str) -> int:
+    """A storage quantity in whole GiB (rounded down): "100Gi" -> 100, "1Ti" -> 1024."""
+    text = str(quantity)
+    for suffix, factor in (("Ti", 1024), ("Gi", 1), ("Mi", 1 / 1024)):
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * factor)
+    return int(float(text) / 2**30) if text.replace(".", "").isdigit() else 0

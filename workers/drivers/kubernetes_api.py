@@ -82,6 +82,16 @@ KINDS: dict[str, Kind] = {
         Kind("ConfigMap", "configmaps", "", k8s.CoreV1Api, "namespaced_config_map"),
         Kind("Secret", "secrets", "", k8s.CoreV1Api, "namespaced_secret"),
         Kind("ServiceAccount", "serviceaccounts", "", k8s.CoreV1Api, "namespaced_service_account"),
+        Kind(
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            "",
+            k8s.CoreV1Api,
+            "namespaced_persistent_volume_claim",
+        ),
+        Kind(
+            "PersistentVolume", "persistentvolumes", "", k8s.CoreV1Api, "persistent_volume", namespaced=False
+        ),
         Kind("StatefulSet", "statefulsets", "apps", k8s.AppsV1Api, "namespaced_stateful_set"),
         Kind("Deployment", "deployments", "apps", k8s.AppsV1Api, "namespaced_deployment"),
         Kind(

@@ -16,6 +16,7 @@ from workers.drivers.base import (
     DiscoveredGpuNode,
     DriverError,
     EventLine,
+    HomeState,
     KubectlToken,
     ManagedNamespace,
     MigLayout,
@@ -24,7 +25,7 @@ from workers.drivers.base import (
     WorkloadStatus,
 )
 from workers.manifests import sandbox_access, serving_access, workload_objects
-from workers.manifests.names import KIND_KEY, MANAGED_BY, MANAGED_BY_KEY, POD_NAME, WORKLOAD_NAME
+from workers.manifests.names import KIND_KEY, MANAGED_BY, MANAGED_BY_KEY, POD_NAME, WORKLOAD_NAME, label_value
 from workers.manifests.options import ManifestOptions
 from workers.manifests.serving import redacted
 from workers.spec import WorkloadSpec
@@ -48,6 +49,8 @@ class ObjectStore(Protocol):
 
 
 class SimulatedDriver:
+    reports_home_use = True  # a simulated figure; a real cluster's use comes from the node agent
+
     def __init__(
         self,
         *,
@@ -168,6 +171,23 @@ class SimulatedDriver:
             namespace=spec.namespace,
             simulated=True,
         )
+
+    def home_state(self, spec: WorkloadSpec) -> HomeState:
+        """The claim binds at once: to the home's volume, or to a new one named after it. Use
+        grows a quarter GB an hour of the sandbox's life (a simulated figure, shown as such)."""
+        self._maybe_fail()
+        home = spec.home
+        found = self.store.get(kind="StatefulSet", namespace=spec.namespace, name=WORKLOAD_NAME)
+        if home is None or found is None:
+            return HomeState(bound=False)
+        volume = home.volume_name or f"pv-home-{label_value(home.owner).lower()}-{spec.workload_id}"
+        hours = max(0.0, (self.clock() - found[1]).total_seconds() / 3600)
+        used = min(float(home.size_gb), round(0.25 * hours + 0.05, 2))
+        return HomeState(bound=True, volume_name=volume, capacity_gb=home.size_gb, used_gb=used)
+
+    def delete_home(self, volume_name: str) -> bool:
+        self._maybe_fail()
+        return True
 
     def delete_workload(self, spec: WorkloadSpec) -> bool:
         self._maybe_fail()

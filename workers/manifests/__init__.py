@@ -32,7 +32,12 @@ from workers.manifests.policy import (
 )
 from workers.manifests.route import route_objects
 from workers.manifests.serving import serving_access, serving_workload_objects
-from workers.manifests.workload import sandbox_access, service_manifest, stateful_set_manifest
+from workers.manifests.workload import (
+    home_claim_manifest,
+    sandbox_access,
+    service_manifest,
+    stateful_set_manifest,
+)
 from workers.spec import WorkloadSpec
 
 __all__ = [
@@ -92,5 +97,7 @@ def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None)
     objects.extend(route_objects(spec, options.route))
     if uses_dra(spec.gpu):
         objects.append(resource_claim_manifest(spec, spec.gpu, claim_name()))
+    if spec.home is not None:
+        objects.append(home_claim_manifest(spec, options))
     objects.append(stateful_set_manifest(spec, options))
     return objects

@@ -24,6 +24,7 @@ KIND_KEY = "gpu-portal/kind"
 
 WORKLOAD_NAME = "sandbox"  # the StatefulSet and the Service in every sandbox namespace
 POD_NAME = f"{WORKLOAD_NAME}-0"  # the StatefulSet's one pod
+HOME_OWNER_KEY = "gpu-portal/home-of"  # on a home claim and its volume: whose home it is
 ROLE_BINDING_NAME = "sandbox-owner"
 NAMESPACE_PREFIX = "sbx"
 

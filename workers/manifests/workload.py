@@ -12,7 +12,9 @@ from urllib.parse import urlsplit
 
 from workers.manifests.claims import claim_name, claim_pod_spec, uses_dra
 from workers.manifests.names import (
+    HOME_OWNER_KEY,
     WORKLOAD_NAME,
+    label_value,
     object_meta,
     selector_labels,
     workload_labels,
@@ -172,33 +174,58 @@ def pod_template(spec: WorkloadSpec, options: ManifestOptions | None = None) -> 
     return {"metadata": {"labels": {**workload_labels(spec), **selector_labels(spec)}}, "spec": pod_spec}
 
 
-def stateful_set_manifest(spec: WorkloadSpec, options: ManifestOptions | None = None) -> dict:
-    options = options or ManifestOptions()
+def _claim_spec(size_gb: int, options: ManifestOptions) -> dict:
     claim_spec: dict = {
         "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": gib_quantity(spec.storage_gb)}},
+        "resources": {"requests": {"storage": gib_quantity(size_gb)}},
     }
     if options.storage_class:
         claim_spec["storageClassName"] = options.storage_class
+    return claim_spec
+
+
+def home_claim_manifest(spec: WorkloadSpec, options: ManifestOptions | None = None) -> dict:
+    """The claim `home` on the owner's persistent home: bound to its volume where one exists
+    (asking for what the volume has; it is grown after binding), else provisioned new."""
+    assert spec.home is not None
+    options = options or ManifestOptions()
+    home = spec.home
+    claim_spec = _claim_spec(home.provisioned_gb if home.volume_name else home.size_gb, options)
+    if home.volume_name:
+        claim_spec["volumeName"] = home.volume_name
+    metadata = object_meta(spec, HOME_VOLUME)
+    metadata["labels"] = {**metadata.get("labels", {}), HOME_OWNER_KEY: label_value(home.owner)}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": claim_spec}
+
+
+def stateful_set_manifest(spec: WorkloadSpec, options: ManifestOptions | None = None) -> dict:
+    """The sandbox's one pod, with /home on the owner's persistent home (the claim `home`) or,
+    without one, on a scratch claim of its own that goes with it."""
+    options = options or ManifestOptions()
     metadata = object_meta(spec, WORKLOAD_NAME)
     metadata["annotations"] = _placement_annotations(spec)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": metadata,
-        "spec": {
-            "replicas": 1,
-            "serviceName": WORKLOAD_NAME,
-            "selector": {"matchLabels": selector_labels(spec)},
-            "podManagementPolicy": "OrderedReady",
-            "updateStrategy": {"type": "RollingUpdate"},
-            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
-            "template": pod_template(spec, options),
-            "volumeClaimTemplates": [
-                {"metadata": {"name": HOME_VOLUME, "labels": selector_labels(spec)}, "spec": claim_spec}
-            ],
-        },
+    template = pod_template(spec, options)
+    body: dict = {
+        "replicas": 1,
+        "serviceName": WORKLOAD_NAME,
+        "selector": {"matchLabels": selector_labels(spec)},
+        "podManagementPolicy": "OrderedReady",
+        "updateStrategy": {"type": "RollingUpdate"},
+        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+        "template": template,
     }
+    if spec.home is not None:
+        template["spec"]["volumes"].append(
+            {"name": HOME_VOLUME, "persistentVolumeClaim": {"claimName": HOME_VOLUME}}
+        )
+    else:
+        body["volumeClaimTemplates"] = [
+            {
+                "metadata": {"name": HOME_VOLUME, "labels": selector_labels(spec)},
+                "spec": _claim_spec(spec.storage_gb, options),
+            }
+        ]
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": metadata, "spec": body}
 
 
 def service_manifest(spec: WorkloadSpec) -> dict:

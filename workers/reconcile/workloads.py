@@ -12,7 +12,7 @@ from django.utils import timezone
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
 from portal.fleet.models import MigSlice, Node
 from portal.fleet.services import mig_slices_observed
-from portal.sandboxes.services import sandbox_kube_access_revoke
+from portal.sandboxes.services import home_attached, home_claim, sandbox_kube_access_revoke
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
     workload_attempt_failed,
@@ -29,6 +29,7 @@ from workers.drivers.base import NODE_GONE, ClusterDriver, DriverError
 from workers.manifests import workload_namespace_name
 from workers.manifests.names import mig_resource_name
 from workers.reconcile.clusters import driver_for
+from workers.reconcile.homes import home_volume, observe_home
 from workers.reconcile.leases import lease_give_back, lease_take
 from workers.reconcile.mig import reconcile_node_mig
 from workers.spec import GpuClaim, ServingSpec, WorkloadSpec
@@ -128,6 +129,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         access_host=f"{namespace}.{domain}",
         user_identity=workload.owner.cluster_identity,
         serving=serving,
+        home=home_volume(home_attached(workload=workload)) if workload.kind == WorkloadKind.SANDBOX else None,
     )
 
 
@@ -158,6 +160,8 @@ def _step(workload: Workload, now: datetime) -> None:
     if workload.cluster is None:
         workload_mark_failed(workload_id=workload.pk, message="placed on no cluster", now=now)
         return
+    if workload.state == WorkloadState.PROVISIONING:
+        home_claim(workload=workload, now=now)  # a sandbox being made takes its owner's home if free
     spec = workload_spec(workload)
     if not workload.namespace:
         Workload.objects.filter(pk=workload.pk).update(namespace=spec.namespace)
@@ -204,6 +208,7 @@ def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, no
     driver.apply_workload(spec)  # for a deployment this also removes replicas scaled away
     if spec.serving is not None:
         deployment_release_scaled_away(deployment_id=workload.pk, now=now)
+    observe_home(driver, spec, home_attached(workload=workload) if spec.home else None)
     status = driver.workload_status(spec)
     mig_slices_observed(holder=workload, starts=driver.claimed_mig_starts(spec))
     if spec.serving is not None:
@@ -247,6 +252,7 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
         driver.restart_workload(spec)
         workload_restart_begun(workload_id=workload.pk, now=now)
         return
+    observe_home(driver, spec, home_attached(workload=workload) if spec.home else None)
     status = driver.workload_status(spec)
     if status.phase == "failed" and status.message.startswith(NODE_GONE):
         # Gone on two readings NODE_GONE_AFTER apart (a node re-registering under its name is

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from workers.reconcile.homes import delete_home, homes_to_delete
 from workers.reconcile.insight import observe_sandbox
 from workers.reconcile.kube_access import issue_kube_access
 
@@ -19,3 +20,15 @@ def observe(workload_id: int) -> None:
 def kube_access(access_id: int) -> None:
     """Issue the kubeconfig its owner asked for."""
     issue_kube_access(access_id)
+
+
+@shared_task(name="sandboxes.home_delete", ignore_result=True)
+def home_delete(home_id: int) -> None:
+    """Remove a home's volume, as its owner asked."""
+    delete_home(home_id)
+
+
+@shared_task(name="sandboxes.home_delete_due", ignore_result=True)
+def home_delete_due() -> None:
+    for home_id in homes_to_delete():
+        delete_home(home_id)

@@ -1,0 +1,53 @@
+"""The user's home page: their persistent home volume, its size and use, growing it, deleting it."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_POST
+
+from portal.core.views import login_required, page
+from portal.core.web import form_refused, run_service
+from portal.sandboxes.forms import HomeDeleteForm, HomeResizeForm
+from portal.sandboxes.selectors import home_facts
+from portal.sandboxes.services import home_delete, home_resize
+
+
+@login_required
+@require_GET
+def home_page(request: HttpRequest) -> HttpResponse:
+    facts = home_facts(user=request.user)
+    initial = {"size_gb": (facts.home.size_gb + 50) if facts.home else None}
+    context = {
+        "facts": facts,
+        "resize_form": HomeResizeForm(initial=initial),
+        "delete_form": HomeDeleteForm(),
+    }
+    return page(request, "sandboxes/home.html", context)
+
+
+@login_required
+@require_POST
+def home_resize_posted(request: HttpRequest) -> HttpResponse:
+    form = HomeResizeForm(request.POST)
+    if not form_refused(request, form):
+        size = form.cleaned_data["size_gb"]
+        run_service(
+            request,
+            lambda: home_resize(user=request.user, size_gb=size),
+            success=f"Your home grows to {size} GB; billing follows now, the volume when a sandbox next holds it.",
+        )
+    return redirect("home")
+
+
+@login_required
+@require_POST
+def home_delete_posted(request: HttpRequest) -> HttpResponse:
+    form = HomeDeleteForm(request.POST)
+    if not form_refused(request, form):
+        run_service(
+            request,
+            lambda: home_delete(user=request.user, confirm=form.cleaned_data["confirm"]),
+            success="Your home is being deleted; billing stopped now. Your next sandbox makes a new one.",
+        )
+    return redirect("home")

@@ -1,0 +1,72 @@
+"""The home page and API on the simulated cluster: made by the first sandbox, its size and use,
+growing it within policy, deleting it on a typed confirmation, and what a sandbox's /home is."""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.sandboxes.models import Home
+from portal.sandboxes.services import sandbox_request
+from portal.workloads.services import workload_terminate
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_home_page_before_and_after_the_first_sandbox(
+    run_jobs, researcher_client, researcher, fleet, slice_request
+):
+    page = researcher_client.get("/home/").content.decode()
+    assert (
+        "You have no home yet. Your next sandbox makes one of 50 GB" in page and "$5.00" in page
+    )  # 50 x 0.10
+
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    page = researcher_client.get("/home/").content.decode()
+    assert 'id="home-size">50 GB' in page and sandbox.name in page
+    assert "simulated cluster: a simulated figure" in page  # its use, marked as such
+    home = Home.objects.get(user=researcher)
+    assert home.used_gb is not None and home.volume_name.startswith("pv-home-alice-")
+    detail = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    assert "alice&#x27;s home volume (50 GB), kept when the sandbox ends" in detail
+
+    second = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "name": "second"}))
+    detail = researcher_client.get(f"/sandboxes/{second.pk}/").content.decode()
+    assert "a scratch volume" in detail  # the home is in the first sandbox
+
+
+def test_growing_and_deleting_the_home_on_the_page(
+    run_jobs, researcher_client, researcher, fleet, slice_request
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    response = run_jobs(lambda: researcher_client.post("/home/resize/", {"size_gb": "500"}, follow=True))
+    assert "Team vision lets a home grow to 200 GB at most." in response.content.decode()
+    response = run_jobs(lambda: researcher_client.post("/home/resize/", {"size_gb": "120"}, follow=True))
+    assert "Your home grows to 120 GB" in response.content.decode()
+    assert Home.objects.get(user=researcher).size_gb == 120
+
+    refused = researcher_client.post("/home/delete/", {"confirm": "alice"}, follow=True).content.decode()
+    assert f"Sandbox {sandbox.name} uses your home: end it first." in refused
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind="sandbox"))
+    wrong = researcher_client.post("/home/delete/", {"confirm": "ALICE"}, follow=True).content.decode()
+    assert "Type your username (alice) to confirm" in wrong
+    done = run_jobs(lambda: researcher_client.post("/home/delete/", {"confirm": "alice"}, follow=True))
+    assert "Your home is being deleted" in done.content.decode()
+    assert Home.objects.get(user=researcher).state == Home.State.DELETED
+    assert "You have no home yet" in researcher_client.get("/home/").content.decode()
+
+
+def test_the_home_through_the_api(run_jobs, alice, carol, fleet, slice_body):
+    assert alice.get("/api/v1/home").status_code == 404
+    created = run_jobs(lambda: alice.post("/api/v1/sandboxes", slice_body, format="json")).json()
+    home = alice.get("/api/v1/home").json()
+    assert (home["size_gb"], home["team"], home["max_gb"], home["sandbox"]) == (
+        50,
+        "vision",
+        200,
+        created["id"],
+    )
+    assert alice.patch("/api/v1/home", {"size_gb": 60}, format="json").json()["size_gb"] == 60
+    shrink = alice.patch("/api/v1/home", {"size_gb": 10}, format="json")
+    assert shrink.status_code == 400 and shrink.json()["error"]["fields"] == {"size_gb": ["more than 60"]}
+    assert alice.delete("/api/v1/home", {"confirm": "alice"}, format="json").status_code == 409  # in use
+    assert carol.get("/api/v1/home").status_code == 404  # carol has none, and never sees alice's
