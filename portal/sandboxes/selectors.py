@@ -251,6 +251,6 @@ def sandbox_home_note(sandbox: Workload) -> str:
     home = Home.objects.filter(user_id=sandbox.owner_id).exclude(state=Home.State.DELETED).first()
     if home is not None and home.attached_to_id == sandbox.pk:
         return f"{sandbox.owner.username}'s home volume ({home.size_gb} GB), kept when the sandbox ends"
-    if sandbox.storage_gb and sandbox.state in (WorkloadState.PENDING_APPROVAL, WorkloadState.QUEUED):
-        return "the owner's home volume, if no other sandbox of theirs holds it then"
+    if sandbox.state in (WorkloadState.PENDING_APPROVAL, WorkloadState.QUEUED, WorkloadState.PROVISIONING):
+        return "the owner's home volume, unless another sandbox of theirs holds it when this one starts"
     return f"a scratch volume ({sandbox.storage_gb} GB) that goes with the sandbox"

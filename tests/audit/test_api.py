@@ -4,6 +4,8 @@ filterable, paginated."""
 
 from __future__ import annotations
 
+from portal.sandboxes.models import Home
+
 URL = "/api/v1/audit-events"
 
 
@@ -53,7 +55,14 @@ def test_a_leads_approval_is_audited_with_the_decider(run_jobs, fleet, alice, bo
         ("bob", "approval.approve", f"approval:{approval['id']}", "vision", "pending", "approved"),
         ("bob", "sandbox.approved", box, "vision", "pending_approval", "queued"),
         ("bob", "sandbox.placed", box, "vision", "queued", "provisioning"),
-        (None, "home.created", "home:1", "vision", "", ""),  # alice's first sandbox makes her home
+        (
+            None,
+            "home.created",
+            f"home:{Home.objects.get().pk}",
+            "vision",
+            "",
+            "",
+        ),  # her first sandbox makes it
         (None, "sandbox.running", box, "vision", "provisioning", "running"),
     ]
 
