@@ -232,6 +232,9 @@ PORTAL_MODEL_VOLUME = env_volume_source("PORTAL_MODEL_VOLUME", pod_security_leve
 PORTAL_MODEL_VOLUME_PATH = env_str("PORTAL_MODEL_VOLUME_PATH", "/models").rstrip("/")
 if not PORTAL_MODEL_VOLUME_PATH.startswith("/"):
     raise ConfigError("PORTAL_MODEL_VOLUME_PATH must be an absolute path below / (such as /models)")
+# Team datasets: where bucket credentials Secrets live, and the CSI driver that mounts NFS exports.
+PORTAL_DATASET_NAMESPACE = env_str("PORTAL_DATASET_NAMESPACE", "gpu-portal-datasets")
+PORTAL_DATASET_NFS_CSI_DRIVER = env_str("PORTAL_DATASET_NFS_CSI_DRIVER", "nfs.csi.k8s.io")
 PORTAL_MIG_CONFIG_MAP = env_str("PORTAL_MIG_CONFIG_MAP", "gpu-portal-mig-parted-config")
 PORTAL_MIG_CONFIG_NAMESPACE = env_str("PORTAL_MIG_CONFIG_NAMESPACE", "gpu-operator")
 # Where sandboxes may connect, beside DNS (comma-separated CIDRs; private and link-local ranges,

@@ -58,6 +58,24 @@ class HomeVolume:
 
 
 @dataclass(frozen=True)
+class DatasetMount:
+    """A team dataset the sandbox mounts read-only at /data/<slug>: an NFS export (through the
+    NFS CSI driver), a bucket (through its CSI driver, credentials copied from the datasets'
+    namespace), or an existing claim (its volume made readable in the sandbox's namespace)."""
+
+    slug: str
+    kind: Literal["nfs", "bucket", "pvc"]
+    nfs_server: str = ""
+    nfs_path: str = ""
+    csi_driver: str = ""
+    bucket: str = ""
+    volume_attributes: tuple[tuple[str, str], ...] = ()
+    credentials_secret: str = ""
+    claim_namespace: str = ""
+    claim_name: str = ""
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """One workload on one cluster: its namespace, container, resources and GPU claim."""
 
@@ -81,3 +99,4 @@ class WorkloadSpec:
     serving: ServingSpec | None = None
     # A sandbox's persistent home; None: a scratch /home that goes with the sandbox.
     home: HomeVolume | None = None
+    datasets: tuple[DatasetMount, ...] = ()

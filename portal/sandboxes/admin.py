@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from portal.core.admin import ReadOnlyAdmin
-from portal.sandboxes.models import Home
+from portal.sandboxes.models import Dataset, Home
 
 
 @admin.register(Home)
@@ -19,3 +19,19 @@ class HomeAdmin(ReadOnlyAdmin):
         "attached_to",
     )
     list_filter = ("state", "cluster")
+
+
+@admin.register(Dataset)
+class DatasetAdmin(admin.ModelAdmin):
+    """Team datasets: what kind of storage, where, and which teams may mount it."""
+
+    list_display = ("slug", "name", "kind", "created_at")
+    list_filter = ("kind", "teams")
+    filter_horizontal = ("teams",)
+    exclude = ("sandboxes",)
+    fieldsets = (
+        (None, {"fields": ("slug", "name", "description", "kind", "teams")}),
+        ("NFS export", {"fields": ("nfs_server", "nfs_path")}),
+        ("Bucket", {"fields": ("csi_driver", "bucket", "volume_attributes", "credentials_secret")}),
+        ("Existing claim", {"fields": ("claim_namespace", "claim_name")}),
+    )

@@ -29,6 +29,7 @@ SERVICE_FIELDS = {
     "memory_gb": "memory_gb",
     "storage_gb": "storage_gb",
     "purpose": "purpose",
+    "datasets": "datasets",
 }
 
 
@@ -69,9 +70,20 @@ class SandboxRequestForm(ServiceForm):
     cpu = forms.IntegerField(label="CPUs", required=False, widget=number_input({"min": "1"}))
     memory_gb = forms.IntegerField(label="Memory (GB)", required=False, widget=number_input({"min": "1"}))
     storage_gb = forms.IntegerField(label="Storage (GB)", required=False, widget=number_input({"min": "1"}))
+    datasets = forms.MultipleChoiceField(
+        label="Team datasets", required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="Mounted read-only at /data/<name>.",
+    )  # fmt: skip
 
     def __init__(self, *args: Any, teams: list[Team], choices: RequestChoices, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.fields["datasets"].choices = [
+            (
+                dataset.slug,
+                f"{dataset.slug}: {dataset.name} ({', '.join(t.slug for t in dataset.teams.all())})",
+            )
+            for dataset in choices.datasets
+        ]
         self.gpu_types = {gpu_type.slug: gpu_type for gpu_type in choices.gpu_types}
         self.fields["team"].choices = [(team.slug, team.name) for team in teams]
         self.fields["image"].choices = [("", "Team default")] + [
@@ -134,6 +146,7 @@ class SandboxRequestForm(ServiceForm):
             "cpu": data.get("cpu"),
             "memory_gb": data.get("memory_gb"),
             "storage_gb": data.get("storage_gb"),
+            "datasets": list(data.get("datasets") or []),
         }
         if data.get("gpu_mode") == "mig":
             kwargs["mig_profile"] = data.get("mig_profile") or ""

@@ -76,3 +76,65 @@ class Home(models.Model):
 
     def __str__(self) -> str:
         return f"home of {self.user_id} ({self.size_gb} GB, {self.state})"
+
+
+class Dataset(models.Model):
+    """Data a team's sandboxes may mount read-only at /data/<slug>, registered by an admin:
+    an NFS export, an object-store bucket (through a CSI driver, with a credentials Secret), or
+    an existing PersistentVolumeClaim on storage that several nodes may read (NFS, CephFS, EFS)."""
+
+    class Kind(models.TextChoices):
+        NFS = "nfs", "NFS export"
+        BUCKET = "bucket", "object-store bucket (CSI driver)"
+        PVC = "pvc", "existing PersistentVolumeClaim"
+
+    slug = models.SlugField(max_length=40, unique=True, help_text="Mounted at /data/<slug>.")
+    name = models.CharField(max_length=100)
+    description = models.CharField(max_length=300, blank=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    nfs_server = models.CharField(max_length=253, blank=True)
+    nfs_path = models.CharField(max_length=500, blank=True)
+    csi_driver = models.CharField(
+        max_length=253, blank=True, help_text="Bucket: the CSI driver that mounts it."
+    )
+    bucket = models.CharField(max_length=253, blank=True)
+    volume_attributes = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Bucket: more of the CSI driver's volume attributes (region, endpoint).",
+    )
+    credentials_secret = models.CharField(
+        max_length=253,
+        blank=True,
+        help_text="Bucket: a Secret in PORTAL_DATASET_NAMESPACE with the bucket's credentials, copied into each "
+        "sandbox that mounts it for the CSI driver.",
+    )
+    claim_namespace = models.CharField(max_length=63, blank=True)
+    claim_name = models.CharField(max_length=253, blank=True)
+    teams = models.ManyToManyField(
+        "accounts.Team", blank=True, related_name="datasets", help_text="Who may mount it."
+    )
+    sandboxes = models.ManyToManyField("workloads.Workload", blank=True, related_name="datasets")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        needed = {
+            self.Kind.NFS: ("nfs_server", "nfs_path"),
+            self.Kind.BUCKET: ("csi_driver", "bucket"),
+            self.Kind.PVC: ("claim_namespace", "claim_name"),
+        }.get(self.kind, ())
+        missing = {
+            field: "Required for this kind of dataset." for field in needed if not getattr(self, field)
+        }
+        if missing:
+            raise ValidationError(missing)
+        if self.kind == self.Kind.NFS and not self.nfs_path.startswith("/"):
+            raise ValidationError({"nfs_path": "An absolute path on the server, such as /export/imagenet."})

@@ -4,7 +4,7 @@ costs and placement, the detail row, and what the request form offers."""
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -17,7 +17,7 @@ from portal.accounts.selectors import user_teams
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import current_prices, storage_price
 from portal.sandboxes.gate import sandbox_app_url
-from portal.sandboxes.models import Home, KubeAccess
+from portal.sandboxes.models import Dataset, Home, KubeAccess
 from portal.workloads.models import (
     LIVE_STATES,
     Approval,
@@ -91,11 +91,14 @@ class RequestChoices:
     prices: dict[int, Decimal]
     whole_type_ids: frozenset[int] = frozenset()
     mig_type_ids: frozenset[int] = frozenset()
+    datasets: list[Dataset] = field(default_factory=list)
 
 
-def request_choices() -> RequestChoices:
+def request_choices(teams: list[Team] | None = None) -> RequestChoices:
     shapes = set(Gpu.objects.values_list("gpu_type_id", "mig_enabled").distinct())
+    datasets = Dataset.objects.filter(teams__in=teams or []).distinct().prefetch_related("teams")
     return RequestChoices(
+        datasets=list(datasets),
         images=list(Image.objects.order_by("name")),
         gpu_types=list(GpuType.objects.order_by("name")),
         prices=current_prices(),
@@ -143,6 +146,10 @@ def sandbox_inside(*, workload_id: int, username: str) -> SandboxInside:
     mounts = [
         ("/home", f"{sandbox.storage_gb} GB volume"),
         ("/dev/shm", f"shared memory, {max(sandbox.memory_gb // 4, 1)} GB"),
+        *(
+            (f"/data/{d.slug}", f"{d.name}: {d.get_kind_display()}, read-only")
+            for d in sandbox_datasets(sandbox)
+        ),
     ]
     return SandboxInside(sandbox, placement, gpus, environment, mounts)
 
@@ -254,3 +261,8 @@ def sandbox_home_note(sandbox: Workload) -> str:
     if sandbox.state in (WorkloadState.PENDING_APPROVAL, WorkloadState.QUEUED, WorkloadState.PROVISIONING):
         return "the owner's home volume, unless another sandbox of theirs holds it when this one starts"
     return f"a scratch volume ({sandbox.storage_gb} GB) that goes with the sandbox"
+
+
+def sandbox_datasets(sandbox: Workload) -> list[Dataset]:
+    """The datasets a sandbox mounts, by slug."""
+    return list(Dataset.objects.filter(sandboxes=sandbox).order_by("slug"))

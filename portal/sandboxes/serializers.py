@@ -34,6 +34,12 @@ class SandboxRequestSerializer(WorkloadRequestSerializer):
     cpu = serializers.IntegerField(required=False, allow_null=True)
     memory_gb = serializers.IntegerField(required=False, allow_null=True)
     storage_gb = serializers.IntegerField(required=False, allow_null=True)
+    datasets = serializers.ListField(
+        child=serializers.SlugField(max_length=40),
+        required=False,
+        max_length=50,
+        help_text="Slugs of team datasets to mount read-only at /data/<slug>.",
+    )
 
     def service_kwargs(self) -> dict[str, Any]:
         """The validated body as keyword arguments of `sandbox_request` / `sandbox_estimate`."""
@@ -48,6 +54,7 @@ class SandboxRequestSerializer(WorkloadRequestSerializer):
             "cpu": data.get("cpu"),
             "memory_gb": data.get("memory_gb"),
             "storage_gb": data.get("storage_gb"),
+            "datasets": list(data.get("datasets") or []),
         }
 
 
@@ -58,6 +65,9 @@ class SandboxSerializer(WorkloadSerializer):
     image = serializers.CharField(source="image.slug", read_only=True)
     shared_with = serializers.SlugRelatedField(
         many=True, read_only=True, slug_field="username", help_text="Team members who may open it too."
+    )
+    datasets = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="slug", help_text="Team datasets mounted at /data/<slug>."
     )
     open_url = serializers.SerializerMethodField(
         help_text="Opens the sandbox's JupyterLab or VS Code in a browser, through the portal's sign-in; "
@@ -76,6 +86,7 @@ class SandboxSerializer(WorkloadSerializer):
             "memory_gb",
             "storage_gb",
             "shared_with",
+            "datasets",
             "open_url",
         ]
         read_only_fields = fields

@@ -23,7 +23,7 @@ from tests.fakekube.resources import BY_KIND
 from tests.fakekube.store import Store
 from tests.fakekube.validation import object_causes
 
-DEFAULT_NAMESPACES = ("default", "kube-system", "gpu-operator", "ingress-nginx")
+DEFAULT_NAMESPACES = ("default", "kube-system", "gpu-operator", "ingress-nginx", "gpu-portal-datasets")
 SANDBOX_POD = "sandbox-0"
 
 

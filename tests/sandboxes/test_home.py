@@ -70,3 +70,45 @@ def test_the_home_through_the_api(run_jobs, alice, carol, fleet, slice_body):
     assert shrink.status_code == 400 and shrink.json()["error"]["fields"] == {"size_gb": ["more than 60"]}
     assert alice.delete("/api/v1/home", {"confirm": "alice"}, format="json").status_code == 409  # in use
     assert carol.get("/api/v1/home").status_code == 404  # carol has none, and never sees alice's
+
+
+def test_datasets_on_the_request_form_the_detail_page_and_the_api(
+    run_jobs, researcher_client, researcher, alice, team, other_team, fleet, slice_request, slice_body
+):
+    from portal.sandboxes.models import Dataset
+
+    ours = Dataset.objects.create(
+        slug="imagenet", name="ImageNet", kind="nfs", nfs_server="nfs", nfs_path="/i"
+    )
+    ours.teams.add(team)
+    Dataset.objects.create(
+        slug="private", name="NLP only", kind="nfs", nfs_server="nfs", nfs_path="/p"
+    ).teams.add(other_team)
+    form = researcher_client.get("/sandboxes/new/").content.decode()
+    assert 'value="imagenet"' in form and 'value="private"' not in form  # only her teams' datasets
+
+    data = {
+        "team": "vision", "name": "with-data", "gpu_type": "h100-80gb", "gpu_mode": "mig",
+        "mig_profile": "1g.10gb", "lifetime_mode": "hours", "ttl_hours": "1", "datasets": ["imagenet"],
+    }  # fmt: skip
+    response = run_jobs(lambda: researcher_client.post("/sandboxes/new/", data, follow=True))
+    page = response.content.decode()
+    assert "<code>/data/imagenet</code> (ImageNet)" in page
+    from portal.sandboxes.selectors import sandbox_inside
+
+    mine = Dataset.objects.get(slug="imagenet").sandboxes.get()
+    assert ("/data/imagenet", "ImageNet: NFS export, read-only") in sandbox_inside(
+        workload_id=mine.pk, username="alice"
+    ).mounts
+    refused = researcher_client.post("/sandboxes/new/", {**data, "name": "nope", "datasets": ["private"]})
+    assert "Select a valid choice" in refused.content.decode()  # not offered to her teams at all
+
+    created = run_jobs(
+        lambda: alice.post("/api/v1/sandboxes", {**slice_body, "datasets": ["imagenet"]}, format="json")
+    )
+    assert created.status_code == 201 and created.json()["datasets"] == ["imagenet"]
+    bad = alice.post(
+        "/api/v1/sandboxes", {**slice_body, "name": "bad", "datasets": ["private"]}, format="json"
+    )
+    assert bad.status_code == 400
+    assert bad.json()["error"]["fields"] == {"datasets": ["not a dataset of team vision: private"]}

@@ -150,3 +150,11 @@ def test_the_portal_touches_only_the_volumes_of_its_sandboxes_homes() -> None:
     assert allowed(resource="persistentvolumes", operation="DELETE", old=home)
     assert not allowed(resource="persistentvolumes", operation="DELETE", old=database)
     assert not allowed(resource="persistentvolumes", operation="UPDATE", obj=database, old=database)
+    copy = {**home, "spec": {"claimRef": {"namespace": "sbx-vision-a-1", "name": "dataset-imagenet"}}}
+    assert allowed(resource="persistentvolumes", operation="CREATE", obj=copy)  # a dataset's read-only copy
+    assert not allowed(
+        resource="persistentvolumes", operation="CREATE", obj={**copy, "metadata": {"name": "x"}}
+    )
+    assert not allowed(
+        resource="persistentvolumes", operation="CREATE", obj={**home, "spec": database["spec"]}
+    )

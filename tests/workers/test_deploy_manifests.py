@@ -19,11 +19,12 @@ import pytest
 import yaml
 
 from tests.fakekube import SCHEMA_VERSION, FakeKube, dra, fixtures
+from tests.fakekube.resources import BY_KIND
 from tests.workers.test_manifests import SLICE, make_serving_spec, make_spec
 from workers.drivers.kubernetes import REQUIRED_PERMISSIONS, KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import MIG_CONFIG_KEY, merge_mig_config
 from workers.manifests.options import ManifestOptions, SandboxRoute
-from workers.spec import HomeVolume
+from workers.spec import DatasetMount, HomeVolume
 
 fake_kube = fixtures.fake_kube
 kube_driver = fixtures.kube_driver
@@ -249,6 +250,32 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     driver.apply_workload(moved)  # points the volume at the new claim
     driver.delete_workload(moved)
     driver.delete_home(state.volume_name)  # deletes the volume
+    # team datasets: a bucket's credentials copied in, a claim's volume copied read-only (and removed)
+    with fake.store.lock:
+        fake.api.create(BY_KIND["Secret"], "gpu-portal-datasets", {
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3-creds", "namespace": "gpu-portal-datasets"},
+            "data": {"key": "c2VjcmV0"},
+        })  # fmt: skip
+    shared = dataclasses.replace(
+        spec, workload_id=82, namespace="sbx-vision-shared-82", access_host="h82.example", home=None,
+        datasets=(
+            DatasetMount(slug="imagenet", kind="bucket", csi_driver="s3.csi.aws.com", bucket="imagenet", credentials_secret="s3-creds"),
+            DatasetMount(slug="corpus", kind="pvc", claim_namespace="sbx-vision-homed-80", claim_name="home"),
+        ),
+    )  # fmt: skip
+    homed_again = dataclasses.replace(
+        homed, workload_id=83, namespace="sbx-vision-homed-83", home=HomeVolume(size_gb=50, owner="bob")
+    )
+    driver.apply_workload(homed_again)
+    shared = dataclasses.replace(
+        shared,
+        datasets=(
+            shared.datasets[0],
+            dataclasses.replace(shared.datasets[1], claim_namespace="sbx-vision-homed-83"),
+        ),
+    )
+    driver.apply_workload(shared)
+    driver.delete_workload(shared)  # deletes the volume's read-only copy
     with fake.store.lock:  # someone let pods mount the account's token: the next apply patches it back
         key = ("serviceaccounts", spec.namespace, "sandbox-user")
         account = fake.api.store.get(key)
@@ -386,3 +413,18 @@ def test_only_the_ingress_controller_reaches_the_portal_and_only_its_web_pods(do
     assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
     web_pod = find(documents, "Deployment", "gpu-portal-web")["spec"]["template"]["metadata"]["labels"]
     assert all(web_pod.get(key) == value for key, value in web["podSelector"]["matchLabels"].items())
+
+
+def test_the_datasets_namespace_role_lets_the_portal_read_credentials_there_only() -> None:
+    documents = [
+        doc for doc in yaml.safe_load_all((DEPLOY / "datasets" / "portal-access.yaml").read_text()) if doc
+    ]
+    for doc in documents:
+        assert kubernetes_validate.validate(doc, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
+    role = next(doc for doc in documents if doc["kind"] == "Role")
+    assert role["metadata"]["namespace"] == "gpu-portal-datasets"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    binding = next(doc for doc in documents if doc["kind"] == "RoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "gpu-portal"}
+    ]

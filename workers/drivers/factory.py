@@ -29,6 +29,7 @@ def get_driver(config: ClusterConfig) -> ClusterDriver:
             auth_url=settings.PORTAL_GATE_AUTH_URL,
             signin_url=f"{settings.PORTAL_BASE_URL}/auth/sandbox/signin/",
         ),
+        nfs_csi_driver=settings.PORTAL_DATASET_NFS_CSI_DRIVER,
         model_volume=ModelVolume(
             source=settings.PORTAL_MODEL_VOLUME, mount_path=settings.PORTAL_MODEL_VOLUME_PATH
         ),
@@ -43,6 +44,7 @@ def get_driver(config: ClusterConfig) -> ClusterDriver:
                 mig_config_settle_seconds=settings.PORTAL_MIG_CONFIG_SETTLE_SECONDS,
                 reapply_seconds=settings.PORTAL_DRIFT_SECONDS,
                 product_slugs=product_slug_table(GPU_MODELS.values()),
+                dataset_namespace=settings.PORTAL_DATASET_NAMESPACE,
             ),
         )
     return SimulatedDriver(

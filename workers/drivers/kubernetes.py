@@ -64,8 +64,11 @@ from workers.manifests import (
     workload_objects,
 )
 from workers.manifests.claims import claim_name, uses_dra
+from workers.manifests.datasets import claim_name as dataset_claim_name
+from workers.manifests.datasets import copied_volume_name
 from workers.manifests.kubectl import KUBECTL_ACCOUNT
-from workers.manifests.names import HOME_OWNER_KEY, KIND_KEY, POD_NAME, label_value
+from workers.manifests.names import HOME_OWNER_KEY, KIND_KEY, POD_NAME, label_value, object_meta
+from workers.manifests.policy import DATASET_CLAIM_MIB
 from workers.manifests.serving import (
     HF_TOKEN_SECRET,
     local_model_repository,
@@ -73,7 +76,7 @@ from workers.manifests.serving import (
     serving_selector,
 )
 from workers.manifests.workload import HOME_VOLUME
-from workers.spec import WorkloadSpec
+from workers.spec import DatasetMount, WorkloadSpec
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +95,8 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "serviceaccounts"): frozenset({"create", "get", "patch"}),  # a sandbox's own, for kubectl
     ("", "serviceaccounts/token"): frozenset({"create"}),  # its short-lived tokens, in kubeconfigs
     ("", "persistentvolumeclaims"): frozenset({"create", "get", "patch"}),  # the claim on a home
-    ("", "persistentvolumes"): frozenset({"get", "patch", "delete"}),  # homes: kept, moved, deleted
+    # homes: kept, moved, deleted; datasets: a read-only copy of a claim's volume per sandbox
+    ("", "persistentvolumes"): frozenset({"create", "get", "patch", "delete"}),
     ("", "pods"): frozenset({"list", "delete"}),  # delete: a sandbox restarted on its owner's request
     ("", "pods/log"): frozenset({"get"}),  # the end of a sandbox's log, on its page
     ("", "events"): frozenset({"list"}),
@@ -131,6 +135,7 @@ class KubernetesOptions:
     reapply_seconds: float = 120.0
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
     product_slugs: Mapping[str, str] = field(default_factory=dict)
+    dataset_namespace: str = "gpu-portal-datasets"  # where datasets' credentials Secrets live
 
 
 def contains(existing: Any, desired: Any) -> bool:
@@ -237,6 +242,8 @@ class KubernetesDriver:
             self._prebind_home(spec)
             for obj in objects:
                 self._apply(obj)
+            for mount in spec.datasets:
+                self._provide_dataset(spec, mount)
             kinds = {obj["kind"] for obj in objects}
             named = {(obj["kind"], obj["metadata"]["name"]) for obj in objects}
             if ("RoleBinding", ROLE_BINDING_NAME) not in named:
@@ -460,6 +467,85 @@ class KubernetesDriver:
             }
             self.api.patch("PersistentVolume", home.volume_name, {"spec": {"claimRef": claim_ref}})
 
+    def _provide_dataset(self, spec: WorkloadSpec, mount: DatasetMount) -> None:
+        """What a dataset needs in the sandbox's namespace beside its pod volume: a bucket's
+        credentials, or a claim bound to a read-only copy of an existing claim's volume."""
+        if mount.kind == "bucket" and mount.credentials_secret:
+            source = self.api.get("Secret", mount.credentials_secret, self.options.dataset_namespace)
+            if source is None:
+                raise DriverError(
+                    f"dataset {mount.slug}: no Secret {mount.credentials_secret} in namespace "
+                    f"{self.options.dataset_namespace} holds its credentials",
+                    retryable=False,
+                )
+            copy = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": object_meta(spec, dataset_claim_name(mount)),
+                "type": source.get("type", "Opaque"),
+                "data": source.get("data") or {},
+            }
+            self._create_once(copy)
+        if mount.kind != "pvc":
+            return
+        volume_name = copied_volume_name(spec, mount)
+        if self.api.get("PersistentVolume", volume_name) is None:
+            self.api.create(self._read_only_copy(spec, mount, volume_name))
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": object_meta(spec, dataset_claim_name(mount)),
+            "spec": {
+                "accessModes": ["ReadOnlyMany"],
+                "storageClassName": "",
+                "volumeName": volume_name,
+                "resources": {"requests": {"storage": f"{DATASET_CLAIM_MIB}Mi"}},
+            },
+        }
+        self._apply(claim)
+
+    def _read_only_copy(self, spec: WorkloadSpec, mount: DatasetMount, name: str) -> dict:
+        """A volume on the same storage as the dataset's claim, read-only, kept when the sandbox's
+        claim goes (the data is the team's), reserved for the sandbox's claim."""
+        source = self.api.get("PersistentVolumeClaim", mount.claim_name, mount.claim_namespace)
+        bound = (source or {}).get("spec", {}).get("volumeName")
+        volume = self.api.get("PersistentVolume", bound) if bound else None
+        if volume is None:
+            raise DriverError(
+                f"dataset {mount.slug}: claim {mount.claim_namespace}/{mount.claim_name} is missing or not bound",
+                retryable=False,
+            )
+        kept = {
+            key: value
+            for key, value in volume["spec"].items()
+            if key not in ("claimRef", "accessModes", "persistentVolumeReclaimPolicy", "storageClassName")
+        }
+        if "csi" in kept:
+            kept["csi"] = {**kept["csi"], "readOnly": True}
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {
+                "name": name,
+                "labels": {MANAGED_BY_KEY: MANAGED_BY, SANDBOX_ID_KEY: str(spec.workload_id)},
+            },
+            "spec": {
+                **kept,
+                "accessModes": ["ReadOnlyMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "claimRef": {"namespace": spec.namespace, "name": dataset_claim_name(mount)},
+            },
+        }
+
+    def _create_once(self, obj: dict) -> None:
+        """Create an object the portal may not read back (a copied Secret): one already there stays."""
+        try:
+            self.api.create(obj)
+        except KubernetesApiError as exc:
+            if exc.status != 409:
+                raise
+
     def home_state(self, spec: WorkloadSpec) -> HomeState:
         """Read the home claim; once bound, keep its volume past the sandbox (Retain, labelled
         as the owner's home) and grow the claim to the home's size."""
@@ -511,8 +597,12 @@ class KubernetesDriver:
         return True
 
     def delete_workload(self, spec: WorkloadSpec) -> bool:
-        """Delete the namespace (and with it everything in it); True once it is gone."""
+        """Delete the namespace (and with it everything in it) and the read-only copies of its
+        datasets' volumes (cluster-scoped, so not in it); True once it is gone."""
         self._applied.pop(spec.namespace, None)
+        for mount in spec.datasets:
+            if mount.kind == "pvc":
+                self.api.delete("PersistentVolume", copied_volume_name(spec, mount))
         try:
             self.api.delete("Namespace", spec.namespace)
         except KubernetesApiError as exc:

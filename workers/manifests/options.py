@@ -99,3 +99,4 @@ class ManifestOptions:
     tolerate_gpu_taint: bool = True  # tolerate the common `nvidia.com/gpu:NoSchedule` taint
     model_volume: ModelVolume = field(default_factory=ModelVolume)
     route: SandboxRoute = field(default_factory=SandboxRoute)
+    nfs_csi_driver: str = "nfs.csi.k8s.io"  # mounts NFS datasets (inline volumes enabled)

@@ -65,9 +65,10 @@ def quota_hard(spec: WorkloadSpec) -> dict[str, str]:
         "limits.cpu": cpu_quantity(spec.cpu * replicas),
         "requests.memory": gib_quantity(spec.memory_gb * replicas),
         "limits.memory": gib_quantity(spec.memory_gb * replicas),
-        "requests.storage": gib_quantity(spec.storage_gb),
-        # A serving replica keeps its model cache on an emptyDir: no claims.
-        "persistentvolumeclaims": "0" if spec.serving is not None else "1",
+        "requests.storage": storage_quantity(spec),
+        # A serving replica keeps its model cache on an emptyDir: no claims. A sandbox has its
+        # /home, and one claim per dataset that is an existing claim's volume.
+        "persistentvolumeclaims": "0" if spec.serving is not None else str(1 + len(_claimed_datasets(spec))),
         "pods": str(replicas),
         "services": "1",
         "services.loadbalancers": "0",
@@ -80,6 +81,21 @@ def quota_hard(spec: WorkloadSpec) -> dict[str, str]:
     if spec.gpu.resource != WHOLE_GPU_RESOURCE:
         hard[f"requests.{WHOLE_GPU_RESOURCE}"] = "0"
     return hard
+
+
+DATASET_CLAIM_MIB = 1  # what a claim on a dataset's read-only volume asks for: binding, not space
+
+
+def _claimed_datasets(spec: WorkloadSpec) -> list:
+    return [mount for mount in spec.datasets if mount.kind == "pvc"]
+
+
+def storage_quantity(spec: WorkloadSpec) -> str:
+    """Storage the namespace's claims may ask for: /home (the owner's home at its size, else the
+    sandbox's scratch volume) and a token 1 MiB per claimed dataset."""
+    home_gib = spec.home.size_gb if spec.home is not None else spec.storage_gb
+    claimed = len(_claimed_datasets(spec))
+    return f"{home_gib * 1024 + claimed * DATASET_CLAIM_MIB}Mi" if claimed else gib_quantity(home_gib)
 
 
 def resource_quota_manifest(spec: WorkloadSpec) -> dict:

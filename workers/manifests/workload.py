@@ -11,6 +11,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from workers.manifests.claims import claim_name, claim_pod_spec, uses_dra
+from workers.manifests.datasets import add_datasets
 from workers.manifests.names import (
     HOME_OWNER_KEY,
     WORKLOAD_NAME,
@@ -170,6 +171,7 @@ def pod_template(spec: WorkloadSpec, options: ManifestOptions | None = None) -> 
     )
     if uses_dra(spec.gpu):
         claim_pod_spec(pod_spec, pod_spec["containers"][0], claim_name())
+    add_datasets(pod_spec, spec, options)
     tolerate_gpu_taint(pod_spec, options)
     return {"metadata": {"labels": {**workload_labels(spec), **selector_labels(spec)}}, "spec": pod_spec}
 

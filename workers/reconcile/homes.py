@@ -1,5 +1,6 @@
-"""Users' homes on the cluster: what a sandbox's claim shows of its home (its volume, its size,
-its use where the cluster says), and deleting a home's volume when its owner asks."""
+"""Users' homes and teams' datasets on the cluster: what a sandbox's claim shows of its home (its
+volume, its size, its use where the cluster says), deleting a home's volume when its owner asks,
+and a dataset row as the mount the manifests take."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from portal.sandboxes.models import Home
+from portal.sandboxes.models import Dataset, Home
 from portal.sandboxes.services import HomeClaim, home_deleted, home_observed
 from workers.drivers.base import ClusterDriver, DriverError
 from workers.reconcile.clusters import driver_for
-from workers.spec import HomeVolume, WorkloadSpec
+from workers.spec import DatasetMount, HomeVolume, WorkloadSpec
 
 log = logging.getLogger(__name__)
 USE_EVERY = timedelta(minutes=5)  # how often a home's use is read, where the cluster reports it
@@ -67,3 +68,20 @@ def delete_home(home_id: int) -> None:
         home_deleted(home_id=home.pk, error=error.message)
         return
     home_deleted(home_id=home.pk)
+
+
+def dataset_mount(dataset: Dataset) -> DatasetMount:
+    return DatasetMount(
+        slug=dataset.slug,
+        kind=dataset.kind,  # type: ignore[arg-type]
+        nfs_server=dataset.nfs_server,
+        nfs_path=dataset.nfs_path,
+        csi_driver=dataset.csi_driver,
+        bucket=dataset.bucket,
+        volume_attributes=tuple(
+            sorted((str(k), str(v)) for k, v in (dataset.volume_attributes or {}).items())
+        ),
+        credentials_secret=dataset.credentials_secret,
+        claim_namespace=dataset.claim_namespace,
+        claim_name=dataset.claim_name,
+    )

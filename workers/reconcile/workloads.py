@@ -12,6 +12,7 @@ from django.utils import timezone
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
 from portal.fleet.models import MigSlice, Node
 from portal.fleet.services import mig_slices_observed
+from portal.sandboxes.selectors import sandbox_datasets
 from portal.sandboxes.services import home_attached, home_claim, sandbox_kube_access_revoke
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
@@ -29,7 +30,7 @@ from workers.drivers.base import NODE_GONE, ClusterDriver, DriverError
 from workers.manifests import workload_namespace_name
 from workers.manifests.names import mig_resource_name
 from workers.reconcile.clusters import driver_for
-from workers.reconcile.homes import home_volume, observe_home
+from workers.reconcile.homes import dataset_mount, home_volume, observe_home
 from workers.reconcile.leases import lease_give_back, lease_take
 from workers.reconcile.mig import reconcile_node_mig
 from workers.spec import GpuClaim, ServingSpec, WorkloadSpec
@@ -130,6 +131,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         user_identity=workload.owner.cluster_identity,
         serving=serving,
         home=home_volume(home_attached(workload=workload)) if workload.kind == WorkloadKind.SANDBOX else None,
+        datasets=tuple(dataset_mount(dataset) for dataset in sandbox_datasets(workload)),
     )
 
 

@@ -16,7 +16,7 @@ from portal.accounts.selectors import can_manage
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.jobs import enqueue
-from portal.sandboxes.models import KubeAccess
+from portal.sandboxes.models import Dataset, KubeAccess
 from portal.workloads.models import Workload, WorkloadInsight, WorkloadKind, WorkloadState
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
@@ -72,15 +72,47 @@ def _ask(fields: SandboxFields | SandboxEstimateFields) -> WorkloadAsk:
 
 
 def sandbox_estimate(
-    *, user: User, now: datetime | None = None, **fields: Unpack[SandboxEstimateFields]
+    *,
+    user: User,
+    now: datetime | None = None,
+    datasets: list[str] | None = None,
+    **fields: Unpack[SandboxEstimateFields],
 ) -> Estimate:
-    """What a sandbox request would cost, whether it is approved at once and fits now."""
+    """What a sandbox request would cost, whether it is approved at once and fits now (datasets
+    cost nothing, but one the team may not mount is refused here as in the request)."""
+    _datasets(fields["team"], datasets or [])
     return workload_estimate(user=user, ask=_ask(fields), now=now)
 
 
-def sandbox_request(*, user: User, now: datetime | None = None, **fields: Unpack[SandboxFields]) -> Workload:
-    """Request a sandbox: checked, counted against quota, then approved at once or sent to a lead."""
-    return workload_request(user=user, ask=_ask(fields), now=now)
+def _datasets(team_slug: str, slugs: list[str]) -> list[Dataset]:
+    """The datasets asked for, each one the team may mount; else a field error naming the rest."""
+    wanted = sorted({slug.strip() for slug in slugs if slug.strip()})
+    found = {d.slug: d for d in Dataset.objects.filter(slug__in=wanted, teams__slug=team_slug)}
+    refused = [slug for slug in wanted if slug not in found]
+    if refused:
+        raise ValidationFailed(
+            f"Team {team_slug} may not mount: {', '.join(refused)}.",
+            fields={"datasets": [f"not a dataset of team {team_slug}: {', '.join(refused)}"]},
+        )
+    return [found[slug] for slug in wanted]
+
+
+@transaction.atomic
+def sandbox_request(
+    *,
+    user: User,
+    now: datetime | None = None,
+    datasets: list[str] | None = None,
+    **fields: Unpack[SandboxFields],
+) -> Workload:
+    """Request a sandbox: checked, counted against quota, then approved at once or sent to a
+    lead; with the team datasets it mounts read-only at /data/<slug>."""
+    chosen = _datasets(fields["team"], datasets or [])
+    sandbox = workload_request(user=user, ask=_ask(fields), now=now)
+    if chosen:
+        for dataset in chosen:
+            dataset.sandboxes.add(sandbox)
+    return sandbox
 
 
 @transaction.atomic

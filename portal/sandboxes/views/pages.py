@@ -57,7 +57,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 
 def _request_form(request: HttpRequest, data: object = None) -> SandboxRequestForm:
-    return SandboxRequestForm(data, teams=user_teams(request.user), choices=request_choices())
+    teams = user_teams(request.user)
+    return SandboxRequestForm(data, teams=teams, choices=request_choices(teams))
 
 
 @login_required
