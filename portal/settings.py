@@ -235,6 +235,8 @@ if not PORTAL_MODEL_VOLUME_PATH.startswith("/"):
 # Team datasets: where bucket credentials Secrets live, and the CSI driver that mounts NFS exports.
 PORTAL_DATASET_NAMESPACE = env_str("PORTAL_DATASET_NAMESPACE", "gpu-portal-datasets")
 PORTAL_DATASET_NFS_CSI_DRIVER = env_str("PORTAL_DATASET_NFS_CSI_DRIVER", "nfs.csi.k8s.io")
+# The cluster's Prometheus (empty: none): homes' use comes from the kubelet volume stats it scrapes.
+PORTAL_PROMETHEUS_URL = env_str("PORTAL_PROMETHEUS_URL", "")
 PORTAL_MIG_CONFIG_MAP = env_str("PORTAL_MIG_CONFIG_MAP", "gpu-portal-mig-parted-config")
 PORTAL_MIG_CONFIG_NAMESPACE = env_str("PORTAL_MIG_CONFIG_NAMESPACE", "gpu-operator")
 # Where sandboxes may connect, beside DNS (comma-separated CIDRs; private and link-local ranges,

@@ -4,7 +4,11 @@ claim is bound to it, a sandbox beside it gets a scratch home, growing and delet
 
 from __future__ import annotations
 
+import json
+import threading
 from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -16,6 +20,7 @@ from portal.workloads.models import Workload
 from portal.workloads.services import workload_terminate
 from tests.fakekube import FakeKube
 from tests.workers.conftest import WHOLE
+from workers.drivers.factory import get_driver
 from workers.reconcile.workloads import reconcile_workload
 
 pytestmark = pytest.mark.django_db
@@ -124,3 +129,70 @@ def test_a_home_is_deleted_only_when_no_sandbox_holds_it_and_its_owner_types_the
     assert StorageHold.objects.filter(
         user=researcher, ended_at__isnull=True
     ).get().price_per_gb_month == Decimal("0.1000")
+
+
+class _Prometheus(BaseHTTPRequestHandler):
+    """A cluster's Prometheus, answering one query: the kubelet's used bytes of a claim."""
+
+    used: dict[tuple[str, str], int] = {}
+    queries: list[str] = []
+
+    def do_GET(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)["query"][0]
+        _Prometheus.queries.append(query)
+        result = [
+            {"metric": {}, "value": [1764540000, str(used)]}
+            for (namespace, claim), used in _Prometheus.used.items()
+            if f'namespace="{namespace}"' in query and f'persistentvolumeclaim="{claim}"' in query
+        ]
+        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def prometheus(settings):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.PORTAL_PROMETHEUS_URL = f"http://127.0.0.1:{server.server_address[1]}"
+    get_driver.cache_clear()
+    yield _Prometheus
+    server.shutdown()
+    _Prometheus.used.clear()
+    _Prometheus.queries.clear()
+    get_driver.cache_clear()
+
+
+def test_a_homes_use_comes_from_the_clusters_prometheus(fake_kube, running_on_kube, researcher, prometheus):
+    sandbox = running_on_kube(**WHOLE)
+    prometheus.used[(sandbox.namespace, "home")] = 12_340_000_000
+    Home.objects.filter(user=researcher).update(used_at=None)  # due for a reading
+    reconcile_workload(sandbox.pk)
+    home = Home.objects.get(user=researcher)
+    assert home.used_gb == Decimal("12.34") and home.used_at is not None
+    assert 'kubelet_volume_stats_used_bytes{namespace="' in prometheus.queries[-1]
+    asked = len(prometheus.queries)
+    reconcile_workload(sandbox.pk)  # read again in five minutes, not on every pass
+    assert len(prometheus.queries) == asked
+
+
+def test_without_a_sample_or_a_prometheus_a_homes_use_is_not_made_up(
+    settings, fake_kube, running_on_kube, researcher, prometheus
+):
+    sandbox = running_on_kube(**WHOLE)  # Prometheus has no sample for the claim
+    assert Home.objects.get(user=researcher).used_gb is None and prometheus.queries
+    settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9"  # nothing listens there
+    get_driver.cache_clear()
+    Home.objects.filter(user=researcher).update(used_at=None)
+    reconcile_workload(sandbox.pk)  # the reading fails: logged, the sandbox unharmed
+    sandbox.refresh_from_db()
+    home = Home.objects.get(user=researcher)
+    assert home.used_gb is None and home.state == Home.State.READY
+    assert home.used_at is not None  # asked: not again on every pass
+    assert sandbox.state == "running" and sandbox.degraded_since is None

@@ -45,6 +45,7 @@ def get_driver(config: ClusterConfig) -> ClusterDriver:
                 reapply_seconds=settings.PORTAL_DRIFT_SECONDS,
                 product_slugs=product_slug_table(GPU_MODELS.values()),
                 dataset_namespace=settings.PORTAL_DATASET_NAMESPACE,
+                prometheus_url=settings.PORTAL_PROMETHEUS_URL,
             ),
         )
     return SimulatedDriver(

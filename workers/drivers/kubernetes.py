@@ -53,6 +53,7 @@ from workers.drivers.kubernetes_nodes import (
     written_at_key,
 )
 from workers.drivers.kubernetes_status import event_time, serving_status, workload_status
+from workers.drivers.prometheus import volume_used_gb
 from workers.manifests import (
     MANAGED_BY,
     MANAGED_BY_KEY,
@@ -136,6 +137,7 @@ class KubernetesOptions:
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
     product_slugs: Mapping[str, str] = field(default_factory=dict)
     dataset_namespace: str = "gpu-portal-datasets"  # where datasets' credentials Secrets live
+    prometheus_url: str = ""  # the cluster's Prometheus, for homes' use (kubelet volume stats)
 
 
 def contains(existing: Any, desired: Any) -> bool:
@@ -578,7 +580,13 @@ class KubernetesDriver:
                 {"spec": {"resources": {"requests": {"storage": f"{home.size_gb}Gi"}}}},
                 spec.namespace,
             )
-        return HomeState(bound=True, volume_name=volume_name, capacity_gb=capacity)
+        used = volume_used_gb(self.options.prometheus_url, namespace=spec.namespace, claim=HOME_VOLUME)
+        return HomeState(bound=True, volume_name=volume_name, capacity_gb=capacity, used_gb=used)
+
+    @property
+    def reports_home_use(self) -> bool:
+        """Homes' use is read where the cluster's Prometheus is known."""
+        return bool(self.options.prometheus_url)
 
     def delete_home(self, volume_name: str) -> bool:
         """Delete a home volume no sandbox holds; its reclaim policy set to Delete first, so the

@@ -49,7 +49,7 @@ class ObjectStore(Protocol):
 
 
 class SimulatedDriver:
-    reports_home_use = True  # a simulated figure; a real cluster's use comes from the node agent
+    reports_home_use = True  # a simulated figure; a real cluster's comes from its Prometheus
 
     def __init__(
         self,

@@ -47,6 +47,7 @@ def observe_home(driver: ClusterDriver, spec: WorkloadSpec, claim: HomeClaim | N
             volume_name=state.volume_name,
             provisioned_gb=state.capacity_gb,
             used_gb=state.used_gb,
+            use_asked=use_due,
         )
 
 

@@ -105,13 +105,18 @@ def home_observed(
     volume_name: str,
     provisioned_gb: int,
     used_gb: float | None = None,
+    use_asked: bool = False,
     now: datetime | None = None,
 ) -> None:
-    """What the cluster says of a home: its volume and size (and use, where it says)."""
+    """What the cluster says of a home: its volume and size, and its use where it says. An
+    unanswered question about its use keeps the last figure but counts as asked (`used_at`), so
+    a Prometheus that is down is not asked on every pass."""
     now = now or timezone.now()
     fields: dict = {"volume_name": volume_name, "provisioned_gb": provisioned_gb, "last_error": ""}
     if used_gb is not None:
-        fields.update(used_gb=Decimal(str(used_gb)).quantize(Decimal("0.01")), used_at=now)
+        fields["used_gb"] = Decimal(str(used_gb)).quantize(Decimal("0.01"))
+    if used_gb is not None or use_asked:
+        fields["used_at"] = now
     Home.objects.filter(pk=home_id).exclude(state__in=(Home.State.DELETING, Home.State.DELETED)).update(
         state=Home.State.READY, **fields
     )
