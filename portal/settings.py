@@ -182,7 +182,18 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# One cache for every process where they must agree (sandbox sign-in tickets are used once):
+# Redis in production (PORTAL_CACHE_URL=redis://...), each process's memory in the embedded default.
+PORTAL_CACHE_URL = env_str("PORTAL_CACHE_URL", "")
+if PORTAL_CACHE_URL and not PORTAL_CACHE_URL.startswith(("redis://", "rediss://")):
+    raise ConfigError(f"PORTAL_CACHE_URL must be a redis:// or rediss:// URL (got {PORTAL_CACHE_URL!r})")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": PORTAL_CACHE_URL}
+        if PORTAL_CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 
 # --- Jobs -------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "memory://localhost/")
@@ -227,7 +238,7 @@ PORTAL_GATE_AUTH_URL = env_str(
 PORTAL_STORAGE_CLASS = env_str("PORTAL_STORAGE_CLASS", "")
 PORTAL_POD_SECURITY_LEVEL = env_choice("PORTAL_POD_SECURITY_LEVEL", "restricted", ["restricted", "baseline"])
 # Where Triton model repositories given as a path live: one volume source (JSON: `csi` inline,
-# `ephemeral`, or `nfs` under baseline), mounted read-only at PORTAL_MODEL_VOLUME_PATH.
+# or `nfs` under baseline), mounted read-only at PORTAL_MODEL_VOLUME_PATH.
 PORTAL_MODEL_VOLUME = env_volume_source("PORTAL_MODEL_VOLUME", pod_security_level=PORTAL_POD_SECURITY_LEVEL)
 PORTAL_MODEL_VOLUME_PATH = env_str("PORTAL_MODEL_VOLUME_PATH", "/models").rstrip("/")
 if not PORTAL_MODEL_VOLUME_PATH.startswith("/"):

@@ -84,8 +84,9 @@ def env_cidrs(name: str, default: str) -> tuple[str, ...]:
 
 
 # Volume sources a model repository may come from, and the Pod Security level each needs:
-# restricted admits CSI (inline) and generic ephemeral volumes, an NFS export needs baseline.
-MODEL_VOLUME_KINDS = {"csi": "restricted", "ephemeral": "restricted", "nfs": "baseline"}
+# restricted admits inline CSI volumes, an NFS export needs baseline. (Not a generic ephemeral
+# volume: it is a claim, and serving namespaces' quota admits none.)
+MODEL_VOLUME_KINDS = {"csi": "restricted", "nfs": "baseline"}
 
 
 def env_volume_source(name: str, *, pod_security_level: str) -> dict:

@@ -365,7 +365,10 @@ class StorageHold(models.Model):
 
     user = models.ForeignKey("accounts.User", on_delete=models.PROTECT, related_name="storage_holds")
     team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="storage_holds")
-    what = models.CharField(max_length=200, help_text="What is stored: 'home of alice'.")
+    key = models.CharField(
+        max_length=100, blank=True, db_index=True, help_text="What it bills, for the code: 'home:<id>'."
+    )
+    what = models.CharField(max_length=200, help_text="What is stored, for people: 'home of alice'.")
     size_gb = models.PositiveIntegerField()
     price_per_gb_month = models.DecimalField(max_digits=10, decimal_places=4)
     started_at = models.DateTimeField()

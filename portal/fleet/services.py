@@ -445,13 +445,22 @@ def fleet_node_take_over(*, user: User, node_id: int) -> Node:
     return node
 
 
-def storage_hold_start(*, user: User, team: Team, what: str, size_gb: int, at: datetime) -> StorageHold:
-    """Start billing `size_gb` of persistent storage to the user and team, at today's price."""
+def storage_hold_start(
+    *, user: User, team: Team, key: str, what: str, size_gb: int, at: datetime
+) -> StorageHold:
+    """Start billing `size_gb` of persistent storage (`key` names it) to the user and team, at
+    today's price."""
     return StorageHold.objects.create(
-        user=user, team=team, what=what, size_gb=size_gb, price_per_gb_month=storage_price(at), started_at=at
+        user=user,
+        team=team,
+        key=key,
+        what=what,
+        size_gb=size_gb,
+        price_per_gb_month=storage_price(at),
+        started_at=at,
     )
 
 
-def storage_hold_end(*, user: User, what: str, at: datetime) -> int:
-    """Stop billing the user's open hold on `what` (a resize starts the next one)."""
-    return StorageHold.objects.filter(user=user, what=what, ended_at__isnull=True).update(ended_at=at)
+def storage_hold_end(*, key: str, at: datetime) -> int:
+    """Stop billing the open hold on `key` (a resize starts the next one)."""
+    return StorageHold.objects.filter(key=key, ended_at__isnull=True).update(ended_at=at)

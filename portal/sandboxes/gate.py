@@ -17,7 +17,7 @@ import secrets
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from cachetools import TTLCache
 from django.core import signing
@@ -104,12 +104,20 @@ def sandbox_app_url(workload: Workload) -> str:
     return f"{reverse('sandbox-gate-signin')}?{urlencode({'rd': target})}"
 
 
+def _split(url: str) -> SplitResult | None:
+    """The URL's parts, or None for one that cannot be parsed (`https://[x/`)."""
+    try:
+        parts = urlsplit(url)
+        parts.hostname  # noqa: B018 (an invalid host only shows when asked for)
+    except ValueError:
+        return None
+    return parts
+
+
 def url_host(url: str) -> str:
     """The lower-cased host of a URL (no port), or ""."""
-    try:
-        return (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return ""
+    parts = _split(url)
+    return (parts.hostname or "").lower() if parts else ""
 
 
 def gate_door(host: str) -> SandboxDoor | None:
@@ -120,13 +128,16 @@ def gate_door(host: str) -> SandboxDoor | None:
     workload = (
         Workload.objects.filter(namespace=namespace, kind=WorkloadKind.SANDBOX)
         .select_related("cluster")
-        .only("id", "owner_id", "state", "expires_at", "namespace", "cluster")
+        .only("id", "owner_id", "team_id", "state", "expires_at", "namespace", "cluster")
         .order_by("-pk")
         .first()
     )
     door = None
     if workload is not None and sandbox_host(workload) == host:
-        shared = workload.shared_with.values_list("id", flat=True)
+        # those it is shared with, while they are still members of its team
+        shared = workload.shared_with.filter(memberships__team_id=workload.team_id).values_list(
+            "id", flat=True
+        )
         door = SandboxDoor(
             workload_id=workload.pk,
             owner_id=workload.owner_id,
@@ -174,7 +185,8 @@ def gate_ticket_issue(*, user: User, url: str) -> str:
     """A one-time ticket that lets `user` into the sandbox at `url`'s host: the sign-in step.
     Refused (NotFound, NotAllowed) unless the host is a sandbox they may enter now, so the
     sign-in redirect can never send anyone to a host that is not a sandbox."""
-    host = url_host(url) if urlsplit(url).scheme in ("http", "https") else ""
+    parts = _split(url)
+    host = url_host(url) if parts is not None and parts.scheme in ("http", "https") else ""
     door = gate_door(host) if host else None
     if door is None:
         raise NotFound("There is no sandbox at this address.")
@@ -224,7 +236,7 @@ def gate_decide(
 
 
 def with_ticket(url: str, ticket: str) -> str:
-    """`url` with the ticket added to its query."""
+    """`url` (one a ticket was issued for, so it parses) with the ticket added to its query."""
     parts = urlsplit(url)
     query = [
         (key, value) for key, value in parse_qsl(parts.query, keep_blank_values=True) if key != TICKET_PARAM
@@ -235,7 +247,9 @@ def with_ticket(url: str, ticket: str) -> str:
 
 def without_ticket(url: str) -> str:
     """`url` with any ticket taken out of its query (what the browser should keep)."""
-    parts = urlsplit(url)
+    parts = _split(url)
+    if parts is None:
+        return url
     query = [
         (key, value) for key, value in parse_qsl(parts.query, keep_blank_values=True) if key != TICKET_PARAM
     ]
@@ -244,7 +258,8 @@ def without_ticket(url: str) -> str:
 
 def ticket_in(url: str) -> str:
     """The ticket a URL carries, or ""."""
-    for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+    parts = _split(url)
+    for key, value in parse_qsl(parts.query if parts else "", keep_blank_values=True):
         if key == TICKET_PARAM:
             return value
     return ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from encrypted_fields.fields import EncryptedTextField
 
@@ -88,7 +89,18 @@ class Dataset(models.Model):
         BUCKET = "bucket", "object-store bucket (CSI driver)"
         PVC = "pvc", "existing PersistentVolumeClaim"
 
-    slug = models.SlugField(max_length=40, unique=True, help_text="Mounted at /data/<slug>.")
+    slug = models.CharField(
+        max_length=40,
+        unique=True,
+        validators=[
+            RegexValidator(
+                r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                "Lowercase letters, digits and '-', starting and ending with a letter or digit: it names "
+                "volumes and claims on the cluster.",
+            )
+        ],
+        help_text="Mounted at /data/<slug>.",
+    )
     name = models.CharField(max_length=100)
     description = models.CharField(max_length=300, blank=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)

@@ -64,7 +64,8 @@ def test_a_model_volume_is_one_source_of_a_kind_the_pod_security_level_admits(mo
     }
     for value, refusal in (
         ('{"nfs": {"server": "nfs", "path": "/m"}}', "Pod Security 'restricted' refuses nfs volumes"),
-        ('{"hostPath": {"path": "/models"}}', "must be one of csi, ephemeral, nfs"),
+        ('{"hostPath": {"path": "/models"}}', "must be one of csi, nfs"),
+        ('{"ephemeral": {"volumeClaimTemplate": {}}}', "must be one of csi, nfs"),
         ('{"csi": {}, "nfs": {}}', "must be one volume source"),
         ('{"csi": "nfs"}', "must be one of"),
         ("csi: nfs", "MODELS: not JSON"),

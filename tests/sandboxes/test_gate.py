@@ -182,11 +182,19 @@ def test_a_password_change_signs_the_person_out_of_every_sandbox(sandbox, resear
 def test_a_forged_or_foreign_cookie_is_refused(sandbox, researcher):
     assert check(Client(), **{COOKIE: "alice"}).status_code == 401
     assert check(Client(), "").status_code == 401  # no URL from the ingress: nothing passes
+    assert check(Client(), "https://[x/?portal_ticket=1").status_code == 401  # nor one that does not parse
 
 
 @pytest.mark.parametrize(
     "target",
-    ["https://evil.example.com/", "javascript:alert(1)", "/admin/", "https://sandboxes.gpu.internal/", ""],
+    [
+        "https://evil.example.com/",
+        "javascript:alert(1)",
+        "/admin/",
+        "https://sandboxes.gpu.internal/",
+        "",
+        "https://[x/",
+    ],
 )
 def test_sign_in_never_redirects_anywhere_but_a_sandbox(researcher_client, sandbox, target):
     response = sign_in_to(researcher_client, target)
@@ -281,3 +289,12 @@ def test_a_gateways_external_auth_gets_the_sign_in_redirect_and_then_passes(sett
     assert passed.status_code == 200 and passed["X-Portal-User"] == "alice"
     # a websocket upgrade or a POST without a cookie is refused, not redirected
     assert Client().post(path, HTTP_HOST=HOST).status_code == 401
+
+
+def test_someone_who_left_the_team_no_longer_gets_in(sandbox, researcher, lead, team):
+    sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=["bob"])
+    cookie = enter(lead)
+    lead.memberships.filter(team=team).delete()
+    gate_cache_clear()
+    refused = check(Client(), **{COOKIE: cookie})
+    assert refused.status_code == 403 and b"not shared with you" in refused.content

@@ -150,7 +150,17 @@ def test_the_portal_touches_only_the_volumes_of_its_sandboxes_homes() -> None:
     assert allowed(resource="persistentvolumes", operation="DELETE", old=home)
     assert not allowed(resource="persistentvolumes", operation="DELETE", old=database)
     assert not allowed(resource="persistentvolumes", operation="UPDATE", obj=database, old=database)
-    copy = {**home, "spec": {"claimRef": {"namespace": "sbx-vision-a-1", "name": "dataset-imagenet"}}}
+    copy = {
+        **home,
+        "spec": {
+            "claimRef": {"namespace": "sbx-vision-a-1", "name": "dataset-imagenet"},
+            "csi": {"driver": "x"},
+        },
+    }
+    root = {**copy, "spec": {"claimRef": copy["spec"]["claimRef"], "hostPath": {"path": "/"}}}
+    assert not allowed(
+        resource="persistentvolumes", operation="CREATE", obj=root
+    )  # no way round Pod Security
     assert allowed(resource="persistentvolumes", operation="CREATE", obj=copy)  # a dataset's read-only copy
     assert not allowed(
         resource="persistentvolumes", operation="CREATE", obj={**copy, "metadata": {"name": "x"}}

@@ -171,7 +171,7 @@ def prometheus(settings):
 
 def test_a_homes_use_comes_from_the_clusters_prometheus(fake_kube, running_on_kube, researcher, prometheus):
     sandbox = running_on_kube(**WHOLE)
-    prometheus.used[(sandbox.namespace, "home")] = 12_340_000_000
+    prometheus.used[(sandbox.namespace, "home")] = 13_249_974_108  # 12.34 GiB
     Home.objects.filter(user=researcher).update(used_at=None)  # due for a reading
     reconcile_workload(sandbox.pk)
     home = Home.objects.get(user=researcher)
@@ -196,3 +196,38 @@ def test_without_a_sample_or_a_prometheus_a_homes_use_is_not_made_up(
     assert home.used_gb is None and home.state == Home.State.READY
     assert home.used_at is not None  # asked: not again on every pass
     assert sandbox.state == "running" and sandbox.degraded_since is None
+
+
+@pytest.mark.parametrize(
+    ("quantity", "gib"),
+    [("100Gi", 100), ("1Ti", 1024), ("50G", 46), ("2T", 1862), ("512Mi", 0), ("1048576Ki", 1), ("bogus", 0)],
+)
+def test_storage_quantities_read_as_whole_gib(quantity, gib):
+    from workers.drivers.kubernetes_sandbox import _gigabytes
+
+    assert _gigabytes(quantity) == gib
+
+
+def test_a_sandbox_that_started_with_a_scratch_home_keeps_it(
+    run_jobs, fake_kube, running_on_kube, request_on_kube, researcher
+):
+    first = running_on_kube(**WHOLE)
+    fake_kube.fail_next(503, times=50, method="GET", path_contains="/pods")  # the second starts slowly
+    second = request_on_kube(**{**WHOLE, "name": "second"})  # provisioning, with a scratch /home
+    assert second.state == "provisioning" and second.namespace
+    end(run_jobs, first, researcher)  # the home is free now, but the second was built without it
+    fake_kube.api.failures.clear()
+    reconcile_workload(second.pk)
+    assert fake_kube.get("PersistentVolumeClaim", "home", second.namespace) is None
+    assert fake_kube.get("StatefulSet", "sandbox", second.namespace)["spec"]["volumeClaimTemplates"]
+    assert Home.objects.get(user=researcher).attached_to_id == first.pk
+
+
+def test_trouble_with_a_home_is_recorded_and_leaves_its_sandbox_alone(fake_kube, running_on_kube, researcher):
+    sandbox = running_on_kube(**WHOLE)
+    Home.objects.filter(user=researcher).update(size_gb=80)  # to grow, so the watch reads the claim
+    fake_kube.fail_next(403, times=3, method="GET", path_contains="/persistentvolumeclaims/home")
+    reconcile_workload(sandbox.pk)
+    sandbox.refresh_from_db()
+    assert sandbox.state == "running" and sandbox.degraded_since is None
+    assert "may not get persistentvolumeclaims" in Home.objects.get(user=researcher).last_error

@@ -27,7 +27,7 @@ from workers.manifests import (
 )
 from workers.manifests.names import MAX_LABEL, is_dns_label, is_qualified_name
 from workers.manifests.options import SandboxEgress
-from workers.spec import GpuClaim, ServingSpec, WorkloadSpec
+from workers.spec import GpuClaim, HomeVolume, ServingSpec, WorkloadSpec
 
 WHOLE = GpuClaim(resource="nvidia.com/gpu", count=2, node="gpu-h100-a", gpu_indices=(0, 1))
 SLICE = GpuClaim(
@@ -218,7 +218,7 @@ def test_quota_equals_a_whole_gpu_allocation_exactly() -> None:
         "requests.storage": "100Gi",
         "persistentvolumeclaims": "1",
         "pods": "1",
-        "services": "1",
+        "services": "2",  # its Service, and a Gateway's ExternalName for the sign-in check
         "services.loadbalancers": "0",
         "services.nodeports": "0",
         "requests.nvidia.com/gpu": "2",
@@ -486,3 +486,13 @@ def test_each_serving_replica_claimed_through_dra_gets_its_own_claim() -> None:
     for obj in objects:
         version = schema_version(obj["apiVersion"])
         assert kubernetes_validate.validate(obj, version, strict=True) == version
+
+
+def test_a_grown_home_fits_the_namespaces_limits_and_quota() -> None:
+    spec = make_spec(home=HomeVolume(size_gb=180, provisioned_gb=120, volume_name="pv-1", owner="alice"))
+    objects = by_kind(workload_objects(spec))
+    assert objects["ResourceQuota"]["spec"]["hard"]["requests.storage"] == "180Gi"
+    limits = objects["LimitRange"]["spec"]["limits"]
+    assert {"type": "PersistentVolumeClaim", "max": {"storage": "180Gi"}} in limits  # more than storage_gb
+    assert objects["PersistentVolumeClaim"]["spec"]["resources"]["requests"]["storage"] == "120Gi"
+    assert objects["PersistentVolumeClaim"]["spec"]["volumeName"] == "pv-1"

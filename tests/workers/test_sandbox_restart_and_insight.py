@@ -47,6 +47,7 @@ def test_a_restart_replaces_the_pod_on_the_same_node_and_keeps_the_home_claim(
 
     reconcile_workload(sandbox.pk)  # the new pod is not ready yet: restarting, not degraded
     sandbox.refresh_from_db()
+    assert sandbox.restarted_at == sandbox.restart_requested_at  # that request, carried out
     assert sandbox.state == WorkloadState.RUNNING and sandbox.degraded_since is None
     assert sandbox.message.startswith("Restarting: ")
 

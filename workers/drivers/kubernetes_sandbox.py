@@ -4,7 +4,9 @@ datasets. A mixin of KubernetesDriver, kept apart so each module stays about one
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from workers.drivers.base import DriverError, EventLine, HomeState, KubectlToken, PodInsight
@@ -16,7 +18,7 @@ from workers.manifests.datasets import claim_name as dataset_claim_name
 from workers.manifests.datasets import copied_volume_name
 from workers.manifests.kubectl import KUBECTL_ACCOUNT
 from workers.manifests.names import HOME_OWNER_KEY, POD_NAME, label_value, object_meta
-from workers.manifests.policy import DATASET_CLAIM_MIB
+from workers.manifests.policy import DATASET_CLAIM_MIB, limit_range_manifest, resource_quota_manifest
 from workers.manifests.workload import HOME_VOLUME
 from workers.spec import DatasetMount, WorkloadSpec
 
@@ -219,6 +221,9 @@ class SandboxPartsMixin:
                 )
         requested = _gigabytes(claim["spec"]["resources"]["requests"]["storage"])
         if requested < home.size_gb:
+            # the namespace's quota and claim limit follow the home's new size first
+            self._apply(resource_quota_manifest(spec))
+            self._apply(limit_range_manifest(spec))
             self.api.patch(
                 "PersistentVolumeClaim",
                 HOME_VOLUME,
@@ -250,10 +255,15 @@ class SandboxPartsMixin:
         return True
 
 
+_UNITS = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "": 1,
+}  # fmt: skip
+
+
 def _gigabytes(quantity: str) -> int:
-    """A storage quantity in whole GiB (rounded down): "100Gi" -> 100, "1Ti" -> 1024."""
-    text = str(quantity)
-    for suffix, factor in (("Ti", 1024), ("Gi", 1), ("Mi", 1 / 1024)):
-        if text.endswith(suffix):
-            return int(float(text[: -len(suffix)]) * factor)
-    return int(float(text) / 2**30) if text.replace(".", "").isdigit() else 0
+    """A storage quantity in whole GiB, rounded down: "100Gi" -> 100, "1Ti" -> 1024, "50G" -> 46."""
+    found = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(quantity).strip())
+    if found is None or found.group(2) not in _UNITS:
+        return 0
+    return int(Decimal(found.group(1)) * _UNITS[found.group(2)] // 2**30)

@@ -12,12 +12,12 @@ from urllib.parse import urlencode
 import urllib3
 
 log = logging.getLogger(__name__)
-GB = 10**9
+GIB = 2**30  # sizes are in GiB throughout (claims ask for "<n>Gi"), use too
 _http = urllib3.PoolManager(retries=False)
 
 
 def volume_used_gb(prometheus_url: str, *, namespace: str, claim: str, timeout: float = 3.0) -> float | None:
-    """GB used on the volume behind `namespace/claim` as Prometheus last saw it; None where
+    """GiB used on the volume behind `namespace/claim` as Prometheus last saw it; None where
     Prometheus is not set, cannot be reached, or has no sample (never a made-up zero)."""
     if not prometheus_url:
         return None
@@ -36,6 +36,6 @@ def volume_used_gb(prometheus_url: str, *, namespace: str, claim: str, timeout: 
     if not results:
         return None
     try:
-        return round(float(results[0]["value"][1]) / GB, 2)
+        return round(float(results[0]["value"][1]) / GIB, 2)
     except (KeyError, IndexError, TypeError, ValueError):
         return None

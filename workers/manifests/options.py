@@ -66,8 +66,8 @@ class SandboxRoute:
 @dataclass(frozen=True)
 class ModelVolume:
     """Where model repositories given as a path live: one Kubernetes volume source (an inline CSI
-    volume, a generic ephemeral volume, or an NFS export), mounted read-only at `mount_path` in
-    every serving container whose repository lies below it."""
+    volume, or an NFS export), mounted read-only at `mount_path` in every serving container
+    whose repository lies below it."""
 
     source: dict = field(default_factory=dict)  # empty: no such volume
     mount_path: str = "/models"

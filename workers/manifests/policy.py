@@ -70,7 +70,8 @@ def quota_hard(spec: WorkloadSpec) -> dict[str, str]:
         # /home, and one claim per dataset that is an existing claim's volume.
         "persistentvolumeclaims": "0" if spec.serving is not None else str(1 + len(_claimed_datasets(spec))),
         "pods": str(replicas),
-        "services": "1",
+        # a sandbox's Service, and on a Gateway cluster the ExternalName one of its sign-in check
+        "services": "1" if spec.serving is not None else "2",
         "services.loadbalancers": "0",
         "services.nodeports": "0",
     }
@@ -90,10 +91,16 @@ def _claimed_datasets(spec: WorkloadSpec) -> list:
     return [mount for mount in spec.datasets if mount.kind == "pvc"]
 
 
+def _claim_max_gb(spec: WorkloadSpec) -> int:
+    """The largest claim the namespace admits: its /home (the owner's home, however far it has
+    grown, or the scratch volume)."""
+    return max(spec.storage_gb, spec.home.size_gb if spec.home is not None else 0)
+
+
 def storage_quantity(spec: WorkloadSpec) -> str:
     """Storage the namespace's claims may ask for: /home (the owner's home at its size, else the
     sandbox's scratch volume) and a token 1 MiB per claimed dataset."""
-    home_gib = spec.home.size_gb if spec.home is not None else spec.storage_gb
+    home_gib = _claim_max_gb(spec)
     claimed = len(_claimed_datasets(spec))
     return f"{home_gib * 1024 + claimed * DATASET_CLAIM_MIB}Mi" if claimed else gib_quantity(home_gib)
 
@@ -124,7 +131,7 @@ def limit_range_manifest(spec: WorkloadSpec) -> dict:
                     "defaultRequest": {"cpu": "100m", "memory": "256Mi"},
                     "max": {"cpu": cpu_quantity(spec.cpu), "memory": gib_quantity(spec.memory_gb)},
                 },
-                {"type": "PersistentVolumeClaim", "max": {"storage": gib_quantity(spec.storage_gb)}},
+                {"type": "PersistentVolumeClaim", "max": {"storage": gib_quantity(_claim_max_gb(spec))}},
             ]
         },
     }

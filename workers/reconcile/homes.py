@@ -10,7 +10,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from portal.sandboxes.models import Dataset, Home
-from portal.sandboxes.services import HomeClaim, home_deleted, home_observed
+from portal.sandboxes.services import HomeClaim, home_deleted, home_observed, home_trouble
 from workers.drivers.base import ClusterDriver, DriverError
 from workers.reconcile.clusters import driver_for
 from workers.spec import DatasetMount, HomeVolume, WorkloadSpec
@@ -40,7 +40,12 @@ def observe_home(driver: ClusterDriver, spec: WorkloadSpec, claim: HomeClaim | N
     )
     if claim.settled and not use_due:
         return
-    state = driver.home_state(spec)
+    try:
+        state = driver.home_state(spec)
+    except DriverError as error:  # the home's trouble is not the sandbox's: record it, go on
+        log.warning("home %s of %s: %s", claim.home_id, spec.namespace, error.message)
+        home_trouble(home_id=claim.home_id, error=error.message)
+        return
     if state.bound:
         home_observed(
             home_id=claim.home_id,

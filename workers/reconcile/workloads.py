@@ -162,8 +162,10 @@ def _step(workload: Workload, now: datetime) -> None:
     if workload.cluster is None:
         workload_mark_failed(workload_id=workload.pk, message="placed on no cluster", now=now)
         return
-    if workload.state == WorkloadState.PROVISIONING:
-        home_claim(workload=workload, now=now)  # a sandbox being made takes its owner's home if free
+    if workload.state == WorkloadState.PROVISIONING and not workload.namespace:
+        # Decided once, before anything of the sandbox exists: its owner's home if free, else a
+        # scratch /home for good (a StatefulSet's claim templates cannot change later).
+        home_claim(workload=workload, now=now)
     spec = workload_spec(workload)
     if not workload.namespace:
         Workload.objects.filter(pk=workload.pk).update(namespace=spec.namespace)

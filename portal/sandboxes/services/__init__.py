@@ -11,6 +11,7 @@ from portal.sandboxes.services.home import (
     home_observed,
     home_of,
     home_resize,
+    home_trouble,
 )
 from portal.sandboxes.services.sandbox import (
     KUBE_TOKEN_MAX,
@@ -40,6 +41,7 @@ __all__ = [
     "home_observed",
     "home_of",
     "home_resize",
+    "home_trouble",
     "sandbox_estimate",
     "sandbox_insight_record",
     "sandbox_insight_request",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.accounts.models import User
@@ -34,6 +34,10 @@ class HomeClaim:
     owner: str
     settled: bool  # bound to its volume at its full size: nothing left to watch
     used_at: datetime | None = None
+
+
+def _key(home: Home) -> str:
+    return f"home:{home.pk}"
 
 
 def _what(user: User) -> str:
@@ -81,14 +85,20 @@ def home_claim(*, workload: Workload, now: datetime | None = None) -> HomeClaim 
         return None  # only a sandbox being made takes the home
     if home is None:
         team = workload.team
-        home = Home.objects.create(
-            user=owner,
-            team=team,
-            cluster_id=workload.cluster_id,
-            size_gb=team.home_gb_default,
-            attached_to=workload,
+        try:
+            with transaction.atomic():  # two first sandboxes at once: one makes the home
+                home = Home.objects.create(
+                    user=owner,
+                    team=team,
+                    cluster_id=workload.cluster_id,
+                    size_gb=team.home_gb_default,
+                    attached_to=workload,
+                )
+        except IntegrityError:
+            return None  # the other one made it, and holds it
+        storage_hold_start(
+            user=owner, team=team, key=_key(home), what=_what(owner), size_gb=home.size_gb, at=now
         )
-        storage_hold_start(user=owner, team=team, what=_what(owner), size_gb=home.size_gb, at=now)
         audit_record(actor=None, action="home.created", obj=home, team=team, detail=f"{home.size_gb} GB")
         return _claim(home, owner)
     holder = Workload.objects.filter(pk=home.attached_to_id).values_list("state", flat=True).first()
@@ -145,8 +155,8 @@ def home_resize(*, user: User, size_gb: int, now: datetime | None = None) -> Hom
         )
     before = home.size_gb
     Home.objects.filter(pk=home.pk).update(size_gb=size_gb)
-    storage_hold_end(user=user, what=_what(user), at=now)
-    storage_hold_start(user=user, team=team, what=_what(user), size_gb=size_gb, at=now)
+    storage_hold_end(key=_key(home), at=now)
+    storage_hold_start(user=user, team=team, key=_key(home), what=_what(user), size_gb=size_gb, at=now)
     audit_record(actor=user, action="home.resize", obj=home, team=team, detail=f"{before} GB -> {size_gb} GB")
     if home.attached_to_id:
         enqueue(RECONCILE_TASK, home.attached_to_id)
@@ -173,11 +183,16 @@ def home_delete(*, user: User, confirm: str, now: datetime | None = None) -> Hom
     if holder is not None:
         raise Conflict(f"Sandbox {holder.name} uses your home: end it first.")
     Home.objects.filter(pk=home.pk).update(state=Home.State.DELETING, deleted_at=now)
-    storage_hold_end(user=user, what=_what(user), at=now)
+    storage_hold_end(key=_key(home), at=now)
     audit_record(actor=user, action="home.delete", obj=home, team=home.team, detail=f"{home.size_gb} GB")
     enqueue(HOME_DELETE_TASK, home.pk)
     home.refresh_from_db()
     return home
+
+
+def home_trouble(*, home_id: int, error: str) -> None:
+    """What went wrong with a home on the cluster (growing it, say), shown on its page."""
+    Home.objects.filter(pk=home_id).update(last_error=error[:500])
 
 
 def home_deleted(*, home_id: int, error: str = "") -> None:

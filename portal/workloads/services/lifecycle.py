@@ -427,8 +427,9 @@ def workload_restart_begun(*, workload_id: int, now: datetime) -> None:
     workload = Workload.objects.filter(pk=workload_id, state=S.RUNNING).first()
     if workload is None:
         return
+    # The request it carried out, not the moment: a restart asked for meanwhile is still due.
     Workload.objects.filter(pk=workload_id, state=S.RUNNING).update(
-        restarted_at=now, next_attempt_at=now + timedelta(seconds=3)
+        restarted_at=workload.restart_requested_at or now, next_attempt_at=now + timedelta(seconds=3)
     )
     audit_record(
         actor=None, action=f"{workload.kind}.restarted", obj=workload, detail="a new pod was asked for"
