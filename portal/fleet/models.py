@@ -133,6 +133,14 @@ class Cluster(models.Model):
         "sandbox domain's wildcard certificate. With an Ingress, the controller's default certificate "
         "(ingress-nginx --default-ssl-certificate) is the wildcard one.",
     )
+    sandbox_tls_secret = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="namespace/name of the sandbox domain's wildcard certificate Secret for Ingresses. Empty "
+        "(the default, and the safer): the Ingress names no Secret and the controller serves its default "
+        "certificate, so the key stays in one namespace. Set: the worker copies it into each sandbox's "
+        "namespace (its owner cannot read Secrets there) and the Ingress names the copy.",
+    )
     user_api_url = models.CharField(
         max_length=300,
         blank=True,

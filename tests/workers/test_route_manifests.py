@@ -9,7 +9,7 @@ import copy
 import kubernetes_validate
 import pytest
 
-from tests.fakekube import SCHEMA_VERSION
+from tests.fakekube import SCHEMA_VERSION, fixtures
 from tests.fakekube.validation import schema_causes
 from tests.workers.test_manifests import make_serving_spec, make_spec
 from workers.manifests import workload_objects
@@ -17,6 +17,7 @@ from workers.manifests.options import ManifestOptions, SandboxRoute
 from workers.manifests.route import GATEWAY_AUTH_PATH, route_objects
 from workers.manifests.workload import container_command, sandbox_access, service_manifest
 
+fake_kube = fixtures.fake_kube
 HOST = "sbx-42.sandboxes.gpu.internal"
 ROUTE = SandboxRoute(
     auth_url="http://gpu-portal-web.gpu-portal.svc.cluster.local:8000/auth/sandbox/check",
@@ -97,3 +98,33 @@ def test_vs_code_runs_code_server_without_its_own_password_behind_the_gate() -> 
     container = statefulset["spec"]["template"]["spec"]["containers"][0]
     assert container["ports"] == [{"name": "http", "containerPort": 8888, "protocol": "TCP"}]
     assert kubernetes_validate.validate(statefulset, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
+
+
+def test_a_cluster_that_names_its_certificate_gets_it_copied_to_each_sandbox(fake_kube) -> None:
+    from tests.fakekube.resources import BY_KIND
+    from workers.drivers.base import ClusterConfig, DriverError
+    from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
+
+    with fake_kube.store.lock:
+        fake_kube.api.create(BY_KIND["Secret"], "ingress-nginx", {
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "wildcard", "namespace": "ingress-nginx"},
+            "data": {"tls.crt": "Y2VydA==", "tls.key": "a2V5"},
+        })  # fmt: skip
+    config = ClusterConfig(name="fake", driver="kubernetes", api_url=fake_kube.url)
+    named = ManifestOptions(route=SandboxRoute(tls_secret="ingress-nginx/wildcard"))
+    driver = KubernetesDriver(config, KubernetesOptions(manifests=named, timeout=(2.0, 2.0)))
+    spec = make_spec()
+    driver.apply_workload(spec)
+    ingress = fake_kube.get("Ingress", "sandbox", spec.namespace)
+    assert ingress["spec"]["tls"] == [{"hosts": [HOST], "secretName": "sandbox-tls"}]
+    copied = fake_kube.get("Secret", "sandbox-tls", spec.namespace)
+    assert copied["type"] == "kubernetes.io/tls" and copied["data"] == {
+        "tls.crt": "Y2VydA==",
+        "tls.key": "a2V5",
+    }
+
+    missing = ManifestOptions(route=SandboxRoute(tls_secret="ingress-nginx/nope"))
+    driver = KubernetesDriver(config, KubernetesOptions(manifests=missing, timeout=(2.0, 2.0)))
+    with pytest.raises(DriverError, match="certificate Secret ingress-nginx/nope is missing"):
+        driver.apply_workload(make_spec(workload_id=43, namespace="sbx-vision-other-43"))

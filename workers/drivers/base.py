@@ -43,6 +43,7 @@ class ClusterConfig:
     sandbox_route: Literal["ingress", "httproute"] = "ingress"
     ingress_class: str = "nginx"
     gateway: str = "gpu-portal/sandboxes"
+    sandbox_tls_secret: str = ""  # namespace/name of a wildcard certificate to copy per sandbox
     # Where people reach the API server with kubectl, and the CA that signs it (PEM), where they
     # differ from what the workers use (an in-cluster address, a private CA file).
     user_api_url: str = ""

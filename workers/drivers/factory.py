@@ -26,6 +26,7 @@ def get_driver(config: ClusterConfig) -> ClusterDriver:
             kind=config.sandbox_route,
             ingress_class=config.ingress_class,
             gateway=config.gateway,
+            tls_secret=config.sandbox_tls_secret,
             auth_url=settings.PORTAL_GATE_AUTH_URL,
             signin_url=f"{settings.PORTAL_BASE_URL}/auth/sandbox/signin/",
         ),

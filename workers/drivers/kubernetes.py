@@ -236,6 +236,7 @@ class KubernetesDriver(SandboxPartsMixin):
                 self._apply(obj)
             for mount in spec.datasets:
                 self._provide_dataset(spec, mount)
+            self._copy_tls_secret(spec)
             kinds = {obj["kind"] for obj in objects}
             named = {(obj["kind"], obj["metadata"]["name"]) for obj in objects}
             if ("RoleBinding", ROLE_BINDING_NAME) not in named:

@@ -19,6 +19,7 @@ from workers.manifests.datasets import copied_volume_name
 from workers.manifests.kubectl import KUBECTL_ACCOUNT
 from workers.manifests.names import HOME_OWNER_KEY, POD_NAME, label_value, object_meta
 from workers.manifests.policy import DATASET_CLAIM_MIB, limit_range_manifest, resource_quota_manifest
+from workers.manifests.route import TLS_SECRET, has_route
 from workers.manifests.workload import HOME_VOLUME
 from workers.spec import DatasetMount, WorkloadSpec
 
@@ -186,6 +187,28 @@ class SandboxPartsMixin:
                 "claimRef": {"namespace": spec.namespace, "name": dataset_claim_name(mount)},
             },
         }
+
+    def _copy_tls_secret(self, spec: WorkloadSpec) -> None:
+        """The sandbox domain's wildcard certificate, copied where the sandbox's Ingress names it
+        (only when the cluster asks for that rather than the controller's default certificate)."""
+        route = self.options.manifests.route
+        if not (route.kind == "ingress" and route.tls_secret and has_route(spec)):
+            return
+        namespace, _, name = route.tls_secret.rpartition("/")
+        source = self.api.get("Secret", name, namespace or None) if namespace else None
+        if source is None:
+            raise DriverError(
+                f"the sandbox domain's certificate Secret {route.tls_secret} is missing (the cluster's setting)",
+                retryable=False,
+            )
+        copy = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": object_meta(spec, TLS_SECRET),
+            "type": source.get("type", "kubernetes.io/tls"),
+            "data": source.get("data") or {},
+        }
+        self._create_once(copy)
 
     def _create_once(self, obj: dict) -> None:
         """Create an object the portal may not read back (a copied Secret): one already there stays."""

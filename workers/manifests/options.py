@@ -50,8 +50,7 @@ class SandboxRoute:
     browser without a gate cookie is sent).
 
     `kind` "ingress": an Ingress of `ingress_class` with ingress-nginx's forward-auth
-    annotations; TLS from the controller's default certificate (the wildcard Secret named in the
-    cluster's settings stays in the controller's namespace). "httproute": a Gateway API
+    annotations; TLS from the controller's default certificate, or from a copy of `tls_secret`. "httproute": a Gateway API
     HTTPRoute on `gateway` ("namespace/name", whose HTTPS listener holds the certificate), with
     the ExternalAuth filter calling the portal through an ExternalName Service in the sandbox's
     namespace (a backend in its own namespace needs no ReferenceGrant)."""
@@ -59,6 +58,9 @@ class SandboxRoute:
     kind: Literal["ingress", "httproute"] = "ingress"
     ingress_class: str = "nginx"
     gateway: str = "gpu-portal/sandboxes"
+    # namespace/name of the wildcard certificate, copied into each sandbox's namespace as
+    # TLS_SECRET for its Ingress; empty: the controller's default certificate
+    tls_secret: str = ""
     auth_url: str = "http://gpu-portal-web.gpu-portal.svc.cluster.local:8000/auth/sandbox/check"
     signin_url: str = "https://portal.example.internal/auth/sandbox/signin/"
 

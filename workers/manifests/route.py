@@ -21,6 +21,7 @@ from workers.spec import WorkloadSpec
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 AUTH_SERVICE = "portal-auth"
 GATEWAY_AUTH_PATH = "/auth/sandbox/gateway"  # the portal's check under the Gateway's prefix
+TLS_SECRET = "sandbox-tls"  # noqa: S105 (the name of the wildcard certificate's copy, where the cluster asks for one)
 USER_HEADER = "X-Portal-User"  # who the portal let in, for the app to read
 WEB_KINDS = ("jupyter", "vscode")
 
@@ -55,7 +56,7 @@ def ingress_manifest(spec: WorkloadSpec, route: SandboxRoute) -> dict:
         "spec": {
             "ingressClassName": route.ingress_class,
             # no secretName: the controller serves its default certificate, the wildcard one
-            "tls": [{"hosts": [host]}],
+            "tls": [{"hosts": [host], "secretName": TLS_SECRET} if route.tls_secret else {"hosts": [host]}],
             "rules": [
                 {
                     "host": host,

@@ -22,6 +22,7 @@ def cluster_config(cluster: Cluster) -> ClusterConfig:
         sandbox_route=cluster.sandbox_route,  # type: ignore[arg-type]
         ingress_class=cluster.ingress_class,
         gateway=cluster.gateway,
+        sandbox_tls_secret=cluster.sandbox_tls_secret,
         user_api_url=cluster.user_api_url,
         user_ca_data=cluster.user_ca_data,
     )
