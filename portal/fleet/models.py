@@ -242,10 +242,20 @@ class Gpu(models.Model):
     uuid = models.CharField(max_length=64, unique=True)
     gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="gpus")
     mig_enabled = models.BooleanField(default=False)
+    # What the node agent last said of it (truth over bookkeeping)
+    seen_at = models.DateTimeField(null=True, blank=True, help_text="The node agent's last reading of it.")
+    health = models.CharField(
+        max_length=10,
+        choices=[("ok", "ok"), ("lost", "lost"), ("xid", "XID errors")],
+        default="ok",
+        help_text="lost: NVML says the GPU is lost; xid: the driver reported critical XID errors.",
+    )
+    health_detail = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["node", "index"]
         constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index")]
+        permissions = [("report_telemetry", "Report GPU telemetry (the node agent's credential)")]
 
     def __str__(self) -> str:
         return f"{self.node.name}/{self.index}"
@@ -388,3 +398,36 @@ class StorageHold(models.Model):
 
     def __str__(self) -> str:
         return f"{self.what}: {self.size_gb} GB from {self.started_at:%Y-%m-%d %H:%M}"
+
+
+class GpuMinute(models.Model):
+    """One minute of one GPU or MIG device as the node agent read it: readings are folded into
+    the minute they fall in as they arrive, so the series stay small (a year of a 1,000-GPU
+    fleet at one row a device a minute) and chart queries read rows, not raw samples."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="minutes")
+    device = models.CharField(max_length=64, help_text="The GPU's UUID, or its MIG device's.")
+    mig_start = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="A MIG device's placement start on its GPU; null for a whole GPU."
+    )
+    minute = models.DateTimeField()
+    samples = models.PositiveIntegerField(default=0)
+    utilization_sum = models.FloatField(default=0, help_text="Sum over the samples that had a figure.")
+    utilization_samples = models.PositiveIntegerField(default=0)
+    memory_used_mb_max = models.PositiveIntegerField(default=0)
+    memory_total_mb = models.PositiveIntegerField(default=0)
+    power_watts_sum = models.FloatField(default=0)
+    processes_max = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["device", "minute"]
+        constraints = [models.UniqueConstraint(fields=["device", "minute"], name="gpu_minute_unique")]
+        indexes = [models.Index(fields=["gpu", "minute"])]
+
+    def __str__(self) -> str:
+        return f"{self.device} at {self.minute:%Y-%m-%d %H:%M}"
+
+    @property
+    def utilization(self) -> float | None:
+        """Mean utilization over the minute; None where no reading of it had a figure."""
+        return self.utilization_sum / self.utilization_samples if self.utilization_samples else None

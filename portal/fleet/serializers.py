@@ -108,3 +108,21 @@ class FleetGpuSerializer(serializers.ModelSerializer):
     @extend_schema_field(HolderSerializer(allow_null=True))
     def get_holder(self, gpu: Gpu) -> dict[str, Any] | None:
         return holder([a for a in gpu.live_holds if not a.mig_profile])
+
+
+class TelemetryBatchSerializer(serializers.Serializer):
+    readings = serializers.ListField(
+        child=serializers.DictField(),
+        max_length=1000,
+        help_text="Node readings as the node agent takes them.",
+    )
+    dropped = serializers.IntegerField(
+        min_value=0, required=False, default=0, help_text="Readings the agent dropped."
+    )
+
+
+class TelemetryRecordedSerializer(serializers.Serializer):
+    readings = serializers.IntegerField()
+    devices = serializers.IntegerField()
+    unknown_nodes = serializers.ListField(child=serializers.CharField())
+    dropped = serializers.IntegerField()

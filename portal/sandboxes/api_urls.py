@@ -12,5 +12,8 @@ urlpatterns = [
     path("sandboxes/<int:pk>/sharing", api.SandboxSharingView.as_view(), name="api-sandbox-sharing"),
     path("sandboxes/<int:pk>/restart", api.SandboxRestartView.as_view(), name="api-sandbox-restart"),
     path("sandboxes/<int:pk>/insight", api.SandboxInsightView.as_view(), name="api-sandbox-insight"),
+    path(
+        "sandboxes/<int:pk>/utilization", api.SandboxUtilizationView.as_view(), name="api-sandbox-utilization"
+    ),
     path("sandboxes/<int:pk>/kubeconfig", api.SandboxKubeconfigView.as_view(), name="api-sandbox-kubeconfig"),
 ]

@@ -1,0 +1,182 @@
+"""GPU telemetry from the node agents: readings folded into per-minute rows as they arrive, the
+GPUs' health as NVML reports it (lost, XID errors: admins told once), and the series a workload's
+page and API read. Services and selectors of the fleet's telemetry, kept apart from placement."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+
+from portal.accounts.models import User
+from portal.accounts.services import notify
+from portal.audit.services import audit_record
+from portal.core.errors import ValidationFailed
+from portal.fleet.models import Allocation, Gpu, GpuMinute, Node
+
+STEPS = {60: "minute", 3600: "hour"}
+
+
+@dataclass
+class _Fold:
+    gpu: Gpu
+    mig_start: int | None = None
+    samples: int = 0
+    utilization_sum: float = 0.0
+    utilization_samples: int = 0
+    memory_used_mb_max: int = 0
+    memory_total_mb: int = 0
+    power_watts_sum: float = 0.0
+    processes_max: int = 0
+
+    def add(self, utilization: Any, used: Any, total: Any, power: Any = None, processes: int = 0) -> None:
+        self.samples += 1
+        if isinstance(utilization, int | float):
+            self.utilization_sum += float(utilization)
+            self.utilization_samples += 1
+        self.memory_used_mb_max = max(self.memory_used_mb_max, int(used or 0))
+        self.memory_total_mb = max(self.memory_total_mb, int(total or 0))
+        self.power_watts_sum += float(power or 0)
+        self.processes_max = max(self.processes_max, processes)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    readings: int
+    devices: int
+    unknown_nodes: list[str]
+    dropped: int
+
+
+def _health(gpu_reading: dict) -> tuple[str, str]:
+    error = str(gpu_reading.get("error") or "")
+    if "lost" in error.lower() or "reset" in error.lower():
+        return "lost", f"NVML: {error}"
+    xids = [int(code) for code in gpu_reading.get("xid_events") or []]
+    if xids:
+        return "xid", f"XID {', '.join(str(code) for code in xids)}"
+    return "ok", ""
+
+
+@transaction.atomic
+def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
+    """Fold a node agent's batch of readings into per-minute rows and the GPUs' health."""
+    if not isinstance(readings, list) or not all(isinstance(r, dict) for r in readings):
+        raise ValidationFailed("`readings` must be a list of node readings.", fields={"readings": ["a list"]})
+    folds: dict[tuple[str, datetime], _Fold] = {}
+    unknown: list[str] = []
+    names = {str(r.get("node", "")) for r in readings}
+    nodes = {node.name: node for node in Node.objects.filter(name__in=names).prefetch_related("gpus")}
+    for reading in readings:
+        node = nodes.get(str(reading.get("node", "")))
+        if node is None:
+            unknown.append(str(reading.get("node", "")))
+            continue
+        taken = datetime.fromtimestamp(float(reading.get("taken_at") or 0), UTC)
+        minute = taken.replace(second=0, microsecond=0)
+        by_uuid = {gpu.uuid: gpu for gpu in node.gpus.all()}
+        by_index = {gpu.index: gpu for gpu in node.gpus.all()}
+        for item in reading.get("gpus") or []:
+            gpu = by_uuid.get(str(item.get("uuid", ""))) or by_index.get(int(item.get("index", -1)))
+            if gpu is None:
+                continue
+            _observe_health(gpu, item, taken)
+            if item.get("error"):
+                continue
+            if not item.get("mig_enabled"):
+                fold = folds.setdefault((gpu.uuid, minute), _Fold(gpu))
+                fold.add(item.get("utilization_percent"), item.get("memory_used_mb"), item.get("memory_total_mb"),
+                         item.get("power_watts"), len(item.get("processes") or []))  # fmt: skip
+            for mig in item.get("mig_devices") or []:
+                fold = folds.setdefault(
+                    (str(mig.get("uuid")), minute), _Fold(gpu, mig_start=mig.get("start"))
+                )
+                fold.add(
+                    mig.get("utilization_percent"), mig.get("memory_used_mb"), mig.get("memory_total_mb")
+                )
+    for (device, minute), fold in folds.items():
+        row, _ = GpuMinute.objects.select_for_update().get_or_create(
+            device=device, minute=minute, defaults={"gpu": fold.gpu, "mig_start": fold.mig_start}
+        )
+        row.samples += fold.samples
+        row.utilization_sum += fold.utilization_sum
+        row.utilization_samples += fold.utilization_samples
+        row.memory_used_mb_max = max(row.memory_used_mb_max, fold.memory_used_mb_max)
+        row.memory_total_mb = max(row.memory_total_mb, fold.memory_total_mb)
+        row.power_watts_sum += fold.power_watts_sum
+        row.processes_max = max(row.processes_max, fold.processes_max)
+        row.save()
+    return Recorded(
+        readings=len(readings), devices=len({d for d, _ in folds}), unknown_nodes=unknown, dropped=dropped
+    )
+
+
+def _observe_health(gpu: Gpu, item: dict, taken: datetime) -> None:
+    """Record what NVML says of the GPU; a GPU turning lost or reporting XID errors is audited
+    and the platform admins are told (once per change, not per reading)."""
+    health, detail = _health(item)
+    Gpu.objects.filter(pk=gpu.pk).update(seen_at=taken)
+    if health == gpu.health or (health == "ok" and gpu.health == "xid"):
+        return  # XID errors stay until an admin clears them; "ok" readings do not undo them
+    Gpu.objects.filter(pk=gpu.pk).update(health=health, health_detail=detail[:300])
+    gpu.health, gpu.health_detail = health, detail
+    audit_record(actor=None, action=f"gpu.{health}", obj=gpu, detail=detail)
+    for admin in User.objects.filter(Q(is_superuser=True) | Q(is_staff=True), is_active=True):
+        notify(user=admin, message=f"GPU {gpu} on {gpu.node.name}: {detail}", link="/fleet/")
+
+
+@dataclass(frozen=True)
+class Point:
+    at: datetime
+    utilization: float | None
+    memory_used_mb: int
+    memory_total_mb: int
+
+
+def workload_utilization(*, workload: Any, start: datetime, end: datetime, step: int) -> list[Point]:
+    """The devices a workload held, minute by minute (or hour by hour), within [start, end):
+    mean utilization over the devices and time that had a figure, memory summed over devices."""
+    if step not in STEPS:
+        raise ValidationFailed(
+            f"`step` is one of {', '.join(str(s) for s in STEPS)} seconds.", fields={"step": ["60 or 3600"]}
+        )
+    if end <= start or end - start > timedelta(days=366):
+        raise ValidationFailed(
+            "`from` must come before `to`, at most a year apart.", fields={"to": ["after from"]}
+        )
+    holds = (
+        Allocation.objects.filter(workload=workload, started_at__lt=end)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+        .select_related("mig_slice")
+    )
+    wanted = Q(pk__in=[])
+    for hold in holds:
+        window = Q(
+            minute__gte=max(hold.started_at, start),
+            minute__lt=min(hold.ended_at or end, end),
+            gpu_id=hold.gpu_id,
+        )
+        if hold.mig_slice_id:
+            wanted |= window & Q(mig_start=hold.mig_slice.start)
+        else:
+            wanted |= window & Q(mig_start__isnull=True)
+    buckets: dict[datetime, list[GpuMinute]] = defaultdict(list)
+    for row in GpuMinute.objects.filter(wanted).order_by("minute"):
+        moment = row.minute if step == 60 else row.minute.replace(minute=0)
+        buckets[moment].append(row)
+    points = []
+    for moment, rows in sorted(buckets.items()):
+        measured = sum(r.utilization_samples for r in rows)
+        utilization = round(sum(r.utilization_sum for r in rows) / measured, 1) if measured else None
+        per_minute: dict[datetime, tuple[int, int]] = defaultdict(lambda: (0, 0))
+        for r in rows:
+            used, total = per_minute[r.minute]
+            per_minute[r.minute] = (used + r.memory_used_mb_max, total + r.memory_total_mb)
+        used = max(u for u, _ in per_minute.values())
+        total = max(t for _, t in per_minute.values())
+        points.append(Point(moment, utilization, used, total))
+    return points

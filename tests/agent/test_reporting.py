@@ -1,0 +1,140 @@
+"""The node agent reporting to the portal: its readings, posted with a node credential, become
+per-minute rows and GPU health; a sandbox's utilization series comes back from the API."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from rest_framework.test import APIClient
+
+from portal.accounts.services import token_create
+from portal.audit.models import AuditEvent
+from portal.fleet.models import Gpu, GpuMinute
+from tests.agent.fakenvml import FakeGpu, FakeMig, FakeNvml
+from tests.factories import UserFactory
+from tests.rows import make_sandbox
+from workers.agent.__main__ import main
+from workers.agent.reading import read_node
+from workers.agent.report import ReadingBuffer, Reporter
+
+pytestmark = pytest.mark.django_db
+MINUTE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def agent_token(db) -> str:
+    agent = UserFactory(username="node-agent")
+    agent.user_permissions.add(Permission.objects.get(codename="report_telemetry"))
+    return token_create(user=agent, name="gpu-h100-a")[1]
+
+
+def readings_of(nvml: FakeNvml, node: str, *moments: datetime) -> list[dict]:
+    import dataclasses
+
+    nvml.nvmlInit()
+    out = []
+    for moment in moments:
+        reading = dataclasses.asdict(read_node(nvml, node, gpm_interval=0))
+        reading["taken_at"] = moment.timestamp()
+        out.append(reading)
+    return out
+
+
+def test_readings_become_minutes_and_only_an_agents_credential_may_post_them(fleet, agent_token, alice):
+    nvml = FakeNvml([FakeGpu(uuid="GPU-gpu-h100-a-0", utilization=80, memory_used_mb=1000, power_mw=300_000)])
+    batch = readings_of(nvml, "gpu-h100-a", MINUTE, MINUTE + timedelta(seconds=30))
+    nvml.gpus[0].utilization = 20
+    batch += readings_of(nvml, "gpu-h100-a", MINUTE + timedelta(seconds=45))
+    assert alice.post("/api/v1/telemetry/readings", {"readings": batch}, format="json").status_code == 403
+    agent = APIClient()
+    agent.credentials(HTTP_AUTHORIZATION=f"Bearer {agent_token}")
+    answer = agent.post("/api/v1/telemetry/readings", {"readings": batch, "dropped": 3}, format="json")
+    assert answer.status_code == 202 and answer.json() == {
+        "readings": 3,
+        "devices": 1,
+        "unknown_nodes": [],
+        "dropped": 3,
+    }
+    (row,) = GpuMinute.objects.all()
+    assert (row.device, row.minute, row.samples, row.utilization) == ("GPU-gpu-h100-a-0", MINUTE, 3, 60.0)
+    assert (row.memory_used_mb_max, row.power_watts_sum) == (1000, 900.0)
+    assert agent.post("/api/v1/telemetry/readings", {"readings": "x"}, format="json").status_code == 400
+
+
+def test_a_lost_gpu_and_xid_errors_are_recorded_once_and_admins_told(fleet, agent_token, admin_user):
+    from portal.accounts.models import Notification
+    from portal.fleet.telemetry import telemetry_record
+
+    nvml = FakeNvml([FakeGpu(uuid="GPU-gpu-h100-a-0"), FakeGpu(uuid="GPU-gpu-h100-a-1", lost=True)])
+    for _ in range(2):
+        telemetry_record(readings=readings_of(nvml, "gpu-h100-a", MINUTE))
+    lost = Gpu.objects.get(uuid="GPU-gpu-h100-a-1")
+    assert lost.health == "lost" and lost.health_detail == "NVML: GPU is lost" and lost.seen_at == MINUTE
+    assert AuditEvent.objects.filter(action="gpu.lost").count() == 1  # once, not per reading
+    assert Notification.objects.filter(user=admin_user, message__contains="GPU is lost").count() == 1
+    reading = readings_of(nvml, "gpu-h100-a", MINUTE)
+    reading[0]["gpus"][0]["xid_events"] = [79]
+    telemetry_record(readings=reading)
+    assert Gpu.objects.get(uuid="GPU-gpu-h100-a-0").health_detail == "XID 79"
+    assert telemetry_record(readings=[{"node": "nowhere", "taken_at": 0, "gpus": []}]).unknown_nodes == [
+        "nowhere"
+    ]
+
+
+def test_a_sandboxs_utilization_series_from_its_slice(fleet, researcher, team, alice, agent_token):
+    from portal.fleet.models import MigSlice
+    from portal.fleet.telemetry import telemetry_record
+    from tests.rows import make_hold
+
+    gpu = Gpu.objects.get(uuid="GPU-gpu-h100-b-0")
+    mig = MigSlice.objects.create(gpu=gpu, profile="1g.10gb", start=6, size=1, compute_slices=1)
+    sandbox = make_sandbox(owner=researcher, team=team, gpu_type=gpu.gpu_type, mig_profile="1g.10gb")
+    hold = make_hold(gpu=gpu, user=researcher, team=team, workload=sandbox, mig_profile="1g.10gb",
+                     started_at=MINUTE - timedelta(hours=1), ended_at=None, share=(1, 7))  # fmt: skip
+    hold.mig_slice = mig
+    hold.save()
+    nvml = FakeNvml([FakeGpu(uuid="GPU-gpu-h100-b-0", mig_enabled=True, migs=[
+        FakeMig(gi_id=9, profile_index=0, start=6, size=1, uuid="MIG-x", memory_used_mb=5000, utilization=40.0),
+        FakeMig(gi_id=2, profile_index=2, start=0, size=4, uuid="MIG-y", memory_used_mb=100, utilization=99.0),
+    ])])  # fmt: skip
+    telemetry_record(readings=readings_of(nvml, "gpu-h100-b", MINUTE, MINUTE + timedelta(minutes=1)))
+    series = alice.get(
+        f"/api/v1/sandboxes/{sandbox.pk}/utilization",
+        {
+            "from": (MINUTE - timedelta(minutes=5)).isoformat(),
+            "to": (MINUTE + timedelta(minutes=5)).isoformat(),
+        },
+    ).json()
+    assert [(p["utilization"], p["memory_used_mb"]) for p in series] == [
+        (40.0, 5000),
+        (40.0, 5000),
+    ]  # its slice only
+    hourly = alice.get(f"/api/v1/sandboxes/{sandbox.pk}/utilization",
+                       {"from": (MINUTE - timedelta(hours=1)).isoformat(), "to": (MINUTE + timedelta(hours=1)).isoformat(), "step": 3600}).json()  # fmt: skip
+    assert len(hourly) == 1 and hourly[0]["utilization"] == 40.0
+    bad = alice.get(f"/api/v1/sandboxes/{sandbox.pk}/utilization", {"step": "7"})
+    assert bad.status_code == 400
+
+
+def test_the_agent_reports_to_a_running_portal(
+    live_server, transactional_db, fleet, agent_token, monkeypatch
+):
+    nvml = FakeNvml([FakeGpu(uuid="GPU-gpu-h100-a-0", utilization=55)])
+    monkeypatch.setenv("GPU_PORTAL_AGENT_TOKEN", agent_token)
+    code = main(
+        ["--portal", live_server.url, "--node", "gpu-h100-a", "--iterations", "2", "--interval", "0"],
+        nvml=nvml,
+    )
+    assert code == 0
+    assert sum(row.samples for row in GpuMinute.objects.filter(device="GPU-gpu-h100-a-0")) == 2
+
+
+def test_a_portal_that_is_down_keeps_the_readings_for_later():
+    nvml = FakeNvml([FakeGpu(uuid="GPU-1")])
+    nvml.nvmlInit()
+    buffer = ReadingBuffer(capacity=10)
+    buffer.add(read_node(nvml, "n", gpm_interval=0))
+    assert Reporter("http://127.0.0.1:9", "t", timeout=0.5).flush(buffer) == 0  # nothing listens
+    assert len(buffer.readings) == 1
