@@ -70,9 +70,14 @@ def live_allocations() -> QuerySet[Allocation]:
 
 
 def gpu_snapshot(*, gpu_type: GpuType | None = None, now: datetime | None = None) -> list[GpuView]:
-    """The GPUs (of one type, or all) as the placement engine sees them: three queries."""
+    """The GPUs (of one type, or all) as the placement engine sees them: three queries. A GPU the
+    node agent reports lost is not offered until an admin clears it."""
     now = now or timezone.now()
-    gpus = Gpu.objects.select_related("node__cluster", "gpu_type").filter(node__schedulable=True)
+    gpus = (
+        Gpu.objects.select_related("node__cluster", "gpu_type")
+        .filter(node__schedulable=True)
+        .exclude(health="lost")
+    )
     if gpu_type is not None:
         gpus = gpus.filter(gpu_type=gpu_type)
     gpus = list(gpus)
