@@ -224,6 +224,8 @@ PORTAL_MIG_SHARE_RULE = env_choice("PORTAL_MIG_SHARE_RULE", "compute", ["compute
 # Simulated cluster: how long a pod takes to start, and a MIG reconfiguration.
 PORTAL_SIM_POD_START_SECONDS = env_float("PORTAL_SIM_POD_START_SECONDS", 3.0, minimum=0.0)
 PORTAL_SIM_MIG_RECONFIG_SECONDS = env_float("PORTAL_SIM_MIG_RECONFIG_SECONDS", 2.0, minimum=0.0)
+# Simulated cluster: how often its GPUs are "read" as node agents would (utilization charts).
+PORTAL_SIM_TELEMETRY_SECONDS = env_float("PORTAL_SIM_TELEMETRY_SECONDS", 15.0, minimum=1.0)
 # Where users reach sandboxes, and the namespace of the ingress controller or gateway that
 # carries that traffic (sandbox NetworkPolicies admit ingress from it alone).
 PORTAL_ACCESS_BASE_URL = env_str("PORTAL_ACCESS_BASE_URL", "https://sandboxes.gpu.internal")

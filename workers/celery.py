@@ -37,6 +37,10 @@ def _schedule() -> dict:
             "task": "fleet.repair_drift_all",
             "schedule": settings.PORTAL_DRIFT_SECONDS,
         },
+        "simulate-telemetry": {  # only simulated clusters: real ones have node agents
+            "task": "fleet.simulate_telemetry",
+            "schedule": settings.PORTAL_SIM_TELEMETRY_SECONDS,
+        },
         "delete-homes": {  # homes whose deletion failed (a volume still releasing) are tried again
             "task": "sandboxes.home_delete_due",
             "schedule": settings.PORTAL_DRIFT_SECONDS,

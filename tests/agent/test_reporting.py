@@ -138,3 +138,26 @@ def test_a_portal_that_is_down_keeps_the_readings_for_later():
     buffer.add(read_node(nvml, "n", gpm_interval=0))
     assert Reporter("http://127.0.0.1:9", "t", timeout=0.5).flush(buffer) == 0  # nothing listens
     assert len(buffer.readings) == 1
+
+
+def test_the_simulated_cluster_reports_like_agents_so_the_page_has_a_chart(
+    fleet, researcher, team, researcher_client, alice
+):
+    from django.utils import timezone
+
+    from workers.reconcile.telemetry_sim import simulate_telemetry
+
+    gpu = Gpu.objects.get(uuid="GPU-gpu-h100-a-0")
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=gpu, hours_ago=0.5)
+    now = timezone.now()
+    for minutes in (3, 2, 1):
+        assert (
+            simulate_telemetry(now=(now - timedelta(minutes=minutes)).timestamp()) == 16
+        )  # every simulated GPU
+    series = alice.get(f"/api/v1/sandboxes/{sandbox.pk}/utilization").json()
+    assert len(series) == 3 and all(p["utilization"] is not None and p["memory_used_mb"] > 0 for p in series)
+    idle = GpuMinute.objects.filter(device="GPU-gpu-h100-a-1").first()
+    assert idle is not None and idle.utilization == 0.0 and idle.memory_used_mb_max == 0  # nothing holds it
+    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    assert f'data-series-url="/api/v1/sandboxes/{sandbox.pk}/utilization?from=' in page
+    assert "vendor/uplot.iife.min.js" in page

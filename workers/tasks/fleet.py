@@ -13,6 +13,7 @@ from workers.reconcile.discovery import clusters_to_discover, discover_cluster
 from workers.reconcile.drift import clusters_to_repair
 from workers.reconcile.drift import repair_drift as repair_cluster_drift
 from workers.reconcile.mig import mig_layouts_due, reconcile_node_mig
+from workers.reconcile.telemetry_sim import simulate_telemetry
 
 
 @shared_task(name="fleet.apply_mig_layout", ignore_result=True)
@@ -52,3 +53,9 @@ def repair_drift(cluster_id: int) -> None:
 def repair_drift_all() -> None:
     for cluster_id in clusters_to_repair():
         repair_drift.delay(cluster_id)
+
+
+@shared_task(name="fleet.simulate_telemetry", ignore_result=True)
+def simulate_telemetry_task() -> None:
+    """What node agents would report of the simulated cluster's GPUs (the embedded default)."""
+    simulate_telemetry()
