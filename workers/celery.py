@@ -41,6 +41,10 @@ def _schedule() -> dict:
             "task": "fleet.simulate_telemetry",
             "schedule": settings.PORTAL_SIM_TELEMETRY_SECONDS,
         },
+        "idle-sweep": {
+            "task": "workloads.idle_sweep",
+            "schedule": 60.0,
+        },
         "delete-homes": {  # homes whose deletion failed (a volume still releasing) are tried again
             "task": "sandboxes.home_delete_due",
             "schedule": settings.PORTAL_DRIFT_SECONDS,

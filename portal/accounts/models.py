@@ -44,6 +44,17 @@ class Team(models.Model):
     home_gb_max = models.PositiveIntegerField(
         default=200, help_text="How far a member may grow their home volume."
     )
+    idle_reclaim_minutes = models.PositiveIntegerField(
+        default=0,
+        help_text="A sandbox whose GPUs stay idle this long is warned, then ended after the grace period "
+        "(its home is kept). 0 (the default): never; a team opts in.",
+    )
+    idle_threshold_percent = models.PositiveSmallIntegerField(
+        default=5, help_text="GPU utilization under this counts as idle."
+    )
+    idle_grace_minutes = models.PositiveIntegerField(
+        default=30, help_text="Between the idle warning and the end, for its owner to keep it."
+    )
     default_image = models.ForeignKey(
         "workloads.Image", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -117,6 +117,9 @@ def demo_seed() -> SeedSummary:
                     "auto_approve_max_gpus": 1,
                     "auto_approve_max_hours": Decimal(24),
                     "default_image": images["jupyter"],
+                    # idle reclaim on, and short, so the demo shows a warning within the hour
+                    "idle_reclaim_minutes": 20,
+                    "idle_grace_minutes": 15,
                 },
             )
         )

@@ -56,6 +56,7 @@ from portal.workloads.api import (
 from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.selectors import workloads_visible_to, workloads_with_details
 from portal.workloads.serializers import ExtendSerializer
+from portal.workloads.services import sandbox_keep
 
 ENDED = OpenApiResponse(description="The sandbox has ended.")
 
@@ -269,3 +270,12 @@ def _when(raw: str | None, name: str) -> datetime | None:
     if moment is None:
         raise ValidationFailed(f"`{name}` is an ISO 8601 time.", fields={name: ["an ISO 8601 time"]})
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@extend_schema_view(post=extend_schema(request=None, responses={200: SandboxSerializer, 409: ENDED}))
+class SandboxKeepView(_Sandbox, WorkloadApi):
+    """Keep a sandbox warned for idleness: the warning goes and the idle clock starts again."""
+
+    def post(self, request: Request, pk: int) -> Response:
+        sandbox_keep(user=request.user, sandbox_id=pk)
+        return self.shown(request, pk)

@@ -10,6 +10,7 @@ urlpatterns = [
     path("sandboxes/<int:pk>/extend", api.SandboxExtendView.as_view(), name="api-sandbox-extend"),
     path("sandboxes/<int:pk>/terminate", api.SandboxTerminateView.as_view(), name="api-sandbox-terminate"),
     path("sandboxes/<int:pk>/sharing", api.SandboxSharingView.as_view(), name="api-sandbox-sharing"),
+    path("sandboxes/<int:pk>/keep", api.SandboxKeepView.as_view(), name="api-sandbox-keep"),
     path("sandboxes/<int:pk>/restart", api.SandboxRestartView.as_view(), name="api-sandbox-restart"),
     path("sandboxes/<int:pk>/insight", api.SandboxInsightView.as_view(), name="api-sandbox-insight"),
     path(

@@ -11,6 +11,7 @@ urlpatterns = [
     path("sandboxes/<int:pk>/", views.sandbox_detail, name="sandbox-detail"),
     path("sandboxes/<int:pk>/share/", views.sandbox_share_posted, name="sandbox-share"),
     path("sandboxes/<int:pk>/restart/", views.sandbox_restart_posted, name="sandbox-restart"),
+    path("sandboxes/<int:pk>/keep/", views.sandbox_keep_posted, name="sandbox-keep"),
     path("sandboxes/<int:pk>/insight/", views.sandbox_insight_panel, name="sandbox-insight"),
     path("sandboxes/<int:pk>/kubectl/", views.sandbox_kubectl_panel, name="sandbox-kubectl"),
     path("sandboxes/<int:pk>/kubeconfig/", views.sandbox_kubeconfig_download, name="sandbox-kubeconfig"),

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -123,6 +124,14 @@ class Workload(models.Model):
         null=True, blank=True, help_text="Its owner asked for a new pod on the same placement (home kept)."
     )
     restarted_at = models.DateTimeField(null=True, blank=True, help_text="When the worker last restarted it.")
+    idle_warned_at = models.DateTimeField(
+        null=True, blank=True, help_text="Told its GPUs sit idle; ended after the team's grace unless kept."
+    )
+    idle_kept_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Its owner chose to keep it though idle: the idle clock starts again.",
+    )
     expiry_warned_at = models.DateTimeField(null=True, blank=True)
     # While terminating: the end state it reaches once the cluster objects are gone.
     ending_as = models.CharField(max_length=20, blank=True)
@@ -183,6 +192,13 @@ class Workload(models.Model):
             else f"{self.gpu_count}x {self.gpu_type.slug}"
         )
         return each if self.replicas == 1 else f"{self.replicas} replicas of {each}"
+
+    @property
+    def idle_reclaim_at(self):
+        """When an idle warning turns into the end, unless kept."""
+        if self.idle_warned_at is None:
+            return None
+        return self.idle_warned_at + timedelta(minutes=self.team.idle_grace_minutes)
 
     @property
     def lifetime_hours(self) -> Decimal:

@@ -6,7 +6,12 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from portal.workloads.services import workload_queue_drain, workloads_due_for_reconcile, workloads_sweep
+from portal.workloads.services import (
+    workload_queue_drain,
+    workloads_due_for_reconcile,
+    workloads_idle_sweep,
+    workloads_sweep,
+)
 from workers.reconcile.workloads import reconcile_workload
 
 
@@ -31,3 +36,9 @@ def sweep() -> None:
 def reconcile_due() -> None:
     for workload_id in workloads_due_for_reconcile(now=timezone.now()):
         reconcile.delay(workload_id)
+
+
+@shared_task(name="workloads.idle_sweep", ignore_result=True)
+def idle_sweep() -> None:
+    """Warn, reclaim or clear sandboxes by their GPUs' idleness (the node agents' readings)."""
+    workloads_idle_sweep()

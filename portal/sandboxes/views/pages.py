@@ -40,6 +40,7 @@ from portal.sandboxes.services import (
 from portal.workloads.forms import ExtendForm
 from portal.workloads.models import WorkloadState
 from portal.workloads.selectors import progress_steps, workload_audit_trail
+from portal.workloads.services import sandbox_keep
 from portal.workloads.views import workload_list_context
 
 
@@ -143,6 +144,18 @@ def sandbox_share_posted(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(
             request, f"Shared with {names}." if names else "Shared with nobody: only you can open it."
         )
+    return redirect("sandbox-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def sandbox_keep_posted(request: HttpRequest, pk: int) -> HttpResponse:
+    """Keep a sandbox its GPUs' idleness was about to end."""
+    run_service(
+        request,
+        lambda: sandbox_keep(user=request.user, sandbox_id=pk),
+        success="Kept: the idle clock starts again.",
+    )
     return redirect("sandbox-detail", pk=pk)
 
 

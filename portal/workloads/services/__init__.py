@@ -1,6 +1,7 @@
 """Workload services (sandboxes and deployments alike): what users ask for (requests, estimates,
 extensions, ends), the worker-driven lifecycle, and the sweep. Other apps import from here only."""
 
+from portal.workloads.services.idle import IdleSweep, sandbox_keep, workloads_idle_sweep
 from portal.workloads.services.lifecycle import (
     DRAIN_TASK,
     RECONCILE_TASK,
@@ -51,12 +52,14 @@ __all__ = [
     "RESTARTING",
     "Estimate",
     "GpuAsk",
+    "IdleSweep",
     "Lifetime",
     "ResolvedRequest",
     "SweepResult",
     "WorkloadAsk",
     "move",
     "resolve_request",
+    "sandbox_keep",
     "tell_deciders",
     "workload_apply_extension",
     "workload_approve",
@@ -78,5 +81,6 @@ __all__ = [
     "workload_terminate",
     "workload_try_place",
     "workloads_due_for_reconcile",
+    "workloads_idle_sweep",
     "workloads_sweep",
 ]
