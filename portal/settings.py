@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "portal.catalog",
     "portal.deployments",
     "portal.demo",
+    "portal.observability",
     # The worker side registers its Celery app and its management commands (runportal);
     # listed by name only, portal code never imports it.
     "workers",
@@ -250,6 +251,8 @@ PORTAL_DATASET_NAMESPACE = env_str("PORTAL_DATASET_NAMESPACE", "gpu-portal-datas
 PORTAL_DATASET_NFS_CSI_DRIVER = env_str("PORTAL_DATASET_NFS_CSI_DRIVER", "nfs.csi.k8s.io")
 # The cluster's Prometheus (empty: none): homes' use comes from the kubelet volume stats it scrapes.
 PORTAL_PROMETHEUS_URL = env_str("PORTAL_PROMETHEUS_URL", "")
+# What Prometheus sends as a bearer token to scrape /metrics (empty: platform admins' sessions only).
+PORTAL_METRICS_TOKEN = env_str("PORTAL_METRICS_TOKEN", "")
 PORTAL_MIG_CONFIG_MAP = env_str("PORTAL_MIG_CONFIG_MAP", "gpu-portal-mig-parted-config")
 PORTAL_MIG_CONFIG_NAMESPACE = env_str("PORTAL_MIG_CONFIG_NAMESPACE", "gpu-operator")
 # Where sandboxes may connect, beside DNS (comma-separated CIDRs; private and link-local ranges,

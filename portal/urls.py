@@ -7,5 +7,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include("portal.api_urls")),
+    path("", include("portal.observability.urls")),
     path("", include("portal.web_urls")),
 ]

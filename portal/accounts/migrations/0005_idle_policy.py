@@ -4,25 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0004_home_policy'),
+        ("accounts", "0004_home_policy"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='team',
-            name='idle_grace_minutes',
-            field=models.PositiveIntegerField(default=30, help_text='Between the idle warning and the end, for its owner to keep it.'),
+            model_name="team",
+            name="idle_grace_minutes",
+            field=models.PositiveIntegerField(
+                default=30, help_text="Between the idle warning and the end, for its owner to keep it."
+            ),
         ),
         migrations.AddField(
-            model_name='team',
-            name='idle_reclaim_minutes',
-            field=models.PositiveIntegerField(default=0, help_text='A sandbox whose GPUs stay idle this long is warned, then ended after the grace period (its home is kept). 0 (the default): never; a team opts in.'),
+            model_name="team",
+            name="idle_reclaim_minutes",
+            field=models.PositiveIntegerField(
+                default=0,
+                help_text="A sandbox whose GPUs stay idle this long is warned, then ended after the grace period (its home is kept). 0 (the default): never; a team opts in.",
+            ),
         ),
         migrations.AddField(
-            model_name='team',
-            name='idle_threshold_percent',
-            field=models.PositiveSmallIntegerField(default=5, help_text='GPU utilization under this counts as idle.'),
+            model_name="team",
+            name="idle_threshold_percent",
+            field=models.PositiveSmallIntegerField(
+                default=5, help_text="GPU utilization under this counts as idle."
+            ),
         ),
     ]
