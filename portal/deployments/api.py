@@ -18,6 +18,7 @@ from portal.workloads.api import (
     WorkloadExtendView,
     WorkloadListView,
     WorkloadTerminateView,
+    WorkloadUtilizationView,
 )
 from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.serializers import ExtendSerializer
@@ -80,3 +81,8 @@ class DeploymentExtendView(_Deployment, WorkloadExtendView):
 @extend_schema_view(post=extend_schema(request=None, responses={200: DeploymentSerializer, 409: ENDED}))
 class DeploymentTerminateView(_Deployment, WorkloadTerminateView):
     """End a deployment now: billing stops at once, the endpoint goes away."""
+
+
+class DeploymentUtilizationView(_Deployment, WorkloadUtilizationView):
+    """GPU utilization and memory of the devices the deployment's replicas held, per minute or
+    hour, as the node agents reported them."""

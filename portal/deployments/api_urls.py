@@ -5,6 +5,11 @@ from portal.deployments import api
 urlpatterns = [
     path("deployments", api.DeploymentListView.as_view(), name="api-deployments"),
     path("deployments/<int:pk>", api.DeploymentDetailView.as_view(), name="api-deployment"),
+    path(
+        "deployments/<int:pk>/utilization",
+        api.DeploymentUtilizationView.as_view(),
+        name="api-deployment-utilization",
+    ),
     path("deployments/<int:pk>/scale", api.DeploymentScaleView.as_view(), name="api-deployment-scale"),
     path("deployments/<int:pk>/extend", api.DeploymentExtendView.as_view(), name="api-deployment-extend"),
     path(

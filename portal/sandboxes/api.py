@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 from django.db.models import QuerySet
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import generics, serializers
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import generics
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.core.api import IDEMPOTENCY_KEY
-from portal.core.errors import NotFound, ValidationFailed
+from portal.core.errors import NotFound
 from portal.core.serializers import validated
-from portal.fleet.telemetry import workload_utilization
 from portal.sandboxes.models import Home
 from portal.sandboxes.selectors import (
     kube_access_usable,
@@ -52,6 +46,7 @@ from portal.workloads.api import (
     WorkloadExtendView,
     WorkloadListView,
     WorkloadTerminateView,
+    WorkloadUtilizationView,
 )
 from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.selectors import workloads_visible_to, workloads_with_details
@@ -228,48 +223,9 @@ class HomeView(generics.GenericAPIView):
         return Response(HomeSerializer(home).data)
 
 
-class UtilizationPointSerializer(serializers.Serializer):
-    at = serializers.DateTimeField()
-    utilization = serializers.FloatField(
-        allow_null=True, help_text="Mean percent; null where no reading had one."
-    )
-    memory_used_mb = serializers.IntegerField()
-    memory_total_mb = serializers.IntegerField()
-
-
-class SandboxUtilizationView(_Sandbox, WorkloadApi):
+class SandboxUtilizationView(_Sandbox, WorkloadUtilizationView):
     """GPU utilization and memory of the devices the sandbox held, per minute or hour, as the
     node agents reported them (`from`, `to`: ISO times, the last day by default; `step`: 60 or 3600)."""
-
-    queryset = Workload.objects.none()  # for the schema's path parameter
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("from", OpenApiTypes.DATETIME),
-            OpenApiParameter("to", OpenApiTypes.DATETIME),
-            OpenApiParameter("step", OpenApiTypes.INT, enum=[60, 3600]),
-        ],
-        responses={200: UtilizationPointSerializer(many=True)},
-    )
-    def get(self, request: Request, pk: int) -> Response:
-        sandbox = self.get_workload(request, pk)
-        end = _when(request.query_params.get("to"), "to") or timezone.now()
-        start = _when(request.query_params.get("from"), "from") or end - timedelta(days=1)
-        try:
-            step = int(request.query_params.get("step") or 60)
-        except ValueError:
-            raise ValidationFailed("`step` is 60 or 3600 seconds.", fields={"step": ["60 or 3600"]}) from None
-        points = workload_utilization(workload=sandbox, start=start, end=end, step=step)
-        return Response(UtilizationPointSerializer(points, many=True).data)
-
-
-def _when(raw: str | None, name: str) -> datetime | None:
-    if not raw:
-        return None
-    moment = parse_datetime(raw)
-    if moment is None:
-        raise ValidationFailed(f"`{name}` is an ISO 8601 time.", fields={name: ["an ISO 8601 time"]})
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 @extend_schema_view(post=extend_schema(request=None, responses={200: SandboxSerializer, 409: ENDED}))

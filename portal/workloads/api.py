@@ -4,14 +4,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework import generics, status
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.core.api import idempotent_create
+from portal.core.errors import ValidationFailed
 from portal.core.serializers import validated
+from portal.fleet.telemetry import workload_utilization
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.models import Workload
 from portal.workloads.selectors import queue_positions, user_standing, workload_detail_for
@@ -94,3 +101,49 @@ class MeView(generics.GenericAPIView):
     def get(self, request: Request) -> Response:
         context = {"standings": user_standing(request.user)}
         return Response(MeSerializer(request.user, context=context).data)
+
+
+class UtilizationPointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    utilization = serializers.FloatField(
+        allow_null=True, help_text="Mean percent; null where no reading had one."
+    )
+    memory_used_mb = serializers.IntegerField()
+    memory_total_mb = serializers.IntegerField()
+
+
+def _when(raw: str | None, name: str) -> datetime | None:
+    if not raw:
+        return None
+    moment = parse_datetime(raw)
+    if moment is None:
+        raise ValidationFailed(f"`{name}` is an ISO 8601 time.", fields={name: ["an ISO 8601 time"]})
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class WorkloadUtilizationView(WorkloadApi):
+    """GPU utilization and memory of the devices a sandbox or deployment held, per minute or hour,
+    as the node agents reported them. A subclass names its `kind`."""
+
+    queryset = Workload.objects.none()  # for the schema's path parameter
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "from", OpenApiTypes.DATETIME, description="From (ISO 8601); a day before `to` by default."
+            ),
+            OpenApiParameter("to", OpenApiTypes.DATETIME, description="To (ISO 8601); now by default."),
+            OpenApiParameter("step", OpenApiTypes.INT, enum=[60, 3600], description="Seconds per point."),
+        ],
+        responses={200: UtilizationPointSerializer(many=True)},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        workload = self.get_workload(request, pk)
+        end = _when(request.query_params.get("to"), "to") or timezone.now()
+        start = _when(request.query_params.get("from"), "from") or end - timedelta(days=1)
+        try:
+            step = int(request.query_params.get("step") or 60)
+        except ValueError:
+            raise ValidationFailed("`step` is 60 or 3600 seconds.", fields={"step": ["60 or 3600"]}) from None
+        points = workload_utilization(workload=workload, start=start, end=end, step=step)
+        return Response(UtilizationPointSerializer(points, many=True).data)

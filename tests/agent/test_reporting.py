@@ -161,3 +161,25 @@ def test_the_simulated_cluster_reports_like_agents_so_the_page_has_a_chart(
     page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
     assert f'data-series-url="/api/v1/sandboxes/{sandbox.pk}/utilization?from=' in page
     assert "vendor/uplot.iife.min.js" in page
+
+
+def test_a_deployments_replicas_have_their_series_and_page_chart(
+    fleet, researcher, team, alice, researcher_client
+):
+    from django.utils import timezone
+
+    from portal.workloads.models import WorkloadKind
+    from workers.reconcile.telemetry_sim import simulate_telemetry
+
+    gpu = Gpu.objects.get(uuid="GPU-gpu-h100-a-2")
+    deployment = make_sandbox(
+        owner=researcher, team=team, gpu=gpu, hours_ago=0.5, kind=WorkloadKind.DEPLOYMENT
+    )
+    now = timezone.now()
+    simulate_telemetry(now=(now - timedelta(minutes=2)).timestamp())
+    series = alice.get(f"/api/v1/deployments/{deployment.pk}/utilization").json()
+    assert len(series) == 1 and series[0]["memory_used_mb"] > 0
+    assert (
+        alice.get(f"/api/v1/deployments/{deployment.pk}/utilization", {"from": "yesterday"}).status_code
+        == 400
+    )
