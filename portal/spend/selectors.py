@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from portal.accounts.models import Team, User
 from portal.accounts.selectors import lead_team_ids
-from portal.fleet.models import Allocation, StorageHold
+from portal.fleet.models import Allocation, GpuMinute, StorageHold
 
 CENT = Decimal("0.01")
 SECONDS_PER_HOUR = Decimal(3600)
@@ -101,7 +101,7 @@ def hourly_rate(allocations: Iterable[Allocation]) -> Decimal:
 
 def allocations_visible_to(user: User) -> QuerySet[Allocation]:
     """Researchers see their own spend, leads their teams', admins everything."""
-    allocations = Allocation.objects.select_related("user", "team", "gpu_type")
+    allocations = Allocation.objects.select_related("user", "team", "gpu_type", "mig_slice")
     if user.is_platform_admin:
         return allocations
     return allocations.filter(Q(user=user) | Q(team_id__in=lead_team_ids(user)))
@@ -113,6 +113,7 @@ class SpendRow:
     label: str
     cost: Decimal
     gpu_hours: Decimal
+    idle_cost: Decimal = Decimal(0)  # the part of `cost` paid for GPU minutes the agents read idle
 
 
 def _days(start: datetime, end: datetime) -> Iterable[tuple[date, datetime, datetime]]:
@@ -124,6 +125,35 @@ def _days(start: datetime, end: datetime) -> Iterable[tuple[date, datetime, date
             return
         yield day, max(day_start, start), min(day_end, end)
         day += timedelta(days=1)
+
+
+def _idle_minutes(holds: list[Allocation], *, start: datetime, end: datetime) -> dict[int, list[datetime]]:
+    """Per GPU hold, the minutes of [start, end) the node agents read its device idle: a
+    utilization under its team's idle threshold (minutes without a figure are not counted).
+    One query for all the holds."""
+    if not holds:
+        return {}
+    thresholds = {h.team_id: h.team.idle_threshold_percent for h in holds}
+    rows = GpuMinute.objects.filter(
+        gpu_id__in={h.gpu_id for h in holds},
+        minute__gte=start,
+        minute__lt=end,
+        utilization_samples__gt=0,
+        utilization_sum__lt=F("utilization_samples") * max(thresholds.values()),
+    ).values_list("gpu_id", "mig_start", "minute", "utilization_sum", "utilization_samples")
+    by_device: dict[tuple[int, int | None], list[tuple[datetime, float]]] = defaultdict(list)
+    for gpu_id, mig_start, minute, total, samples in rows:
+        by_device[(gpu_id, mig_start)].append((minute, total / samples))
+    found: dict[int, list[datetime]] = {}
+    for hold in holds:
+        device = (hold.gpu_id, hold.mig_slice.start if hold.mig_slice_id and hold.mig_slice else None)
+        held_to = hold.ended_at or end
+        found[hold.pk] = [
+            minute
+            for minute, utilization in by_device.get(device, ())
+            if hold.started_at <= minute < held_to and utilization < thresholds[hold.team_id]
+        ]
+    return found
 
 
 def _holds_in(
@@ -158,8 +188,11 @@ def spend_grouped(
     now = now or timezone.now()
     cost: dict[str, Decimal] = defaultdict(Decimal)
     hours: dict[str, Decimal] = defaultdict(Decimal)
+    idle: dict[str, Decimal] = defaultdict(Decimal)
     labels: dict[str, str] = {}
-    for hold, kind in _holds_in(user=user, team=team, start=start, end=end):
+    holds = list(_holds_in(user=user, team=team, start=start, end=end))
+    idle_minutes = _idle_minutes([h for h, _ in holds if isinstance(h, Allocation)], start=start, end=end)
+    for hold, kind in holds:
         if group_by == "day":
             days = _days(*_held(hold, now, start, end))
             windows = [
@@ -176,10 +209,20 @@ def spend_grouped(
             if isinstance(hold, Allocation):
                 cost[key] += allocation_cost(hold, now=now, start=window_start, end=window_end)
                 hours[key] += _gpu_hours(hold, window_start, window_end, now)
+                minutes = sum(1 for m in idle_minutes.get(hold.pk, ()) if window_start <= m < window_end)
+                idle[key] += (
+                    hold.price_per_hour * hold.share_numerator * minutes / (hold.share_denominator * 60)
+                )
             else:
                 cost[key] += storage_cost(hold, now=now, start=window_start, end=window_end)
     rows = [
-        SpendRow(key=key, label=labels[key], cost=to_cents(cost[key]), gpu_hours=hours[key].quantize(CENT))
+        SpendRow(
+            key=key,
+            label=labels[key],
+            cost=to_cents(cost[key]),
+            gpu_hours=hours[key].quantize(CENT),
+            idle_cost=to_cents(idle[key]),
+        )
         for key in cost
     ]
     if group_by == "day":

@@ -49,6 +49,9 @@ class SpendRowSerializer(serializers.Serializer):
     label = serializers.CharField()
     cost = serializers.DecimalField(max_digits=14, decimal_places=2)
     gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=2)
+    idle_cost = serializers.DecimalField(
+        max_digits=14, decimal_places=2, help_text="The part of `cost` paid for GPU minutes read idle."
+    )
 
 
 class SpendReportSerializer(serializers.Serializer):

@@ -36,6 +36,7 @@ def spend(request: HttpRequest) -> HttpResponse:
         ),
         "total_cost": sum((row.cost for row in rows), Decimal(0)),
         "total_gpu_hours": sum((row.gpu_hours for row in rows), Decimal(0)),
+        "total_idle": sum((row.idle_cost for row in rows), Decimal(0)),
         "budgets": team_budgets(teams),
         "scope": "everyone" if request.user.is_platform_admin else ("your teams" if teams else "you"),
     }

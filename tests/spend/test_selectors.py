@@ -172,3 +172,27 @@ def test_a_home_is_billed_per_gb_month_beside_gpu_time_exact_to_the_cent(
         assert team_month_spend(team=team) == Decimal("7.43")  # the budget counts storage too
     assert spend_grouped(user=lead, group_by="user", **window)[1].key == "alice"  # a lead sees the team's
     assert [r.key for r in spend_grouped(user=researcher, group_by="gpu_type", **window)] == ["storage"]
+
+
+def test_idle_cost_is_the_price_of_the_minutes_the_agents_read_idle_exact_to_the_cent(
+    fleet, h100, team, researcher, admin_user
+):
+    from portal.fleet.models import GpuMinute
+
+    # a whole H100 at $6.88/h for 2 h; the agent read 45 of its minutes under 5 % and 30 busy
+    allocation = hold(user=researcher, team=team, gpu_type=h100, hours=2)
+    for n in range(75):
+        utilization = 2.0 if n < 45 else 60.0
+        GpuMinute.objects.create(gpu=allocation.gpu, device=allocation.gpu.uuid, minute=T0 + timedelta(minutes=n),
+                                 samples=2, utilization_sum=2 * utilization, utilization_samples=2)  # fmt: skip
+    GpuMinute.objects.create(gpu=allocation.gpu, device=allocation.gpu.uuid, minute=T0 + timedelta(hours=3),
+                             samples=1, utilization_sum=0, utilization_samples=1)  # after the hold: not counted  # fmt: skip
+    window = {"start": datetime(2026, 11, 1, tzinfo=UTC), "end": datetime(2026, 12, 1, tzinfo=UTC)}
+    (row,) = spend_grouped(user=admin_user, group_by="user", **window)
+    assert (row.cost, row.idle_cost) == (Decimal("13.76"), Decimal("5.16"))  # 45/60 x 6.88
+    team.idle_threshold_percent = 70
+    team.save()
+    (row,) = spend_grouped(user=admin_user, group_by="team", **window)
+    assert row.idle_cost == Decimal("8.60")  # all 75 read minutes are under 70 %
+    by_day = spend_grouped(user=admin_user, group_by="day", **window)
+    assert sum(r.idle_cost for r in by_day) == Decimal("8.60")
