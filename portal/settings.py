@@ -225,6 +225,9 @@ PORTAL_MIG_SHARE_RULE = env_choice("PORTAL_MIG_SHARE_RULE", "compute", ["compute
 # Simulated cluster: how long a pod takes to start, and a MIG reconfiguration.
 PORTAL_SIM_POD_START_SECONDS = env_float("PORTAL_SIM_POD_START_SECONDS", 3.0, minimum=0.0)
 PORTAL_SIM_MIG_RECONFIG_SECONDS = env_float("PORTAL_SIM_MIG_RECONFIG_SECONDS", 2.0, minimum=0.0)
+# How long GPU telemetry is kept: per-minute rows (charts of recent days), per-hour rows (a year).
+PORTAL_TELEMETRY_MINUTE_DAYS = env_int("PORTAL_TELEMETRY_MINUTE_DAYS", 14, minimum=1)
+PORTAL_TELEMETRY_HOUR_DAYS = env_int("PORTAL_TELEMETRY_HOUR_DAYS", 400, minimum=1)
 # Simulated cluster: how often its GPUs are "read" as node agents would (utilization charts).
 PORTAL_SIM_TELEMETRY_SECONDS = env_float("PORTAL_SIM_TELEMETRY_SECONDS", 15.0, minimum=1.0)
 # Where users reach sandboxes, and the namespace of the ingress controller or gateway that

@@ -41,6 +41,10 @@ def _schedule() -> dict:
             "task": "fleet.simulate_telemetry",
             "schedule": settings.PORTAL_SIM_TELEMETRY_SECONDS,
         },
+        "prune-telemetry": {
+            "task": "fleet.prune_telemetry",
+            "schedule": 3600.0,
+        },
         "idle-sweep": {
             "task": "workloads.idle_sweep",
             "schedule": 60.0,

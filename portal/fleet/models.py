@@ -400,17 +400,17 @@ class StorageHold(models.Model):
         return f"{self.what}: {self.size_gb} GB from {self.started_at:%Y-%m-%d %H:%M}"
 
 
-class GpuMinute(models.Model):
-    """One minute of one GPU or MIG device as the node agent read it: readings are folded into
-    the minute they fall in as they arrive, so the series stay small (a year of a 1,000-GPU
-    fleet at one row a device a minute) and chart queries read rows, not raw samples."""
+class GpuPeriod(models.Model):
+    """One period of one GPU or MIG device as the node agents read it: readings are folded into
+    the minute and the hour they fall in as they arrive, so the series stay small and chart
+    queries read rows, not raw samples. Minutes are kept for days, hours for a year and more
+    (PORTAL_TELEMETRY_MINUTE_DAYS, PORTAL_TELEMETRY_HOUR_DAYS)."""
 
-    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="minutes")
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+")
     device = models.CharField(max_length=64, help_text="The GPU's UUID, or its MIG device's.")
     mig_start = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text="A MIG device's placement start on its GPU; null for a whole GPU."
     )
-    minute = models.DateTimeField()
     samples = models.PositiveIntegerField(default=0)
     utilization_sum = models.FloatField(default=0, help_text="Sum over the samples that had a figure.")
     utilization_samples = models.PositiveIntegerField(default=0)
@@ -420,14 +420,33 @@ class GpuMinute(models.Model):
     processes_max = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
+        abstract = True
+
+    @property
+    def utilization(self) -> float | None:
+        """Mean utilization over the period; None where no reading of it had a figure."""
+        return self.utilization_sum / self.utilization_samples if self.utilization_samples else None
+
+
+class GpuMinute(GpuPeriod):
+    minute = models.DateTimeField()
+
+    class Meta:
         ordering = ["device", "minute"]
         constraints = [models.UniqueConstraint(fields=["device", "minute"], name="gpu_minute_unique")]
-        indexes = [models.Index(fields=["gpu", "minute"])]
+        indexes = [models.Index(fields=["gpu", "minute"]), models.Index(fields=["minute"])]
 
     def __str__(self) -> str:
         return f"{self.device} at {self.minute:%Y-%m-%d %H:%M}"
 
-    @property
-    def utilization(self) -> float | None:
-        """Mean utilization over the minute; None where no reading of it had a figure."""
-        return self.utilization_sum / self.utilization_samples if self.utilization_samples else None
+
+class GpuHour(GpuPeriod):
+    hour = models.DateTimeField()
+
+    class Meta:
+        ordering = ["device", "hour"]
+        constraints = [models.UniqueConstraint(fields=["device", "hour"], name="gpu_hour_unique")]
+        indexes = [models.Index(fields=["gpu", "hour"]), models.Index(fields=["hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.device} at {self.hour:%Y-%m-%d %H}h"

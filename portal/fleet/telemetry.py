@@ -4,19 +4,18 @@ page and API read. Services and selectors of the fleet's telemetry, kept apart f
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Sum
 
 from portal.accounts.models import User
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
 from portal.core.errors import ValidationFailed
-from portal.fleet.models import Allocation, Gpu, GpuMinute, Node
+from portal.fleet.models import Allocation, Gpu, GpuHour, GpuMinute, GpuPeriod, Node
 
 STEPS = {60: "minute", 3600: "hour"}
 
@@ -99,20 +98,33 @@ def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
                     mig.get("utilization_percent"), mig.get("memory_used_mb"), mig.get("memory_total_mb")
                 )
     for (device, minute), fold in folds.items():
-        row, _ = GpuMinute.objects.select_for_update().get_or_create(
-            device=device, minute=minute, defaults={"gpu": fold.gpu, "mig_start": fold.mig_start}
-        )
-        row.samples += fold.samples
-        row.utilization_sum += fold.utilization_sum
-        row.utilization_samples += fold.utilization_samples
-        row.memory_used_mb_max = max(row.memory_used_mb_max, fold.memory_used_mb_max)
-        row.memory_total_mb = max(row.memory_total_mb, fold.memory_total_mb)
-        row.power_watts_sum += fold.power_watts_sum
-        row.processes_max = max(row.processes_max, fold.processes_max)
-        row.save()
+        _fold_into(GpuMinute, "minute", device, minute, fold)
+        _fold_into(GpuHour, "hour", device, minute.replace(minute=0), fold)
     return Recorded(
         readings=len(readings), devices=len({d for d, _ in folds}), unknown_nodes=unknown, dropped=dropped
     )
+
+
+def _fold_into(model: type[GpuPeriod], field: str, device: str, moment: datetime, fold: _Fold) -> None:
+    """Add a minute's readings of a device to its row of `model` (a minute or an hour)."""
+    row, _ = model.objects.select_for_update().get_or_create(
+        device=device, **{field: moment}, defaults={"gpu": fold.gpu, "mig_start": fold.mig_start}
+    )
+    row.samples += fold.samples
+    row.utilization_sum += fold.utilization_sum
+    row.utilization_samples += fold.utilization_samples
+    row.memory_used_mb_max = max(row.memory_used_mb_max, fold.memory_used_mb_max)
+    row.memory_total_mb = max(row.memory_total_mb, fold.memory_total_mb)
+    row.power_watts_sum += fold.power_watts_sum
+    row.processes_max = max(row.processes_max, fold.processes_max)
+    row.save()
+
+
+def telemetry_prune(*, now: datetime, minute_days: int, hour_days: int) -> tuple[int, int]:
+    """Forget minutes and hours past their retention; how many of each went."""
+    minutes, _ = GpuMinute.objects.filter(minute__lt=now - timedelta(days=minute_days)).delete()
+    hours, _ = GpuHour.objects.filter(hour__lt=now - timedelta(days=hour_days)).delete()
+    return minutes, hours
 
 
 def _observe_health(gpu: Gpu, item: dict, taken: datetime) -> None:
@@ -153,30 +165,33 @@ def workload_utilization(*, workload: Any, start: datetime, end: datetime, step:
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
         .select_related("mig_slice")
     )
+    model, field = (GpuMinute, "minute") if step == 60 else (GpuHour, "hour")
     wanted = Q(pk__in=[])
     for hold in holds:
+        held_from = max(hold.started_at, start)
+        if step == 3600:
+            held_from = held_from.replace(minute=0, second=0, microsecond=0)  # the hour it began in
         window = Q(
-            minute__gte=max(hold.started_at, start),
-            minute__lt=min(hold.ended_at or end, end),
-            gpu_id=hold.gpu_id,
+            **{f"{field}__gte": held_from, f"{field}__lt": min(hold.ended_at or end, end)}, gpu_id=hold.gpu_id
         )
         if hold.mig_slice_id:
             wanted |= window & Q(mig_start=hold.mig_slice.start)
         else:
             wanted |= window & Q(mig_start__isnull=True)
-    buckets: dict[datetime, list[GpuMinute]] = defaultdict(list)
-    for row in GpuMinute.objects.filter(wanted).order_by("minute"):
-        moment = row.minute if step == 60 else row.minute.replace(minute=0)
-        buckets[moment].append(row)
-    points = []
-    for moment, rows in sorted(buckets.items()):
-        measured = sum(r.utilization_samples for r in rows)
-        utilization = round(sum(r.utilization_sum for r in rows) / measured, 1) if measured else None
-        per_minute: dict[datetime, tuple[int, int]] = defaultdict(lambda: (0, 0))
-        for r in rows:
-            used, total = per_minute[r.minute]
-            per_minute[r.minute] = (used + r.memory_used_mb_max, total + r.memory_total_mb)
-        used = max(u for u, _ in per_minute.values())
-        total = max(t for _, t in per_minute.values())
-        points.append(Point(moment, utilization, used, total))
+    rows = (
+        model.objects.filter(wanted)
+        .values(field)
+        .annotate(
+            utilization_sum=Sum("utilization_sum"),
+            measured=Sum("utilization_samples"),
+            used=Sum("memory_used_mb_max"),  # over the workload's devices
+            total=Sum("memory_total_mb"),
+        )
+        .order_by(field)
+        .values_list(field, "utilization_sum", "measured", "used", "total")
+    )
+    points = [
+        Point(moment, round(utilization / measured, 1) if measured else None, used or 0, total or 0)
+        for moment, utilization, measured, used, total in rows
+    ]
     return points

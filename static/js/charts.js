@@ -34,8 +34,16 @@
     }, data, element);
   }
 
+  function seriesUrl(element) {
+    // hour by hour for a workload older than two days: minutes are kept for days, not its life
+    const url = new URL(element.getAttribute("data-series-url"), window.location.href);
+    const from = Date.parse(url.searchParams.get("from") || "");
+    if (from && Date.now() - from > 2 * 86400 * 1000) url.searchParams.set("step", "3600");
+    return url.toString();
+  }
+
   function load(element) {
-    fetch(element.getAttribute("data-series-url"), { credentials: "same-origin", headers: { Accept: "application/json" } })
+    fetch(seriesUrl(element), { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) { return response.ok ? response.json() : []; })
       .then(function (points) { draw(element, points); })
       .catch(function () { /* the next refresh tries again */ });

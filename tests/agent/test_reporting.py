@@ -183,3 +183,17 @@ def test_a_deployments_replicas_have_their_series_and_page_chart(
         alice.get(f"/api/v1/deployments/{deployment.pk}/utilization", {"from": "yesterday"}).status_code
         == 400
     )
+
+
+def test_readings_fold_into_hours_too_and_old_rows_are_pruned(fleet):
+    from portal.fleet.models import GpuHour
+    from portal.fleet.telemetry import telemetry_prune, telemetry_record
+
+    nvml = FakeNvml([FakeGpu(uuid="GPU-gpu-h100-a-0", utilization=30)])
+    telemetry_record(readings=readings_of(nvml, "gpu-h100-a", MINUTE, MINUTE + timedelta(minutes=20)))
+    (hour,) = GpuHour.objects.all()
+    assert (hour.hour, hour.samples, hour.utilization) == (MINUTE, 2, 30.0)
+    assert GpuMinute.objects.count() == 2
+    gone = telemetry_prune(now=MINUTE + timedelta(days=15), minute_days=14, hour_days=400)
+    assert gone == (2, 0) and GpuHour.objects.count() == 1
+    assert telemetry_prune(now=MINUTE + timedelta(days=401), minute_days=14, hour_days=400) == (0, 1)

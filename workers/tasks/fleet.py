@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
+from portal.fleet.telemetry import telemetry_prune
 from workers.drivers.base import DriverError
 from workers.reconcile.discovery import clusters_to_discover, discover_cluster
 from workers.reconcile.drift import clusters_to_repair
@@ -59,3 +61,13 @@ def repair_drift_all() -> None:
 def simulate_telemetry_task() -> None:
     """What node agents would report of the simulated cluster's GPUs (the embedded default)."""
     simulate_telemetry()
+
+
+@shared_task(name="fleet.prune_telemetry", ignore_result=True)
+def prune_telemetry() -> None:
+    """Forget GPU telemetry past its retention (minutes for days, hours for a year)."""
+    telemetry_prune(
+        now=timezone.now(),
+        minute_days=settings.PORTAL_TELEMETRY_MINUTE_DAYS,
+        hour_days=settings.PORTAL_TELEMETRY_HOUR_DAYS,
+    )
