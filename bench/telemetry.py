@@ -1,9 +1,9 @@
 """How fast a workload's utilization chart reads, with a fleet's telemetry in the database.
 
     python bench/telemetry.py                        # 100 GPUs, 14 days of minutes, a year of hours
-    python bench/telemetry.py --gpus 300 --database-url postgres://postgres@127.0.0.1:5432/gpu_portal_bench
+    python bench/telemetry.py --gpus 300 --database-url postgres://postgres@127.0.0.1:5432/bench  # empty
 
-Builds a throwaway database (SQLite by default; a PostgreSQL URL makes and drops that database),
+Builds a throwaway database (SQLite by default, or the empty PostgreSQL database the URL names),
 fills it with what the node agents' readings fold into for every GPU of the fleet: per-minute rows
 for the minute retention (14 days) and per-hour rows for a year. Then it reads a sandbox's series
 as its page does: the last day by minute, the last 14 days by minute, a year by hour, 20 times
