@@ -34,3 +34,17 @@ def test_every_alert_reads_an_exposed_metric_and_links_its_runbook(db, settings,
 @pytest.mark.parametrize("document", ["monitoring/alerts.yaml", "kubernetes/agent.yaml"])
 def test_the_observability_manifests_parse(document):
     assert yaml.safe_load((ROOT / "deploy" / document).read_text())["kind"]
+
+
+def test_the_grafana_dashboard_reads_only_exposed_metrics(db, settings, fleet):
+    import json
+
+    settings.PORTAL_METRICS_TOKEN = "t"
+    text = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer t").content.decode()
+    exposed = {family.name for family in text_string_to_metric_families(text)}
+    dashboard = json.loads((ROOT / "deploy" / "monitoring" / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+    assert len(exprs) >= 10
+    for expr in exprs:
+        names = set(re.findall(r"gpu_portal_[a-z_]+", expr))
+        assert names and names <= exposed, (expr, names - exposed)
