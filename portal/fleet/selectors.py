@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -17,6 +17,7 @@ from portal.fleet.models import (
     Allocation,
     Cluster,
     Gpu,
+    GpuMinute,
     GpuType,
     MigSlice,
     Node,
@@ -295,6 +296,10 @@ class GpuBar:
     gpu: Gpu
     whole_holder: Holder | None = None
     slices: list[SliceCell] = field(default_factory=list)
+    # The node agent's last complete minute of the whole GPU: utilization (None: no figure) and memory
+    utilization: float | None = None
+    memory_used_mb: int | None = None
+    memory_total_mb: int | None = None
 
     @property
     def slots(self) -> range:
@@ -361,13 +366,25 @@ def _holder(allocation: Allocation) -> Holder:
     )
 
 
-def fleet_board() -> list[NodeBoard]:
-    """Nodes in order, each GPU with its whole holder or its slices: a fixed number of queries."""
+def _last_minutes(now: datetime) -> dict[int, GpuMinute]:
+    """Each whole GPU's last complete minute as the node agents read it (one query)."""
+    minute = (now - timedelta(minutes=1)).replace(second=0, microsecond=0)
+    return {row.gpu_id: row for row in GpuMinute.objects.filter(minute=minute, mig_start__isnull=True)}
+
+
+def fleet_board(*, now: datetime | None = None) -> list[NodeBoard]:
+    """Nodes in order, each GPU with its whole holder or its slices and its last minute of
+    utilization: a fixed number of queries."""
     gpus = list(fleet_gpus())
+    last = _last_minutes(now or timezone.now())
     boards: dict[int, NodeBoard] = {}
     for gpu in gpus:
         board = boards.setdefault(gpu.node_id, NodeBoard(node=gpu.node))
         bar = GpuBar(gpu=gpu)
+        reading = last.get(gpu.pk)
+        if reading is not None:
+            bar.utilization = reading.utilization
+            bar.memory_used_mb, bar.memory_total_mb = reading.memory_used_mb_max, reading.memory_total_mb
         whole = next((a for a in gpu.live_holds if not a.mig_profile), None)
         if whole is not None:
             bar.whole_holder = _holder(whole)

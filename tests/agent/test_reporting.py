@@ -161,6 +161,16 @@ def test_the_simulated_cluster_reports_like_agents_so_the_page_has_a_chart(
     page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
     assert f'data-series-url="/api/v1/sandboxes/{sandbox.pk}/utilization?from=' in page
     assert "vendor/uplot.iife.min.js" in page
+    import time_machine
+
+    from tests.conftest import signed_in
+    from tests.factories import UserFactory
+
+    ops = signed_in(UserFactory(username="ops", is_staff=True, is_superuser=True))
+    with time_machine.travel(now, tick=False):  # the board reads the minute before `now`
+        board = ops.get("/fleet/").content.decode()
+    assert board.count('<span class="reading" title="the node agent\'s last minute">') == 8  # the whole GPUs
+    assert "0 % · 0/81920 MB" in board  # an idle one, as read
 
 
 def test_a_deployments_replicas_have_their_series_and_page_chart(
