@@ -11,10 +11,8 @@ from rest_framework.response import Response
 from portal.core.api import IDEMPOTENCY_KEY
 from portal.core.errors import NotFound
 from portal.core.serializers import validated
-from portal.sandboxes.models import Home
 from portal.sandboxes.selectors import (
-    kube_access_usable,
-    kubeconfig_text,
+    kube_access_status,
     sandbox_insight_for,
     sandbox_kube_access_for,
 )
@@ -168,20 +166,7 @@ class SandboxKubeconfigView(generics.GenericAPIView):
 
     def _answer(self, request: Request, pk: int, status: int) -> Response:
         sandbox, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
-        if access is None:
-            data = {"state": "none", "expires_at": None, "error": "", "kubeconfig": ""}
-        elif access.pending:
-            data = {"state": "pending", "expires_at": None, "error": "", "kubeconfig": ""}
-        elif kube_access_usable(access, sandbox):
-            data = {
-                "state": "ready",
-                "expires_at": access.expires_at,
-                "error": "",
-                "kubeconfig": kubeconfig_text(access, sandbox),
-            }
-        else:
-            error = access.error or "expired, or the sandbox is no longer running: ask for a new one"
-            data = {"state": "failed", "expires_at": access.expires_at, "error": error, "kubeconfig": ""}
+        data = kube_access_status(access, sandbox)
         return Response(KubeconfigSerializer(data).data, status=status, headers={"Cache-Control": "no-store"})
 
     @extend_schema(responses={200: KubeconfigSerializer})
@@ -216,11 +201,8 @@ class HomeView(generics.GenericAPIView):
 
     @extend_schema(request=HomeDeleteSerializer, responses={200: HomeSerializer})
     def delete(self, request: Request) -> Response:
-        home_delete(user=request.user, confirm=validated(HomeDeleteSerializer(data=request.data))["confirm"])
-        home = (
-            Home.objects.select_related("cluster", "team").filter(user=request.user).order_by("-pk").first()
-        )
-        return Response(HomeSerializer(home).data)
+        confirm = validated(HomeDeleteSerializer(data=request.data))["confirm"]
+        return Response(HomeSerializer(home_delete(user=request.user, confirm=confirm)).data)
 
 
 class SandboxUtilizationView(_Sandbox, WorkloadUtilizationView):

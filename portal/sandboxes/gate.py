@@ -56,6 +56,10 @@ class Person:
     active: bool
     session_hash: str
 
+    @classmethod
+    def of(cls, user: User) -> Person:
+        return cls(user.pk, user.username, user.is_active, user.get_session_auth_hash()[:16])
+
 
 @dataclass(frozen=True)
 class GateDecision:
@@ -157,7 +161,7 @@ def _person(user_id: int) -> Person | None:
     user = User.objects.filter(pk=user_id).only("id", "username", "is_active", "password").first()
     person = None
     if user is not None:
-        person = Person(user.pk, user.username, user.is_active, user.get_session_auth_hash()[:16])
+        person = Person.of(user)
     with _lock:
         _people[user_id] = person
     return person
@@ -190,7 +194,7 @@ def gate_ticket_issue(*, user: User, url: str) -> str:
     door = gate_door(host) if host else None
     if door is None:
         raise NotFound("There is no sandbox at this address.")
-    person = Person(user.pk, user.username, user.is_active, user.get_session_auth_hash()[:16])
+    person = Person.of(user)
     reason = _refusal(door, person, timezone.now())
     if reason:
         raise NotAllowed(reason)

@@ -191,6 +191,28 @@ def kube_access_usable(access: KubeAccess | None, sandbox: Workload, *, now: dat
     )
 
 
+@dataclass(frozen=True)
+class KubeAccessStatus:
+    """Where an owner's kubeconfig stands: `none` (never asked), `pending` (a worker is asking
+    the cluster), `ready` (with the file), `failed` (with the reason: an error, or expired)."""
+
+    state: str
+    expires_at: datetime | None = None
+    error: str = ""
+    kubeconfig: str = ""
+
+
+def kube_access_status(access: KubeAccess | None, sandbox: Workload) -> KubeAccessStatus:
+    if access is None:
+        return KubeAccessStatus("none")
+    if access.pending:
+        return KubeAccessStatus("pending")
+    if kube_access_usable(access, sandbox):
+        return KubeAccessStatus("ready", access.expires_at, kubeconfig=kubeconfig_text(access, sandbox))
+    error = access.error or "expired, or the sandbox is no longer running: ask for a new one"
+    return KubeAccessStatus("failed", access.expires_at, error)
+
+
 def kubeconfig_text(access: KubeAccess, sandbox: Workload) -> str:
     """The kubeconfig file: one cluster, one user (the token), one context in the sandbox's
     namespace."""
