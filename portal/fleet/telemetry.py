@@ -42,6 +42,16 @@ class _Fold:
         self.power_watts_sum += float(power or 0)
         self.processes_max = max(self.processes_max, processes)
 
+    def merge(self, other: _Fold) -> None:
+        """Take in another fold of the same device (the minutes of an hour)."""
+        self.samples += other.samples
+        self.utilization_sum += other.utilization_sum
+        self.utilization_samples += other.utilization_samples
+        self.memory_used_mb_max = max(self.memory_used_mb_max, other.memory_used_mb_max)
+        self.memory_total_mb = max(self.memory_total_mb, other.memory_total_mb)
+        self.power_watts_sum += other.power_watts_sum
+        self.processes_max = max(self.processes_max, other.processes_max)
+
 
 @dataclass(frozen=True)
 class Recorded:
@@ -67,6 +77,7 @@ def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
     if not isinstance(readings, list) or not all(isinstance(r, dict) for r in readings):
         raise ValidationFailed("`readings` must be a list of node readings.", fields={"readings": ["a list"]})
     folds: dict[tuple[str, datetime], _Fold] = {}
+    seen: dict[int, datetime] = {}  # GPU -> its newest reading in the batch
     unknown: list[str] = []
     names = {str(r.get("node", "")) for r in readings}
     nodes = {node.name: node for node in Node.objects.filter(name__in=names).prefetch_related("gpus")}
@@ -83,7 +94,8 @@ def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
             gpu = by_uuid.get(str(item.get("uuid", ""))) or by_index.get(int(item.get("index", -1)))
             if gpu is None:
                 continue
-            _observe_health(gpu, item, taken)
+            _observe_health(gpu, item)
+            seen[gpu.pk] = max(taken, seen.get(gpu.pk, taken))
             if item.get("error"):
                 continue
             if not item.get("mig_enabled"):
@@ -97,16 +109,22 @@ def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
                 fold.add(
                     mig.get("utilization_percent"), mig.get("memory_used_mb"), mig.get("memory_total_mb")
                 )
+    hours: dict[tuple[str, datetime], _Fold] = {}
     for (device, minute), fold in folds.items():
         _fold_into(GpuMinute, "minute", device, minute, fold)
-        _fold_into(GpuHour, "hour", device, minute.replace(minute=0), fold)
+        hour = hours.setdefault((device, minute.replace(minute=0)), _Fold(fold.gpu, mig_start=fold.mig_start))
+        hour.merge(fold)
+    for (device, hour_start), fold in hours.items():
+        _fold_into(GpuHour, "hour", device, hour_start, fold)
+    for gpu_id, taken in seen.items():
+        Gpu.objects.filter(pk=gpu_id).update(seen_at=taken)
     return Recorded(
         readings=len(readings), devices=len({d for d, _ in folds}), unknown_nodes=unknown, dropped=dropped
     )
 
 
 def _fold_into(model: type[GpuPeriod], field: str, device: str, moment: datetime, fold: _Fold) -> None:
-    """Add a minute's readings of a device to its row of `model` (a minute or an hour)."""
+    """Add folded readings of a device to its row of `model` (its minute, or its hour)."""
     row, _ = model.objects.select_for_update().get_or_create(
         device=device, **{field: moment}, defaults={"gpu": fold.gpu, "mig_start": fold.mig_start}
     )
@@ -127,11 +145,10 @@ def telemetry_prune(*, now: datetime, minute_days: int, hour_days: int) -> tuple
     return minutes, hours
 
 
-def _observe_health(gpu: Gpu, item: dict, taken: datetime) -> None:
+def _observe_health(gpu: Gpu, item: dict) -> None:
     """Record what NVML says of the GPU; a GPU turning lost or reporting XID errors is audited
     and the platform admins are told (once per change, not per reading)."""
     health, detail = _health(item)
-    Gpu.objects.filter(pk=gpu.pk).update(seen_at=taken)
     if health == gpu.health or (health == "ok" and gpu.health == "xid"):
         return  # XID errors stay until an admin clears them; "ok" readings do not undo them
     Gpu.objects.filter(pk=gpu.pk).update(health=health, health_detail=detail[:300])
