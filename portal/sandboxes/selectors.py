@@ -174,7 +174,12 @@ def sandbox_insight_for(*, user: User, sandbox_id: int) -> tuple[Workload, Workl
 def sandbox_kube_access_for(*, user: User, sandbox_id: int) -> tuple[Workload, KubeAccess | None]:
     """A sandbox the user may see, and the kubeconfig issued to them for it (None: never asked)."""
     sandbox = workload_get_for(user=user, workload_id=sandbox_id, kind=WorkloadKind.SANDBOX)
-    return sandbox, KubeAccess.objects.filter(workload=sandbox, user=user).first()
+    return sandbox, kube_access_of(sandbox, user)
+
+
+def kube_access_of(sandbox: Workload, user: User) -> KubeAccess | None:
+    """The kubeconfig issued to `user` for a sandbox already loaded (None: never asked)."""
+    return KubeAccess.objects.filter(workload=sandbox, user=user).first()
 
 
 def kube_access_usable(access: KubeAccess | None, sandbox: Workload, *, now: datetime | None = None) -> bool:

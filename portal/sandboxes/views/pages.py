@@ -19,6 +19,7 @@ from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.forms import SandboxRequestForm
 from portal.sandboxes.selectors import (
     dashboard_sandboxes,
+    kube_access_of,
     kube_access_usable,
     kubeconfig_text,
     request_choices,
@@ -126,7 +127,7 @@ def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
             context["share_choices"] = [m for m in team_members(row.sandbox.team) if m.pk != request.user.pk]
             context["shared_ids"] = {user.pk for user in row.sandbox.shared_with.all()}
         if row.sandbox.owner_id == request.user.pk and row.sandbox.state == WorkloadState.RUNNING:
-            _, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
+            access = kube_access_of(row.sandbox, request.user)
             context["kubectl_panel"] = {"access": access, "usable": kube_access_usable(access, row.sandbox)}
     return page(request, "sandboxes/detail.html", context, fragment="sandboxes/partials/detail_live.html")
 
