@@ -31,7 +31,7 @@ def test_every_alert_reads_an_exposed_metric_and_links_its_runbook(db, settings,
         assert text_of.startswith(f"# {rule['alert']}") and "**Do.**" in text_of
 
 
-@pytest.mark.parametrize("document", ["monitoring/alerts.yaml", "kubernetes/agent.yaml"])
+@pytest.mark.parametrize("document", ["monitoring/alerts.yaml", "agent/agent.yaml"])
 def test_the_observability_manifests_parse(document):
     assert yaml.safe_load((ROOT / "deploy" / document).read_text())["kind"]
 

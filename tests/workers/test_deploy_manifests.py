@@ -404,15 +404,44 @@ def test_a_sandbox_owner_may_use_the_sandbox_but_not_change_its_namespace(docume
     assert ManifestOptions().user_cluster_role == "gpu-portal-sandbox-user"
 
 
-def test_only_the_ingress_controller_reaches_the_portal_and_only_its_web_pods(documents: list[dict]) -> None:
+def test_only_the_ingress_controller_agents_and_prometheus_reach_the_portal_and_only_its_web_pods(
+    documents: list[dict],
+) -> None:
     deny = find(documents, "NetworkPolicy", "gpu-portal-ingress")["spec"]
     assert deny["podSelector"] == {} and deny["ingress"] == [] and deny["policyTypes"] == ["Ingress"]
     web = find(documents, "NetworkPolicy", "gpu-portal-web")["spec"]
     assert web["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "web"
     (rule,) = web["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+    sources = {
+        peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for peer in rule["from"]
+    }
+    assert sources == {"ingress-nginx", "gpu-portal-agent", "monitoring"}
     web_pod = find(documents, "Deployment", "gpu-portal-web")["spec"]["template"]["metadata"]["labels"]
     assert all(web_pod.get(key) == value for key, value in web["podSelector"]["matchLabels"].items())
+
+
+def test_the_node_agent_lives_apart_reads_the_kubelets_socket_read_only_and_holds_no_token() -> None:
+    documents = render(DEPLOY / "agent")
+    for doc in documents:
+        assert kubernetes_validate.validate(doc, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION, doc["kind"]
+    namespace = find(documents, "Namespace", "gpu-portal-agent")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    agent = find(documents, "DaemonSet", "gpu-portal-agent")
+    assert agent["metadata"]["namespace"] == "gpu-portal-agent"
+    spec = pod_spec(agent)
+    assert spec["automountServiceAccountToken"] is False
+    (container,) = spec["containers"]
+    assert container["image"] == "registry.example.internal/gpu-portal:0.1.0"
+    assert container["command"] == ["python", "-m", "workers.agent"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    (mount,) = container["volumeMounts"]
+    (volume,) = spec["volumes"]
+    assert mount["readOnly"] is True and volume["hostPath"]["path"] == mount["mountPath"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["GPU_PORTAL_POD_RESOURCES"] == f"{mount['mountPath']}/kubelet.sock"
+    assert env["GPU_PORTAL_URL"].startswith("http://gpu-portal-web.gpu-portal.svc")
 
 
 def test_the_datasets_namespace_role_lets_the_portal_read_credentials_there_only() -> None:

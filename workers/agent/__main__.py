@@ -4,7 +4,9 @@
     python -m workers.agent --portal URL           # every --interval seconds: read, then report
                                                    # (token from GPU_PORTAL_AGENT_TOKEN)
 
-`--once` needs no portal: it is the check to run on a GPU machine.
+`--once` needs no portal: it is the check to run on a GPU machine. Where the kubelet's
+PodResources socket is there (`--pod-resources`, mounted from the node in the DaemonSet), every
+device says which pod holds it; where it is not, `pods_error` says why.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import socket
 import sys
 import time
 
+from workers.agent.podresources import SOCKET, PodDevices, list_pod_devices
 from workers.agent.reading import XidWatch, read_node
 from workers.agent.report import ReadingBuffer, Reporter
 
@@ -35,6 +38,11 @@ def main(argv: list[str] | None = None, *, nvml=None) -> int:
         "--interval", type=float, default=float(os.environ.get("GPU_PORTAL_AGENT_INTERVAL", "5"))
     )
     parser.add_argument("--iterations", type=int, default=0, help="stop after this many readings (0: never)")
+    parser.add_argument(
+        "--pod-resources",
+        default=os.environ.get("GPU_PORTAL_POD_RESOURCES", SOCKET),
+        help="the kubelet's PodResources socket ('' to skip the device -> pod mapping)",
+    )
     args = parser.parse_args(argv)
     if nvml is None:
         import pynvml as nvml  # nvidia-ml-py
@@ -46,7 +54,8 @@ def main(argv: list[str] | None = None, *, nvml=None) -> int:
         return 1
     try:
         if args.once:
-            print(json.dumps(dataclasses.asdict(read_node(nvml, args.node)), indent=2))
+            reading = read_node(nvml, args.node, pods=_pods(args.pod_resources))
+            print(json.dumps(dataclasses.asdict(reading), indent=2))
             return 0
         token = os.environ.get("GPU_PORTAL_AGENT_TOKEN", "")
         if not args.portal or not token:
@@ -59,7 +68,7 @@ def main(argv: list[str] | None = None, *, nvml=None) -> int:
         done = 0
         while not args.iterations or done < args.iterations:
             started = time.monotonic()
-            buffer.add(read_node(nvml, args.node, xids=xids))
+            buffer.add(read_node(nvml, args.node, xids=xids, pods=_pods(args.pod_resources)))
             reporter.flush(buffer)
             done += 1
             if not args.iterations or done < args.iterations:
@@ -67,6 +76,14 @@ def main(argv: list[str] | None = None, *, nvml=None) -> int:
         return 0
     finally:
         nvml.nvmlShutdown()
+
+
+def _pods(socket_path: str) -> PodDevices | None:
+    if not socket_path:
+        return None
+    if not os.path.exists(socket_path):
+        return PodDevices(error=f"PodResources: no socket at {socket_path}")
+    return list_pod_devices(socket_path)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from workers.agent.podresources import PodDevices
+
 
 @dataclass
 class MigReading:
@@ -26,6 +28,7 @@ class MigReading:
     memory_total_mb: int | None = None
     utilization_percent: float | None = None
     unsupported: dict[str, str] = field(default_factory=dict)
+    pods: list[dict] | None = None  # who the kubelet gave it to; None: not known (no PodResources)
 
 
 @dataclass
@@ -45,6 +48,7 @@ class GpuReading:
     mig_devices: list[MigReading] = field(default_factory=list)
     unsupported: dict[str, str] = field(default_factory=dict)
     error: str = ""  # the GPU as a whole failed: lost, needs a reset
+    pods: list[dict] | None = None  # who the kubelet gave the whole GPU to; None: not known
 
 
 @dataclass
@@ -54,6 +58,8 @@ class NodeReading:
     driver_version: str = ""
     gpus: list[GpuReading] = field(default_factory=list)
     error: str = ""  # NVML itself failed (no driver, no library)
+    pods_error: str = ""  # why no device -> pod mapping came with this reading
+    claims: list[dict] = field(default_factory=list)  # devices given through DRA claims
 
 
 def _text(value: Any) -> str:
@@ -222,9 +228,15 @@ class XidWatch:
 
 
 def read_node(
-    nvml: Any, node: str, *, xids: XidWatch | None = None, gpm_interval: float = 0.1
+    nvml: Any,
+    node: str,
+    *,
+    xids: XidWatch | None = None,
+    gpm_interval: float = 0.1,
+    pods: PodDevices | None = None,
 ) -> NodeReading:
-    """One reading of every GPU of the node (NVML initialised by the caller)."""
+    """One reading of every GPU of the node (NVML initialised by the caller), with who holds each
+    device where the kubelet's PodResources answered (`pods`)."""
     reading = NodeReading(node=node, taken_at=time.time())
     try:
         reading.driver_version = _text(nvml.nvmlSystemGetDriverVersion())
@@ -234,4 +246,16 @@ def read_node(
         return reading
     reader, events = _Reader(nvml, gpm_interval), (xids.drain() if xids else {})
     reading.gpus = [reader.gpu(index, events) for index in range(count)]
+    if pods is not None:
+        _attach_pods(reading, pods)
     return reading
+
+
+def _attach_pods(reading: NodeReading, pods: PodDevices) -> None:
+    reading.pods_error, reading.claims = pods.error, pods.claims
+    if pods.error:
+        return  # not known: the portal must not read "nobody holds it"
+    for gpu in reading.gpus:
+        gpu.pods = pods.holders(gpu.uuid)
+        for mig in gpu.mig_devices:
+            mig.pods = pods.holders(mig.uuid)
