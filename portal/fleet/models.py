@@ -251,6 +251,15 @@ class Gpu(models.Model):
         help_text="lost: NVML says the GPU is lost; xid: the driver reported critical XID errors.",
     )
     health_detail = models.CharField(max_length=300, blank=True)
+    mismatch = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="What the node agent reads that the records cannot follow (empty: they agree).",
+    )
+    correction = models.CharField(
+        max_length=300, blank=True, help_text="The last correction of the records to the agent's reading."
+    )
+    corrected_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["node", "index"]

@@ -300,6 +300,7 @@ class GpuBar:
     utilization: float | None = None
     memory_used_mb: int | None = None
     memory_total_mb: int | None = None
+    recently_corrected: bool = False  # the records followed the node agent within the last day
 
     @property
     def slots(self) -> range:
@@ -375,12 +376,15 @@ def _last_minutes(now: datetime) -> dict[int, GpuMinute]:
 def fleet_board(*, now: datetime | None = None) -> list[NodeBoard]:
     """Nodes in order, each GPU with its whole holder or its slices and its last minute of
     utilization: a fixed number of queries."""
+    now = now or timezone.now()
     gpus = list(fleet_gpus())
-    last = _last_minutes(now or timezone.now())
+    last = _last_minutes(now)
     boards: dict[int, NodeBoard] = {}
     for gpu in gpus:
         board = boards.setdefault(gpu.node_id, NodeBoard(node=gpu.node))
-        bar = GpuBar(gpu=gpu)
+        bar = GpuBar(
+            gpu=gpu, recently_corrected=bool(gpu.corrected_at and now - gpu.corrected_at < timedelta(days=1))
+        )
         reading = last.get(gpu.pk)
         if reading is not None:
             bar.utilization = reading.utilization

@@ -16,6 +16,7 @@ from portal.accounts.services import notify
 from portal.audit.services import audit_record
 from portal.core.errors import ValidationFailed
 from portal.fleet.models import Allocation, Gpu, GpuHour, GpuMinute, GpuPeriod, Node
+from portal.fleet.truth import fleet_reconcile_node
 
 STEPS = {60: "minute", 3600: "hour"}
 
@@ -73,7 +74,8 @@ def _health(gpu_reading: dict) -> tuple[str, str]:
 
 @transaction.atomic
 def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
-    """Fold a node agent's batch of readings into per-minute rows and the GPUs' health."""
+    """Fold a node agent's batch of readings into per-minute rows and the GPUs' health, and
+    correct the records of each node to its newest reading (see portal.fleet.truth)."""
     if not isinstance(readings, list) or not all(isinstance(r, dict) for r in readings):
         raise ValidationFailed("`readings` must be a list of node readings.", fields={"readings": ["a list"]})
     folds: dict[tuple[str, datetime], _Fold] = {}
@@ -81,34 +83,33 @@ def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
     unknown: list[str] = []
     names = {str(r.get("node", "")) for r in readings}
     nodes = {node.name: node for node in Node.objects.filter(name__in=names).prefetch_related("gpus")}
+    newest: dict[str, dict] = {}  # node -> its newest reading, the one the records follow
     for reading in readings:
         node = nodes.get(str(reading.get("node", "")))
         if node is None:
             unknown.append(str(reading.get("node", "")))
             continue
-        taken = datetime.fromtimestamp(float(reading.get("taken_at") or 0), UTC)
+        moment = reading.get("taken_at")
+        if not isinstance(moment, int | float) or isinstance(moment, bool) or not 0 < moment < 2**33:
+            raise ValidationFailed(
+                "Each reading's `taken_at` is a Unix time in seconds.", fields={"readings": ["taken_at"]}
+            )
+        if moment >= newest.get(node.name, {}).get("taken_at", 0):
+            newest[node.name] = reading
+        taken = datetime.fromtimestamp(moment, UTC)
         minute = taken.replace(second=0, microsecond=0)
         by_uuid = {gpu.uuid: gpu for gpu in node.gpus.all()}
         by_index = {gpu.index: gpu for gpu in node.gpus.all()}
         for item in reading.get("gpus") or []:
-            gpu = by_uuid.get(str(item.get("uuid", ""))) or by_index.get(int(item.get("index", -1)))
+            gpu = by_uuid.get(str(item.get("uuid", ""))) if isinstance(item, dict) else None
+            if gpu is None and isinstance(item, dict) and isinstance(item.get("index"), int):
+                gpu = by_index.get(item["index"])
             if gpu is None:
                 continue
             _observe_health(gpu, item)
             seen[gpu.pk] = max(taken, seen.get(gpu.pk, taken))
-            if item.get("error"):
-                continue
-            if not item.get("mig_enabled"):
-                fold = folds.setdefault((gpu.uuid, minute), _Fold(gpu))
-                fold.add(item.get("utilization_percent"), item.get("memory_used_mb"), item.get("memory_total_mb"),
-                         item.get("power_watts"), len(item.get("processes") or []))  # fmt: skip
-            for mig in item.get("mig_devices") or []:
-                fold = folds.setdefault(
-                    (str(mig.get("uuid")), minute), _Fold(gpu, mig_start=mig.get("start"))
-                )
-                fold.add(
-                    mig.get("utilization_percent"), mig.get("memory_used_mb"), mig.get("memory_total_mb")
-                )
+            if not item.get("error"):
+                _fold_gpu(folds, gpu, item, minute)
     hours: dict[tuple[str, datetime], _Fold] = {}
     for (device, minute), fold in folds.items():
         _fold_into(GpuMinute, "minute", device, minute, fold)
@@ -116,11 +117,40 @@ def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
         hour.merge(fold)
     for (device, hour_start), fold in hours.items():
         _fold_into(GpuHour, "hour", device, hour_start, fold)
+    by_moment: dict[datetime, list[int]] = {}  # one update per reading time, not per GPU
     for gpu_id, taken in seen.items():
-        Gpu.objects.filter(pk=gpu_id).update(seen_at=taken)
+        by_moment.setdefault(taken, []).append(gpu_id)
+    for taken, gpu_ids in by_moment.items():
+        Gpu.objects.filter(pk__in=gpu_ids).update(seen_at=taken)
+    for name, reading in newest.items():
+        fleet_reconcile_node(node=nodes[name], reading=reading)
     return Recorded(
         readings=len(readings), devices=len({d for d, _ in folds}), unknown_nodes=unknown, dropped=dropped
     )
+
+
+def _fold_gpu(folds: dict[tuple[str, datetime], _Fold], gpu: Gpu, item: dict, minute: datetime) -> None:
+    """A GPU's figures (or its MIG devices') into the minute's folds; a figure that is not a
+    number is skipped, a MIG device without its placement too."""
+    numbers = {
+        key: value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        for key, value in item.items()
+    }
+    if not item.get("mig_enabled"):
+        processes = item.get("processes")
+        fold = folds.setdefault((gpu.uuid, minute), _Fold(gpu))
+        fold.add(numbers.get("utilization_percent"), numbers.get("memory_used_mb"), numbers.get("memory_total_mb"),
+                 numbers.get("power_watts"), len(processes) if isinstance(processes, list) else 0)  # fmt: skip
+    for mig in item.get("mig_devices") or []:
+        if not isinstance(mig, dict) or not isinstance(mig.get("start"), int) or not 0 <= mig["start"] < 8:
+            continue
+        figures = {
+            k: v if isinstance(v, int | float) and not isinstance(v, bool) else None for k, v in mig.items()
+        }
+        fold = folds.setdefault((str(mig.get("uuid")), minute), _Fold(gpu, mig_start=mig["start"]))
+        fold.add(
+            figures.get("utilization_percent"), figures.get("memory_used_mb"), figures.get("memory_total_mb")
+        )
 
 
 def _fold_into(model: type[GpuPeriod], field: str, device: str, moment: datetime, fold: _Fold) -> None:
