@@ -87,3 +87,55 @@ def make_hold(
         ended_at=ended_at,
         released_at=ended_at,
     )
+
+
+def make_deployment(
+    *,
+    owner: User,
+    team: Team,
+    model: str = "llama-3.1-8b-instruct",
+    gpu: Gpu | None = None,
+    gpu_type: GpuType | None = None,
+    state: str = WorkloadState.RUNNING,
+    hours_ago: float = 2,
+    price: Decimal = Decimal("6.88"),
+    **fields: object,
+) -> Workload:
+    """A deployment row of a catalog `model` (catalog_seed must have run) in `state`, with its
+    serving row; with `gpu`, running on it whole since `hours_ago` at `price` an hour, else of
+    `gpu_type` and holding nothing."""
+    from portal.catalog.models import CatalogModel
+    from portal.catalog.runtimes import RUNTIMES
+    from portal.deployments.models import Serving
+
+    entry = CatalogModel.objects.select_related("runtime").get(slug=model)
+    spec = RUNTIMES[entry.runtime.slug]
+    deployment = make_sandbox(
+        owner=owner,
+        team=team,
+        state=state,
+        gpu=gpu,
+        gpu_type=gpu_type,
+        hours_ago=hours_ago,
+        price=price,
+        kind="deployment",
+        image=None,
+        name=fields.pop("name", None) or f"serve-{next(_names)}",
+        cluster=gpu.node.cluster if gpu else None,
+        **fields,
+    )
+    Serving.objects.create(
+        workload=deployment,
+        model=entry,
+        runtime=entry.runtime,
+        precision=entry.default_dtype,
+        context=entry.max_context or 0,
+        concurrency=8,
+        image=spec.image,
+        command=["vllm", "serve", entry.source] if spec.slug == "vllm" else [spec.slug],
+        port=spec.port,
+        health_path=spec.health_path,
+        readiness_path=spec.readiness_path,
+        api=spec.api,
+    )
+    return deployment

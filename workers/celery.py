@@ -11,7 +11,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("gpu_portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.imports = ("workers.tasks.workloads", "workers.tasks.fleet", "workers.tasks.sandboxes")
+app.conf.imports = (
+    "workers.tasks.workloads",
+    "workers.tasks.fleet",
+    "workers.tasks.sandboxes",
+    "workers.tasks.deployments",
+)
 app.set_default()
 
 
@@ -43,6 +48,14 @@ def _schedule() -> dict:
         },
         "prune-telemetry": {
             "task": "fleet.prune_telemetry",
+            "schedule": 3600.0,
+        },
+        "read-serving-metrics": {  # each running deployment's runtime: tokens, requests, latency
+            "task": "deployments.read_serving_metrics_all",
+            "schedule": 60.0,
+        },
+        "prune-serving-metrics": {
+            "task": "deployments.prune_serving_metrics",
             "schedule": 3600.0,
         },
         "idle-sweep": {

@@ -42,6 +42,7 @@ class ServingSpec:
     # The team's Hugging Face token for gated models ("" for none): a Secret in the namespace, the
     # servers' HF_TOKEN. Never logged: the spec's repr leaves it out.
     hf_token: str = field(default="", repr=False)
+    runtime: str = ""  # the catalog runtime's slug: "vllm", "tgi", "triton"
 
 
 @dataclass(frozen=True)

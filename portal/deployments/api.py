@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.core.api import IDEMPOTENCY_KEY
 from portal.core.serializers import validated
 from portal.deployments.selectors import deployment_get_for, deployments_visible_to, deployments_with_details
-from portal.deployments.serializers import DeploymentRequestSerializer, DeploymentSerializer, ScaleSerializer
+from portal.deployments.serializers import (
+    DeploymentRequestSerializer,
+    DeploymentSerializer,
+    ScaleSerializer,
+    ServingSerializer,
+)
 from portal.deployments.services import deployment_request, deployment_scale
+from portal.deployments.serving_stats import deployment_serving_now, deployment_serving_series, not_reported
 from portal.workloads.api import (
     WorkloadApi,
     WorkloadDetailView,
@@ -19,6 +29,8 @@ from portal.workloads.api import (
     WorkloadListView,
     WorkloadTerminateView,
     WorkloadUtilizationView,
+    parse_step,
+    parse_when,
 )
 from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.serializers import ExtendSerializer
@@ -86,3 +98,40 @@ class DeploymentTerminateView(_Deployment, WorkloadTerminateView):
 class DeploymentUtilizationView(_Deployment, WorkloadUtilizationView):
     """GPU utilization and memory of the devices the deployment's replicas held, per minute or
     hour, as the node agents reported them."""
+
+
+class DeploymentServingView(_Deployment, WorkloadApi):
+    """What the deployment's runtime served, from its metrics read every minute: generated tokens
+    and requests per second, mean time to first token and latency, and the cost of a million
+    generated tokens, over the last read and the last hour, and per minute or hour within [from, to)."""
+
+    queryset = Workload.objects.none()  # for the schema's path parameter
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "from", OpenApiTypes.DATETIME, description="From (ISO 8601); a day before `to` by default."
+            ),
+            OpenApiParameter("to", OpenApiTypes.DATETIME, description="To (ISO 8601); now by default."),
+            OpenApiParameter("step", OpenApiTypes.INT, enum=[60, 3600], description="Seconds per point."),
+        ],
+        responses={200: ServingSerializer},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        workload = self.get_workload(request, pk)
+        now = timezone.now()
+        end = parse_when(request.query_params.get("to"), "to") or now
+        start = parse_when(request.query_params.get("from"), "from") or end - timedelta(days=1)
+        step = parse_step(request.query_params.get("step"))
+        points = deployment_serving_series(workload=workload, start=start, end=end, step=step)
+        serving_now = deployment_serving_now(workload, now=now)
+        serving = workload.serving
+        body = {
+            "runtime": serving.runtime.slug,
+            "not_reported": not_reported(serving_now),
+            "read_error": serving.metrics_error,
+            "last_minute": serving_now.last_minute,
+            "last_hour": serving_now.last_hour,
+            "points": points,
+        }
+        return Response(ServingSerializer(body).data)

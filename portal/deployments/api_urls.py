@@ -10,6 +10,11 @@ urlpatterns = [
         api.DeploymentUtilizationView.as_view(),
         name="api-deployment-utilization",
     ),
+    path(
+        "deployments/<int:pk>/serving",
+        api.DeploymentServingView.as_view(),
+        name="api-deployment-serving",
+    ),
     path("deployments/<int:pk>/scale", api.DeploymentScaleView.as_view(), name="api-deployment-scale"),
     path("deployments/<int:pk>/extend", api.DeploymentExtendView.as_view(), name="api-deployment-extend"),
     path(

@@ -68,7 +68,9 @@ class DeploymentRequestSerializer(WorkloadRequestSerializer):
 
 
 class ScaleSerializer(serializers.Serializer):
-    replicas = serializers.IntegerField(help_text="The number of replicas wanted.")
+    replicas = serializers.IntegerField(
+        help_text="The number of replicas wanted; 0 keeps the deployment with nothing running or billed."
+    )
 
 
 class ReplicaPlacementSerializer(serializers.Serializer):
@@ -150,3 +152,39 @@ class DeploymentSerializer(WorkloadSerializer):
     )
     def get_example(self, workload: Workload) -> str | None:
         return deployment_example(workload)
+
+
+class ServingFiguresSerializer(serializers.Serializer):
+    seconds = serializers.FloatField(help_text="The span the figures cover.")
+    tokens_per_second = serializers.FloatField(allow_null=True, help_text="Generated tokens per second.")
+    prompt_tokens_per_second = serializers.FloatField(allow_null=True)
+    requests_per_second = serializers.FloatField(allow_null=True)
+    time_to_first_token_seconds = serializers.FloatField(allow_null=True, help_text="Mean.")
+    request_latency_seconds = serializers.FloatField(allow_null=True, help_text="Mean, end to end.")
+    cost_per_million_tokens = serializers.DecimalField(
+        max_digits=16,
+        decimal_places=2,
+        allow_null=True,
+        help_text="USD for a million generated tokens at the deployment's GPU price.",
+    )
+
+
+class ServingPointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    tokens_per_second = serializers.FloatField(allow_null=True)
+    requests_per_second = serializers.FloatField(allow_null=True)
+    time_to_first_token_seconds = serializers.FloatField(allow_null=True)
+    request_latency_seconds = serializers.FloatField(allow_null=True)
+
+
+class ServingSerializer(serializers.Serializer):
+    runtime = serializers.CharField(help_text="vllm, tgi or triton.")
+    not_reported = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Figures the runtime's reads of the last hour did not carry (TGI: time to first token; "
+        "Triton: tokens, unless its vLLM backend reports them). Null figures elsewhere mean nothing happened.",
+    )
+    read_error = serializers.CharField(help_text="Why the last read failed, if it did.")
+    last_minute = ServingFiguresSerializer(allow_null=True, help_text="The last read (about a minute).")
+    last_hour = ServingFiguresSerializer(allow_null=True)
+    points = ServingPointSerializer(many=True, help_text="Per `step` within [from, to).")

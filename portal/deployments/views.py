@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.accounts.selectors import user_teams
@@ -24,6 +25,7 @@ from portal.deployments.selectors import (
     deployment_rows,
 )
 from portal.deployments.services import deployment_request, deployment_scale
+from portal.deployments.serving_stats import deployment_serving_now, runtime_label, serving_lines
 from portal.workloads.forms import ExtendForm
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.views import workload_list_context
@@ -156,6 +158,10 @@ def deployment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404(error.message) from error
     workload = row.deployment
     context = {"row": row, "deployment": workload, "steps": progress_steps(workload, row.approval)}
+    if row.serving is not None and workload.started_at is not None and workload.is_live:
+        label = runtime_label(row.serving.runtime)
+        serving_now = deployment_serving_now(workload, now=timezone.now())
+        context.update(runtime_label=label, serving_lines=serving_lines(serving_now, runtime=label))
     if not wants_fragment(request):
         context["scale_form"] = ScaleForm(initial={"replicas": workload.replicas})
         context["extend_form"] = ExtendForm()

@@ -1,8 +1,10 @@
 """The platform's metrics for Prometheus, computed when scraped from what the database holds:
 workloads by state, the queue, GPUs and MIG slices, approvals waiting, spend rate, GPU health
-and utilization, expiry lag, node agents' silence. A handful of grouped queries per scrape,
-whatever the fleet's size; every label has bounded values (states, kinds, GPU types, profiles,
-teams, nodes), never a workload or user id."""
+and utilization, expiry lag, node agents' silence; model serving (observability.serving); MIG
+changes, time to running, failures, decisions, idle GPU-hours and budgets (observability.platform).
+A bounded number of grouped queries per scrape, whatever the fleet's size; every label has
+bounded values (states, kinds, GPU types, profiles, teams, nodes, models, runtimes, reasons),
+never a workload or user id."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from portal.fleet.models import Allocation, Gpu, GpuMinute, MigSlice, Node
+from portal.observability.platform import platform_families
+from portal.observability.serving import serving_families
 from portal.workloads.models import Approval, Workload, WorkloadState
 
 
@@ -157,3 +161,6 @@ class PortalCollector(Collector):
                 row["utilization_sum"] / row["utilization_samples"],
             )
         yield utilization
+
+        yield from serving_families(now)
+        yield from platform_families(now)

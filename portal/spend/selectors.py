@@ -283,3 +283,46 @@ class Budget:
 def team_budgets(teams: list[Team]) -> list[Budget]:
     """This month's budget, used and left, per team (one query per team)."""
     return [Budget(team=team, budget=team.monthly_budget, used=team_month_spend(team=team)) for team in teams]
+
+
+def month_start(now: datetime) -> datetime:
+    """The first of `now`'s month, 00:00 (UTC): where a month's spend and budget begin."""
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def month_elapsed(now: datetime) -> Decimal:
+    """How much of `now`'s month has passed, 0 to 1."""
+    start = month_start(now)
+    end = (start + timedelta(days=32)).replace(day=1)
+    return Decimal((now - start).total_seconds()) / Decimal((end - start).total_seconds())
+
+
+def teams_month_spend(*, now: datetime | None = None) -> dict[int, Decimal]:
+    """What every team has spent since the first of this month (UTC), GPU and storage, by team
+    id (cents; teams without spend absent): `team_month_spend` for all teams in two queries."""
+    now = now or timezone.now()
+    start = month_start(now)
+    total: dict[int, Decimal] = defaultdict(Decimal)
+    for allocation in Allocation.objects.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start)):
+        total[allocation.team_id] += allocation_cost(allocation, now=now, start=start)
+    for hold in StorageHold.objects.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start)):
+        total[hold.team_id] += storage_cost(hold, now=now, start=start)
+    return {team_id: to_cents(amount) for team_id, amount in total.items()}
+
+
+def idle_gpu_hours_by_team(*, start: datetime, end: datetime) -> dict[str, Decimal]:
+    """GPU-hours held within [start, end) in minutes the node agents read idle (under the
+    holder's team's threshold, as spend's idle cost counts them), by team slug: a slice counts its
+    share of a GPU. Two queries, whatever the number of holds."""
+    holds = list(
+        Allocation.objects.filter(started_at__lt=end)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+        .select_related("team", "mig_slice")
+    )
+    idle = _idle_minutes(holds, start=start, end=end)
+    hours: dict[str, Decimal] = defaultdict(Decimal)
+    for hold in holds:
+        minutes = len(idle.get(hold.pk, ()))
+        if minutes:
+            hours[hold.team.slug] += Decimal(minutes * hold.share_numerator) / (hold.share_denominator * 60)
+    return dict(hours)

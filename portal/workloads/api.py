@@ -112,13 +112,22 @@ class UtilizationPointSerializer(serializers.Serializer):
     memory_total_mb = serializers.IntegerField()
 
 
-def _when(raw: str | None, name: str) -> datetime | None:
+def parse_when(raw: str | None, name: str) -> datetime | None:
+    """A series' `from` or `to`: an ISO 8601 time (UTC when it names no zone), or None."""
     if not raw:
         return None
     moment = parse_datetime(raw)
     if moment is None:
         raise ValidationFailed(f"`{name}` is an ISO 8601 time.", fields={name: ["an ISO 8601 time"]})
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def parse_step(raw: str | None) -> int:
+    """A series' `step` in seconds (60 by default); which steps a series offers is its own rule."""
+    try:
+        return int(raw or 60)
+    except ValueError:
+        raise ValidationFailed("`step` is 60 or 3600 seconds.", fields={"step": ["60 or 3600"]}) from None
 
 
 class WorkloadUtilizationView(WorkloadApi):
@@ -139,11 +148,8 @@ class WorkloadUtilizationView(WorkloadApi):
     )
     def get(self, request: Request, pk: int) -> Response:
         workload = self.get_workload(request, pk)
-        end = _when(request.query_params.get("to"), "to") or timezone.now()
-        start = _when(request.query_params.get("from"), "from") or end - timedelta(days=1)
-        try:
-            step = int(request.query_params.get("step") or 60)
-        except ValueError:
-            raise ValidationFailed("`step` is 60 or 3600 seconds.", fields={"step": ["60 or 3600"]}) from None
+        end = parse_when(request.query_params.get("to"), "to") or timezone.now()
+        start = parse_when(request.query_params.get("from"), "from") or end - timedelta(days=1)
+        step = parse_step(request.query_params.get("step"))
         points = workload_utilization(workload=workload, start=start, end=end, step=step)
         return Response(UtilizationPointSerializer(points, many=True).data)

@@ -124,6 +124,8 @@ class FakeApi:
         self.failures: list[Failure] = []
         self.pod_created: list[Callable[[dict], None]] = []  # the scheduler's DRA allocation
         self.pod_logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its container's log
+        # (namespace, pod, port, path) -> what the pod's server answers there (through the proxy)
+        self.pod_http: dict[tuple[str, str, int, str], str] = {}
         self.issued_tokens: list[tuple[str, str, int]] = []  # (namespace, account, seconds)
         self._service_ips = iter(range(10, 65000))
 
@@ -213,6 +215,8 @@ class FakeApi:
     ) -> tuple[int, dict]:
         if (route.resource.plural, route.subresource, method) == ("pods", "log", "GET"):
             return 200, {TEXT: self._pod_log(route, query)}
+        if (route.resource.plural, route.subresource, method) == ("pods", "proxy", "GET"):
+            return 200, {TEXT: self._pod_proxy(route)}
         if (route.resource.plural, route.subresource, method) == ("serviceaccounts", "token", "POST"):
             return 201, self._token_request(route, body)
         if route.subresource:
@@ -264,6 +268,22 @@ class FakeApi:
         lines = self.pod_logs.get((route.namespace, route.name), "").splitlines(keepends=True)
         tail = int(query.get("tailLines") or 0)
         return "".join(lines[-tail:] if tail else lines)
+
+    def _pod_proxy(self, route: Route) -> str:
+        """What the API server's proxy returns from `<pod>:<port>/<path>`: the pod's answer, or a
+        503 as the real one gives when the pod is not running or nothing listens there."""
+        pod_name, _, port = route.name.partition(":")
+        pod = self._get(Route(route.resource, route.namespace, pod_name))  # 404 for a pod that is not there
+        answer = self.pod_http.get((route.namespace, pod_name, int(port or 80), route.proxy_path))
+        running = (pod.get("status") or {}).get("phase") == "Running"
+        if not running or answer is None:
+            where = f"{pod_name}:{port or 80}"
+            raise ApiError(
+                503,
+                "ServiceUnavailable",
+                f"error trying to reach service: dial tcp {where}: connect: connection refused",
+            )
+        return answer
 
     def _key(self, resource: Resource, namespace: str, name: str) -> Key:
         return (resource.plural, namespace if resource.namespaced else "", name)

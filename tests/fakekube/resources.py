@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Route:
     namespace: str = ""
     name: str = ""
     subresource: str = ""
+    proxy_path: str = ""  # for `<name>/proxy/<path>`: the path the request is proxied to
 
 
 def parse_path(path: str) -> Route | None:
@@ -75,11 +77,14 @@ def parse_path(path: str) -> Route | None:
     # namespace's own subresource).
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
         namespace, rest = rest[1], rest[2:]
+    proxy_path = ""
+    if len(rest) > 3 and rest[2] == "proxy":  # <plural>/<name>[:<port>]/proxy/<path...>
+        proxy_path, rest = "/".join(unquote(part) for part in rest[3:]), rest[:3]
     if not rest or len(rest) > 3:
         return None
     resource = BY_GROUP_VERSION_PLURAL.get((group, version, rest[0]))
     if resource is None:
         return None
-    name = rest[1] if len(rest) > 1 else ""
+    name = unquote(rest[1]) if len(rest) > 1 else ""
     subresource = rest[2] if len(rest) > 2 else ""
-    return Route(resource, namespace, name, subresource)
+    return Route(resource, namespace, name, subresource, proxy_path)

@@ -239,6 +239,12 @@ class FakeKube:
         with self.store.lock:
             self.api.pod_logs[(namespace, name)] = text
 
+    def serve_pod_http(self, namespace: str, name: str, *, port: int, path: str, text: str) -> None:
+        """What the pod's server answers at `port`/`path` (reached through the API server's proxy,
+        and only while the pod is Running)."""
+        with self.store.lock:
+            self.api.pod_http[(namespace, name, port, path.lstrip("/"))] = text
+
     def pod_running(self, namespace: str, *, ready: bool = True, name: str = SANDBOX_POD) -> None:
         flag = "True" if ready else "False"
         self.set_pod_status(

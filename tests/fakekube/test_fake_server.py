@@ -127,3 +127,22 @@ def test_injected_failures_answer_once_then_the_server_recovers(fake_kube: FakeK
     status, body = request(fake_kube, "GET", "/api/v1/nodes")
     assert status == 403 and 'cannot list resource "nodes"' in body["message"]
     assert request(fake_kube, "GET", "/api/v1/nodes")[0] == 200
+
+
+def test_the_pod_proxy_answers_what_the_pods_server_serves_only_while_it_runs(fake_kube: FakeKube) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "serve-0"},
+        "spec": {"containers": [{"name": "server", "image": "vllm/vllm-openai:v0.8.5"}]},
+    }
+    fake_kube.api.create(BY_KIND["Pod"], "default", pod)
+    fake_kube.serve_pod_http("default", "serve-0", port=8000, path="metrics", text="up 1\n")
+    path = f"/api/v1/namespaces/default/pods/{quote('serve-0:8000', safe='')}/proxy/metrics"
+    status, body = request(fake_kube, "GET", path)
+    assert status == 503 and body["reason"] == "ServiceUnavailable"  # not running yet
+    fake_kube.pod_running("default", name="serve-0")
+    assert request(fake_kube, "GET", path) == (200, {"__text__": "up 1\n"})
+    assert request(fake_kube, "GET", path.replace("8000", "8002"))[0] == 503  # nothing listens there
+    assert request(fake_kube, "GET", path.replace("serve-0", "serve-9"))[0] == 404
+    assert fake_kube.requests[-1].resource == "pods/proxy" and fake_kube.requests[-1].verb == "get"

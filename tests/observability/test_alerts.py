@@ -48,3 +48,31 @@ def test_the_grafana_dashboard_reads_only_exposed_metrics(db, settings, fleet):
     for expr in exprs:
         names = set(re.findall(r"gpu_portal_[a-z_]+", expr))
         assert names and names <= exposed, (expr, names - exposed)
+
+
+def test_the_dashboard_shows_serving_and_the_platforms_slower_figures(db, settings, fleet):
+    import json
+
+    settings.PORTAL_METRICS_TOKEN = "t"
+    text = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer t").content.decode()
+    exposed = {family.name for family in text_string_to_metric_families(text)}
+    dashboard = json.loads((ROOT / "deploy" / "monitoring" / "grafana-dashboard.json").read_text())
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    shown = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+        for name in re.findall(r"gpu_portal_[a-z_]+", target["expr"])
+    }
+    wanted = {name for name in exposed if name.startswith("gpu_portal_serving_")} | {
+        "gpu_portal_time_to_running_seconds",
+        "gpu_portal_workload_failures",
+        "gpu_portal_mig_layout_changes_pending",
+        "gpu_portal_mig_layout_change_oldest_seconds",
+        "gpu_portal_approval_decision_seconds",
+        "gpu_portal_idle_gpu_hours",
+        "gpu_portal_team_spend_month_to_date_dollars",
+        "gpu_portal_team_budget_dollars",
+    }
+    assert len(wanted) == 13 and wanted <= shown, wanted - shown

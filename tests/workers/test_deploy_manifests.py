@@ -316,6 +316,10 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     )
     driver.apply_workload(dataclasses.replace(one, cpu=12))  # patches, and deletes the replica scaled away
     driver.workload_status(one)
+    for pod in fake.list("Pod", one.namespace):  # its runtime's metrics, through the pod proxy
+        fake.pod_running(one.namespace, name=pod["metadata"]["name"])
+        fake.serve_pod_http(one.namespace, pod["metadata"]["name"], port=8000, path="metrics", text="up 1\n")
+    assert set(driver.serving_metrics(one).values()) == {"up 1\n"}
     assert one.serving is not None
     gated = dataclasses.replace(one, serving=dataclasses.replace(one.serving, hf_token="hf_first1234"))
     driver.apply_workload(gated)  # creates the team's token Secret

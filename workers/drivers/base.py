@@ -178,3 +178,7 @@ class ClusterDriver(Protocol):
 
     def mig_layout_state(self, node: str, layout: MigLayout) -> MigLayoutState:
         """How far the node has got towards `layout` (as last given to apply_mig_layout)."""
+
+    def serving_metrics(self, spec: WorkloadSpec) -> dict[str, str | None]:
+        """A deployment's runtime metrics (Prometheus text) from each of its replicas, by pod
+        name: None for a pod that is there but not ready or did not answer."""

@@ -65,7 +65,9 @@ from workers.manifests.datasets import copied_volume_name
 from workers.manifests.names import KIND_KEY
 from workers.manifests.serving import (
     HF_TOKEN_SECRET,
+    METRICS_PATH,
     local_model_repository,
+    runtime_metrics_port,
     serving_access,
     serving_selector,
 )
@@ -90,6 +92,7 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "persistentvolumes"): frozenset({"create", "get", "patch", "delete"}),
     ("", "pods"): frozenset({"list", "delete"}),  # delete: a sandbox restarted on its owner's request
     ("", "pods/log"): frozenset({"get"}),  # the end of a sandbox's log, on its page
+    ("", "pods/proxy"): frozenset({"get"}),  # model servers' runtime metrics, replica by replica
     ("", "events"): frozenset({"list"}),
     ("", "nodes"): frozenset({"get", "list", "patch"}),
     ("", "configmaps"): frozenset({"create", "get", "patch"}),
@@ -128,6 +131,9 @@ class KubernetesOptions:
     product_slugs: Mapping[str, str] = field(default_factory=dict)
     dataset_namespace: str = "gpu-portal-datasets"  # where datasets' credentials Secrets live
     prometheus_url: str = ""  # the cluster's Prometheus, for homes' use (kubelet volume stats)
+    # Reading a model server's /metrics through the API server: short, as a minute's job reads
+    # every replica of every deployment.
+    metrics_timeout: tuple[float, float] = (3.0, 5.0)
 
 
 def contains(existing: Any, desired: Any) -> bool:
@@ -410,6 +416,37 @@ class KubernetesDriver(SandboxPartsMixin):
                     kind=labels.get(KIND_KEY, "sandbox"),
                 )
             )
+        return found
+
+    # --- model serving metrics ------------------------------------------------------------------
+
+    def serving_metrics(self, spec: WorkloadSpec) -> dict[str, str | None]:
+        """Each replica's runtime metrics, by pod name: read pod by pod through the API server's
+        proxy (`pods/proxy`) on the runtime's metrics port, since the Service would answer from
+        any one replica and counters must be followed per server. A pod that is not ready, or
+        does not answer, maps to None; one being deleted or finished is left out."""
+        if spec.serving is None:
+            return {}
+        selector = ",".join(f"{key}={value}" for key, value in serving_selector(spec).items())
+        port = runtime_metrics_port(spec.serving)
+        found: dict[str, str | None] = {}
+        for pod in self.api.list("Pod", spec.namespace, label_selector=selector):
+            name = pod["metadata"]["name"]
+            finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if pod["metadata"].get("deletionTimestamp") or finished:
+                continue
+            if not _ready(pod):
+                found[name] = None
+                continue
+            try:
+                found[name] = self.api.pod_proxy_get(
+                    name, spec.namespace, port=port, path=METRICS_PATH, timeout=self.options.metrics_timeout
+                )
+            except KubernetesApiError as exc:
+                if exc.status in (401, 403):
+                    raise  # the portal may not use the proxy: the whole read fails, saying why
+                log.info("metrics of %s/%s on port %s: %s", spec.namespace, name, port, exc.message)
+                found[name] = None
         return found
 
     # --- GPU nodes and MIG --------------------------------------------------------------------

@@ -131,6 +131,9 @@ KINDS: dict[str, Kind] = {
 
 # A pod's log: read as text, from the pod's `log` subresource (RBAC: get on pods/log).
 POD_LOG = Kind("PodLog", "pods/log", "", k8s.CoreV1Api, "namespaced_pod_log")
+# A pod's HTTP port through the API server's proxy (RBAC: get on pods/proxy): a model server's
+# runtime metrics.
+POD_PROXY = Kind("PodProxy", "pods/proxy", "", k8s.CoreV1Api, "namespaced_pod_proxy_with_path")
 # A ServiceAccount's token (TokenRequest): created at its `token` subresource.
 TOKEN_REQUEST = Kind(
     "TokenRequest", "serviceaccounts/token", "", k8s.CoreV1Api, "namespaced_service_account_token"
@@ -252,12 +255,22 @@ class KubeApi:
         return self._apis[kind.api]
 
     def _call(
-        self, verb: str, kind: Kind, name: str, method: str, *args: Any, text: bool = False, **kwargs: Any
+        self,
+        verb: str,
+        kind: Kind,
+        name: str,
+        method: str,
+        *args: Any,
+        text: bool = False,
+        timeout: tuple[float, float] | None = None,
+        **kwargs: Any,
     ) -> Any:
         call: Callable[..., Any] = getattr(self._api(kind), f"{method}_{kind.suffix}")
         for attempt in range(THROTTLE_ATTEMPTS):
             try:
-                response = call(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+                response = call(
+                    *args, _preload_content=False, _request_timeout=timeout or self.timeout, **kwargs
+                )
                 data = response.data
                 break
             except ApiException as exc:
@@ -311,6 +324,22 @@ class KubeApi:
             if exc.status in (400, 404):  # no pod, or its container has not started
                 return ""
             raise
+
+    def pod_proxy_get(
+        self, name: str, namespace: str, *, port: int, path: str, timeout: tuple[float, float] | None = None
+    ) -> str:
+        """GET `path` on the pod's `port` through the API server's proxy, as text."""
+        return self._call(
+            "get",
+            POD_PROXY,
+            name,
+            "connect_get",
+            f"{name}:{port}",
+            namespace,
+            path,
+            text=True,
+            timeout=timeout,
+        )
 
     def request_token(self, account: str, namespace: str, *, seconds: int) -> dict:
         """A new token of the ServiceAccount, valid `seconds` (the server may shorten it): the

@@ -24,10 +24,11 @@ from workers.drivers.base import (
     PodInsight,
     WorkloadStatus,
 )
+from workers.drivers.simulated_serving import runtime_metrics_text
 from workers.manifests import sandbox_access, serving_access, workload_objects
 from workers.manifests.names import KIND_KEY, MANAGED_BY, MANAGED_BY_KEY, POD_NAME, WORKLOAD_NAME, label_value
 from workers.manifests.options import ManifestOptions
-from workers.manifests.serving import redacted
+from workers.manifests.serving import redacted, replica_name
 from workers.spec import WorkloadSpec
 
 FAILING_IMAGE_MARK = "does-not-exist"
@@ -121,6 +122,34 @@ class SimulatedDriver:
                 if found is not None:
                     created.append(found[1])
         return created
+
+    def serving_metrics(self, spec: WorkloadSpec) -> dict[str, str | None]:
+        """What each replica's runtime says at /metrics, by pod: counters grown since the replica
+        started (see simulated_serving), None while it is still starting. A replica whose
+        Deployment is made again starts from zero, as a restarted server does."""
+        self._maybe_fail()
+        if spec.serving is None:
+            return {}
+        now = self.clock()
+        found: dict[str, str | None] = {}
+        for index in range(len(spec.serving.replicas)):
+            stored = self.store.get(kind="Deployment", namespace=spec.namespace, name=replica_name(index))
+            if stored is None:
+                continue
+            started = stored[1] + timedelta(seconds=self.pod_start_seconds)
+            pod = f"{replica_name(index)}-sim"
+            found[pod] = (
+                runtime_metrics_text(
+                    runtime=spec.serving.runtime,
+                    model=spec.serving.model,
+                    workload_id=spec.workload_id,
+                    started=started.timestamp(),
+                    now=now.timestamp(),
+                )
+                if started <= now
+                else None
+            )
+        return found
 
     def restart_workload(self, spec: WorkloadSpec) -> None:
         """The pod goes and comes back: its StatefulSet is made again, so it starts anew."""

@@ -199,3 +199,29 @@ def redacted(objects: list[dict]) -> list[dict]:
             obj = {**obj, "data": {key: "<redacted>" for key in obj.get("data") or {}}}
         shown.append(obj)
     return shown
+
+
+TRITON_METRICS_PORT = 8002  # tritonserver's default --metrics-port
+METRICS_PATH = "metrics"
+
+
+def _flag_value(command: tuple[str, ...], flag: str) -> str | None:
+    """The value of `--flag value` or `--flag=value` in a command line, or None."""
+    for index, argument in enumerate(command):
+        if argument == flag and index + 1 < len(command):
+            return command[index + 1]
+        if argument.startswith(f"{flag}="):
+            return argument.split("=", 1)[1]
+    return None
+
+
+def runtime_metrics_port(serving: ServingSpec) -> int:
+    """The container port where the runtime answers `/metrics` (Prometheus text): vLLM and TGI on
+    their API port, Triton on its metrics port (8002 unless the command names another); a
+    `--metrics-port` or `--prometheus-port` in the command wins."""
+    for flag in ("--metrics-port", "--prometheus-port"):
+        value = _flag_value(serving.command, flag)
+        if value and value.isdigit():
+            return int(value)
+    triton = serving.runtime == "triton" or (serving.command[:1] == ("tritonserver",))
+    return TRITON_METRICS_PORT if triton else serving.port

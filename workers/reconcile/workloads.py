@@ -98,6 +98,7 @@ def _serving_spec(workload: Workload, claims: list[GpuClaim]) -> ServingSpec:
         api=serving.api,
         replicas=tuple(claims),
         hf_token=_readable_token(workload.team.hf_token),
+        runtime=serving.runtime.slug,
     )
 
 
@@ -145,7 +146,9 @@ def reconcile_workload(workload_id: int, *, now: datetime | None = None) -> None
         return  # another worker is on it (or there is no such row)
     try:
         workload = (
-            Workload.objects.select_related("team", "owner", "image", "cluster", "gpu_type", "serving__model")
+            Workload.objects.select_related(
+                "team", "owner", "image", "cluster", "gpu_type", "serving__model", "serving__runtime"
+            )
             .filter(pk=workload_id)
             .first()
         )
