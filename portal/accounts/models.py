@@ -46,8 +46,9 @@ class Team(models.Model):
     )
     idle_reclaim_minutes = models.PositiveIntegerField(
         default=0,
-        help_text="A sandbox whose GPUs stay idle this long is warned, then ended after the grace period "
-        "(its home is kept). 0 (the default): never; a team opts in.",
+        help_text="A sandbox or deployment whose GPUs stay idle this long is warned; after the grace "
+        "period a sandbox is ended (its home is kept), a deployment scaled to zero (it can be scaled "
+        "back). 0 (the default): never; a team opts in.",
     )
     idle_threshold_percent = models.PositiveSmallIntegerField(
         default=5, help_text="GPU utilization under this counts as idle."

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from portal.core.api import IDEMPOTENCY_KEY
 from portal.core.serializers import validated
+from portal.deployments.idle import deployment_scale_back
 from portal.deployments.selectors import deployment_get_for, deployments_visible_to, deployments_with_details
 from portal.deployments.serializers import (
     DeploymentRequestSerializer,
@@ -34,6 +35,7 @@ from portal.workloads.api import (
 )
 from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.serializers import ExtendSerializer
+from portal.workloads.services import workload_keep
 
 ENDED = OpenApiResponse(description="The deployment has ended (or, for scale, is not placed yet).")
 
@@ -80,6 +82,25 @@ class DeploymentScaleView(_Deployment, WorkloadApi):
     def post(self, request: Request, pk: int) -> Response:
         replicas = validated(ScaleSerializer(data=request.data))["replicas"]
         deployment_scale(user=request.user, deployment_id=pk, replicas=replicas)
+        return self.shown(request, pk)
+
+
+@extend_schema_view(post=extend_schema(request=None, responses={200: DeploymentSerializer, 409: ENDED}))
+class DeploymentKeepView(_Deployment, WorkloadApi):
+    """Keep a deployment warned for idleness: the warning goes and the idle clock starts again."""
+
+    def post(self, request: Request, pk: int) -> Response:
+        workload_keep(user=request.user, workload_id=pk, kind=WorkloadKind.DEPLOYMENT)
+        return self.shown(request, pk)
+
+
+@extend_schema_view(post=extend_schema(request=None, responses={200: DeploymentSerializer, 409: ENDED}))
+class DeploymentScaleBackView(_Deployment, WorkloadApi):
+    """Scale a deployment that idle reclaim scaled to zero back to the replicas it had (`idle_parked_replicas`),
+    with the quota and approval checks of any scale-up."""
+
+    def post(self, request: Request, pk: int) -> Response:
+        deployment_scale_back(user=request.user, deployment_id=pk)
         return self.shown(request, pk)
 
 

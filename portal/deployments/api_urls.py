@@ -16,6 +16,12 @@ urlpatterns = [
         name="api-deployment-serving",
     ),
     path("deployments/<int:pk>/scale", api.DeploymentScaleView.as_view(), name="api-deployment-scale"),
+    path("deployments/<int:pk>/keep", api.DeploymentKeepView.as_view(), name="api-deployment-keep"),
+    path(
+        "deployments/<int:pk>/scale-back",
+        api.DeploymentScaleBackView.as_view(),
+        name="api-deployment-scale-back",
+    ),
     path("deployments/<int:pk>/extend", api.DeploymentExtendView.as_view(), name="api-deployment-extend"),
     path(
         "deployments/<int:pk>/terminate",

@@ -146,7 +146,8 @@ class DeployForm(ServiceForm):
 class ScaleForm(forms.Form):
     replicas = forms.IntegerField(
         label="Replicas",
-        min_value=1,
+        min_value=0,
         max_value=MAX_REPLICAS,
-        widget=number_input({"min": 1, "max": MAX_REPLICAS}, mode="numeric"),
+        help_text="0 keeps the deployment and its endpoint with nothing running or billed.",
+        widget=number_input({"min": 0, "max": MAX_REPLICAS}, mode="numeric"),
     )

@@ -216,7 +216,9 @@ class DeploymentRow:
 
     @property
     def replica_health(self) -> str:
-        """'2 of 2 ready'."""
+        """'2 of 2 ready', or 'scaled to zero'."""
+        if not self.deployment.replicas:
+            return "scaled to zero"
         return f"{self.ready_replicas} of {self.deployment.replicas} ready"
 
     @property

@@ -25,7 +25,7 @@ from portal.fleet.placement import NoFit, place
 from portal.fleet.selectors import gpu_snapshot
 from portal.fleet.services import allocation_record, mig_layouts_free, placement_request
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
-from portal.workloads.policy import fraction_to_decimal, scale_verdict, workload_share
+from portal.workloads.policy import fraction_to_decimal, replica_share, scale_verdict
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
     DRAIN_TASK,
@@ -159,13 +159,14 @@ def deployment_scale(
     *, user: User, deployment_id: int, replicas: int, now: datetime | None = None
 ) -> Workload:
     """Scale a live deployment. Up re-checks quota and policy (a lead decides beyond it) and
-    needs free capacity now; down releases the extra replicas' GPUs at once."""
+    needs free capacity now; down releases the extra replicas' GPUs at once; to zero keeps the
+    deployment (its endpoint, its expiry) with no replica running and nothing billed."""
     now = now or timezone.now()
     workload = workload_get_for(user=user, workload_id=deployment_id, lock=True, kind=WorkloadKind.DEPLOYMENT)
     if not can_manage(user=user, team=workload.team, owner=workload.owner):
         raise NotAllowed("Only the owner, a lead of the team or an admin may scale this deployment.")
-    if not isinstance(replicas, int) or isinstance(replicas, bool) or not 1 <= replicas <= MAX_REPLICAS:
-        message = f"Must be a whole number from 1 to {MAX_REPLICAS}."
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or not 0 <= replicas <= MAX_REPLICAS:
+        message = f"Must be a whole number from 0 to {MAX_REPLICAS}."
         raise ValidationFailed(f"replicas: {message}", fields={"replicas": [message]})
     if workload.state not in (S.PROVISIONING, S.RUNNING):
         raise Conflict(
@@ -186,7 +187,7 @@ def deployment_scale(
         workload=workload, kind=Approval.Kind.SCALE, state=Approval.State.PENDING
     ).exists():
         raise Conflict("A scale request for this deployment already waits for a lead.")
-    share = workload_share(workload) / workload.replicas * replicas
+    share = replica_share(workload) * replicas
     approval = Approval.objects.create(
         workload=workload,
         team=team,
@@ -246,6 +247,9 @@ def _scale_down(workload: Workload, *, replicas: int, actor: User | None, now: d
 
 def _rescaled(workload: Workload, *, replicas: int, actor: User | None, now: datetime) -> None:
     previous = workload.replicas
+    if replicas and workload.idle_parked_replicas is not None:
+        Workload.objects.filter(pk=workload.pk).update(idle_parked_replicas=None)  # serving again
+        workload.idle_parked_replicas = None
     move(
         workload=workload,
         to=S.PROVISIONING,

@@ -17,6 +17,7 @@ from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import form_refused, run_service
 from portal.deployments.forms import SIZING_FIELDS, DeployForm, ScaleForm
+from portal.deployments.idle import deployment_scale_back
 from portal.deployments.selectors import (
     chosen_fit,
     dashboard_deployments,
@@ -28,6 +29,7 @@ from portal.deployments.services import deployment_request, deployment_scale
 from portal.deployments.serving_stats import deployment_serving_now, runtime_label, serving_lines
 from portal.workloads.forms import ExtendForm
 from portal.workloads.selectors import progress_steps, workload_audit_trail
+from portal.workloads.services import workload_keep
 from portal.workloads.views import workload_list_context
 
 
@@ -180,9 +182,36 @@ def deployment_scale_view(request: HttpRequest, pk: int) -> HttpResponse:
         request, lambda: deployment_scale(user=request.user, deployment_id=pk, replicas=replicas)
     )
     if workload is not None and workload.replicas == replicas:
-        messages.success(request, f"Scaling to {replicas} replicas.")
+        messages.success(
+            request,
+            f"Scaling to {replicas} replicas." if replicas else "Scaling to zero: nothing runs or is billed.",
+        )
     elif workload is not None:
         messages.info(
             request, f"Scaling to {replicas} replicas needs a lead's approval; a lead has been asked."
         )
+    return redirect("deployment-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def deployment_keep_posted(request: HttpRequest, pk: int) -> HttpResponse:
+    """Keep a deployment its GPUs' idleness was about to scale to zero."""
+    run_service(
+        request,
+        lambda: workload_keep(user=request.user, workload_id=pk, kind="deployment"),
+        success="Kept: the idle clock starts again.",
+    )
+    return redirect("deployment-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def deployment_scale_back_posted(request: HttpRequest, pk: int) -> HttpResponse:
+    """Back to the replicas it had before idle reclaim scaled it to zero."""
+    workload = run_service(request, lambda: deployment_scale_back(user=request.user, deployment_id=pk))
+    if workload is not None and workload.replicas:
+        messages.success(request, f"Scaling back to {workload.replicas} replicas.")
+    elif workload is not None:
+        messages.info(request, "Scaling back needs a lead's approval; a lead has been asked.")
     return redirect("deployment-detail", pk=pk)

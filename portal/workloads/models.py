@@ -127,6 +127,11 @@ class Workload(models.Model):
     idle_warned_at = models.DateTimeField(
         null=True, blank=True, help_text="Told its GPUs sit idle; ended after the team's grace unless kept."
     )
+    idle_parked_replicas = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="A deployment idle reclaim scaled to zero: the replicas it had, to scale back to.",
+    )
     idle_kept_at = models.DateTimeField(
         null=True,
         blank=True,

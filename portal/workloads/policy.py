@@ -36,8 +36,13 @@ def request_share(*, count: int, shape: ProfileShape | None, replicas: int = 1) 
 
 
 def workload_share(workload: Workload) -> Fraction:
+    return replica_share(workload) * workload.replicas
+
+
+def replica_share(workload: Workload) -> Fraction:
+    """GPU equivalents one replica of the workload stands for (a deployment scaled to zero too)."""
     shape = workload.gpu_type.model.profile(workload.mig_profile) if workload.mig_profile else None
-    return request_share(count=workload.gpu_count, shape=shape, replicas=workload.replicas)
+    return request_share(count=workload.gpu_count, shape=shape)
 
 
 def team_committed(team: Team) -> Fraction:
@@ -179,7 +184,7 @@ def scale_verdict(*, workload: Workload, team: Team, replicas: int, now: datetim
     """Scaling a deployment up to `replicas`: the added replicas must fit the quota left, and the
     whole deployment is judged like a new request of that many replicas."""
     added = replicas - workload.replicas
-    extra = workload_share(workload) / workload.replicas * added
+    extra = replica_share(workload) * added
     left = quota_left(team=team)
     refusal = None
     if fraction_to_decimal(extra) > left:
@@ -189,7 +194,11 @@ def scale_verdict(*, workload: Workload, team: Team, replicas: int, now: datetim
             fields={"quota_left": str(left), "requested": str(fraction_to_decimal(extra))},
         )
     live = [a for a in workload.allocations.all() if a.ended_at is None]
-    per_replica = hourly_rate(live) / max(workload.replicas, 1)
+    if live and workload.replicas:
+        per_replica = hourly_rate(live) / workload.replicas  # at the prices its replicas hold
+    else:  # scaled to zero: at today's price
+        share = replica_share(workload)
+        per_replica = price_per_hour(gpu_type=workload.gpu_type, at=now) * share.numerator / share.denominator
     reasons = _request_reasons(
         team=team,
         count=workload.gpu_count,

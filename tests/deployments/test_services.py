@@ -120,8 +120,9 @@ def test_scaling_up_beyond_policy_needs_a_lead_and_down_releases_at_once(
 
 def test_scaling_needs_a_live_deployment_and_a_sane_count(run_jobs, fleet, catalog, researcher):
     workload = run_jobs(lambda: deploy(researcher))
-    with pytest.raises(ValidationFailed):
-        deployment_scale(user=researcher, deployment_id=workload.pk, replicas=0)
+    for bad in (-1, 17, "2", True, None):
+        with pytest.raises(ValidationFailed):
+            deployment_scale(user=researcher, deployment_id=workload.pk, replicas=bad)
     run_jobs(lambda: workload_terminate(user=researcher, workload_id=workload.pk, kind="deployment"))
     assert Workload.objects.get(pk=workload.pk).state == S.TERMINATED
     with pytest.raises(Conflict):

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0
 LEASE_SECONDS = 60.0
 SERVING_WATCH_SECONDS = 30.0
+SCALED_TO_ZERO = "Scaled to zero: no replica runs and nothing is billed; scale up to serve again."
 
 
 def namespace_for(workload: Workload) -> str:
@@ -86,6 +87,17 @@ def _claims(workload: Workload) -> list[GpuClaim]:
     return claims
 
 
+def _shape_claim(workload: Workload) -> GpuClaim:
+    """What one replica claims, for a deployment scaled to zero (its namespace's quota then
+    admits no pod and no GPU)."""
+    if workload.mig_profile:
+        return GpuClaim(resource=mig_resource_name(workload.mig_profile), count=1, node=workload.node_name,
+                        gpu_indices=(), mig_profile=workload.mig_profile)  # fmt: skip
+    return GpuClaim(
+        resource="nvidia.com/gpu", count=workload.gpu_count, node=workload.node_name, gpu_indices=()
+    )
+
+
 def _serving_spec(workload: Workload, claims: list[GpuClaim]) -> ServingSpec:
     serving = workload.serving
     return ServingSpec(
@@ -126,7 +138,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         cpu=workload.cpu,
         memory_gb=workload.memory_gb,
         storage_gb=workload.storage_gb,
-        gpu=claims[0],
+        gpu=claims[0] if claims else _shape_claim(workload),
         expires_at=workload.expires_at,
         access_host=f"{namespace}.{domain}",
         user_identity=workload.owner.cluster_identity,
@@ -215,6 +227,16 @@ def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, no
     driver.apply_workload(spec)  # for a deployment this also removes replicas scaled away
     if spec.serving is not None:
         deployment_release_scaled_away(deployment_id=workload.pk, now=now)
+        if not spec.serving.replicas:  # scaled to zero: its replicas are gone, nothing to wait for
+            deployment_observed(deployment_id=workload.pk, ready_replicas=0, now=now)
+            workload_mark_running(
+                workload_id=workload.pk,
+                access=workload.access,
+                now=now,
+                message=SCALED_TO_ZERO,
+                tell_owner=False,
+            )
+            return
     observe_home(driver, spec, home_attached(workload=workload) if spec.home else None)
     status = driver.workload_status(spec)
     mig_slices_observed(holder=workload, starts=driver.claimed_mig_starts(spec))
@@ -233,6 +255,12 @@ def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, no
 
 def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
     """A running deployment: keep its replica health current; a replica that cannot run fails it."""
+    if not spec.serving or not spec.serving.replicas:
+        deployment_observed(
+            deployment_id=workload.pk, ready_replicas=0, now=now, message=SCALED_TO_ZERO,
+            recheck_seconds=SERVING_WATCH_SECONDS,
+        )  # fmt: skip
+        return
     status = driver.workload_status(spec)
     if status.phase == "failed":
         workload_mark_failed(workload_id=workload.pk, message=status.message, now=now)

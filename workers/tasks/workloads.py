@@ -6,6 +6,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
+from portal.deployments.idle import deployments_idle_sweep
 from portal.workloads.services import (
     workload_queue_drain,
     workloads_due_for_reconcile,
@@ -40,5 +41,7 @@ def reconcile_due() -> None:
 
 @shared_task(name="workloads.idle_sweep", ignore_result=True)
 def idle_sweep() -> None:
-    """Warn, reclaim or clear sandboxes by their GPUs' idleness (the node agents' readings)."""
+    """Warn, reclaim or clear sandboxes and deployments by their GPUs' idleness (the node
+    agents' readings): an idle sandbox ends, an idle deployment is scaled to zero."""
     workloads_idle_sweep()
+    deployments_idle_sweep()

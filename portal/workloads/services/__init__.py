@@ -1,7 +1,7 @@
 """Workload services (sandboxes and deployments alike): what users ask for (requests, estimates,
 extensions, ends), the worker-driven lifecycle, and the sweep. Other apps import from here only."""
 
-from portal.workloads.services.idle import IdleSweep, sandbox_keep, workloads_idle_sweep
+from portal.workloads.services.idle import IdleSweep, sandbox_keep, workload_keep, workloads_idle_sweep
 from portal.workloads.services.lifecycle import (
     DRAIN_TASK,
     RECONCILE_TASK,
@@ -67,6 +67,7 @@ __all__ = [
     "workload_end",
     "workload_estimate",
     "workload_extend",
+    "workload_keep",
     "workload_mark_ended",
     "workload_mark_failed",
     "workload_mark_running",

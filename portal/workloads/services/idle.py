@@ -1,13 +1,15 @@
-"""Idle reclaim: a running sandbox whose GPUs have done nothing for the team's idle time (every
-minute the node agents read under the team's threshold, or no process on them) is warned, in
-the portal and by e-mail; its owner may keep it, which starts the clock again; after the grace
-period, still idle, it is ended (its home volume is kept). Every step is audited.
+"""Idle reclaim: a running sandbox or deployment whose GPUs have done nothing for the team's idle
+time (every minute the node agents read under the team's threshold, or no process on them) is
+warned, in the portal and by e-mail; its owner may keep it, which starts the clock again; after
+the grace period, still idle, it is taken back: a sandbox is ended (its home volume is kept), a
+deployment is scaled to zero (portal.deployments.idle). Every step is audited.
 
 Idle is judged only on readings: a sandbox whose devices sent fewer than four in five of the
 window's minutes is never called idle (a silent agent is not an idle GPU)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -65,57 +67,68 @@ def workload_idle_minutes(workload: Workload, *, since: datetime, now: datetime,
     return True
 
 
-def workloads_idle_sweep(*, now: datetime | None = None) -> IdleSweep:
-    """Warn, reclaim or clear running sandboxes by their GPUs' idleness and their team's policy."""
+def workloads_idle_sweep(
+    *,
+    now: datetime | None = None,
+    kind: str = WorkloadKind.SANDBOX,
+    reclaim: Callable[[Workload, datetime], None] | None = None,
+    after_grace: str = "it ends",
+) -> IdleSweep:
+    """Warn, reclaim or clear running workloads of `kind` by their GPUs' idleness and their team's
+    policy. `reclaim` takes one back (a sandbox: it ends; a deployment: see
+    portal.deployments.idle); `after_grace` says in the warning what will happen."""
     now = now or timezone.now()
+    reclaim = reclaim or _end_sandbox
     warned, reclaimed, cleared = [], [], []
     running = Workload.objects.filter(
-        kind=WorkloadKind.SANDBOX, state=WorkloadState.RUNNING, team__idle_reclaim_minutes__gt=0
+        kind=kind, state=WorkloadState.RUNNING, team__idle_reclaim_minutes__gt=0, replicas__gt=0
     ).select_related("team", "owner")
-    for sandbox in running:
-        team = sandbox.team
+    for workload in running:
+        team = workload.team
         window = timedelta(minutes=team.idle_reclaim_minutes)
-        since = max(filter(None, [now - window, sandbox.started_at, sandbox.idle_kept_at]))
+        since = max(filter(None, [now - window, workload.started_at, workload.idle_kept_at]))
         if since > now - window:  # it has not been running (or kept) for the whole window yet
             idle = False
         else:
-            idle = workload_idle_minutes(sandbox, since=since, now=now, threshold=team.idle_threshold_percent)
+            idle = workload_idle_minutes(
+                workload, since=since, now=now, threshold=team.idle_threshold_percent
+            )
         if not idle:
-            if sandbox.idle_warned_at is not None:
-                Workload.objects.filter(pk=sandbox.pk).update(idle_warned_at=None)
+            if workload.idle_warned_at is not None:
+                Workload.objects.filter(pk=workload.pk).update(idle_warned_at=None)
                 audit_record(
-                    actor=None, action="sandbox.idle_cleared", obj=sandbox, team=team, detail="busy again"
+                    actor=None, action=f"{kind}.idle_cleared", obj=workload, team=team, detail="busy again"
                 )
-                cleared.append(sandbox.pk)
+                cleared.append(workload.pk)
             continue
-        if sandbox.idle_warned_at is None:
-            _warn(sandbox, now)
-            warned.append(sandbox.pk)
-        elif now - sandbox.idle_warned_at >= timedelta(minutes=team.idle_grace_minutes):
-            _reclaim(sandbox, now)
-            reclaimed.append(sandbox.pk)
+        if workload.idle_warned_at is None:
+            _warn(workload, now, after_grace)
+            warned.append(workload.pk)
+        elif now - workload.idle_warned_at >= timedelta(minutes=team.idle_grace_minutes):
+            reclaim(workload, now)
+            reclaimed.append(workload.pk)
     return IdleSweep(warned, reclaimed, cleared)
 
 
-def _warn(sandbox: Workload, now: datetime) -> None:
-    team = sandbox.team
-    Workload.objects.filter(pk=sandbox.pk, state=WorkloadState.RUNNING).update(idle_warned_at=now)
+def _warn(workload: Workload, now: datetime, after_grace: str) -> None:
+    team, what = workload.team, workload.get_kind_display()
+    Workload.objects.filter(pk=workload.pk, state=WorkloadState.RUNNING).update(idle_warned_at=now)
     at = now + timedelta(minutes=team.idle_grace_minutes)
     detail = (
         f"its GPUs have been idle for {team.idle_reclaim_minutes} min (under {team.idle_threshold_percent} %); "
-        f"it ends at {at:%H:%M} UTC unless kept"
+        f"{after_grace} at {at:%H:%M} UTC unless kept"
     )
-    audit_record(actor=None, action="sandbox.idle_warned", obj=sandbox, team=team, detail=detail)
+    audit_record(actor=None, action=f"{workload.kind}.idle_warned", obj=workload, team=team, detail=detail)
     notify(
-        user=sandbox.owner,
-        message=f"Sandbox {sandbox.name}: {detail}.",
-        link=_link(sandbox),
-        email_subject=f"Sandbox {sandbox.name} is idle and will be ended",
+        user=workload.owner,
+        message=f"{what} {workload.name}: {detail}.",
+        link=_link(workload),
+        email_subject=f"{what} {workload.name} is idle: {after_grace} at {at:%H:%M} UTC unless kept",
     )
 
 
 @transaction.atomic
-def _reclaim(sandbox: Workload, now: datetime) -> None:
+def _end_sandbox(sandbox: Workload, now: datetime) -> None:
     locked = Workload.objects.select_for_update().get(pk=sandbox.pk)
     if locked.state != WorkloadState.RUNNING or locked.idle_warned_at is None:
         return
@@ -132,15 +145,22 @@ def _reclaim(sandbox: Workload, now: datetime) -> None:
 
 
 @transaction.atomic
-def sandbox_keep(*, user: User, sandbox_id: int, now: datetime | None = None) -> Workload:
-    """Keep an idle sandbox: the warning goes and the idle clock starts again."""
+def workload_keep(*, user: User, workload_id: int, kind: str, now: datetime | None = None) -> Workload:
+    """Keep an idle sandbox or deployment: the warning goes and the idle clock starts again."""
     now = now or timezone.now()
-    sandbox = workload_get_for(user=user, workload_id=sandbox_id, lock=True, kind=WorkloadKind.SANDBOX)
-    if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
-        raise NotAllowed("Only the owner, a lead of the team or an admin may keep this sandbox.")
-    if sandbox.state != WorkloadState.RUNNING:
-        raise Conflict(f"Sandbox {sandbox.name} is {sandbox.state}.")
-    Workload.objects.filter(pk=sandbox.pk).update(idle_kept_at=now, idle_warned_at=None)
-    audit_record(actor=user, action="sandbox.kept", obj=sandbox, team=sandbox.team, detail="kept though idle")
-    sandbox.refresh_from_db()
-    return sandbox
+    workload = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
+    what = workload.get_kind_display()
+    if not can_manage(user=user, team=workload.team, owner=workload.owner):
+        raise NotAllowed(f"Only the owner, a lead of the team or an admin may keep this {what.lower()}.")
+    if workload.state != WorkloadState.RUNNING:
+        raise Conflict(f"{what} {workload.name} is {workload.state}.")
+    Workload.objects.filter(pk=workload.pk).update(idle_kept_at=now, idle_warned_at=None)
+    audit_record(
+        actor=user, action=f"{kind}.kept", obj=workload, team=workload.team, detail="kept though idle"
+    )
+    workload.refresh_from_db()
+    return workload
+
+
+def sandbox_keep(*, user: User, sandbox_id: int, now: datetime | None = None) -> Workload:
+    return workload_keep(user=user, workload_id=sandbox_id, kind=WorkloadKind.SANDBOX, now=now)

@@ -215,20 +215,25 @@ def workload_end(
     enqueue(RECONCILE_TASK, workload.pk)
 
 
-def workload_mark_running(*, workload_id: int, access: str, now: datetime) -> None:
+def workload_mark_running(
+    *, workload_id: int, access: str, now: datetime, message: str = "Running.", tell_owner: bool = True
+) -> None:
     workload = Workload.objects.select_related("team", "owner").get(pk=workload_id)
-    if not try_move(
-        workload=workload,
-        to=S.RUNNING,
-        from_states=[S.PROVISIONING],
-        event="running",
-        started_at=now,
-        access=access,
-        message="Running.",
-        attempts=0,
-        # Running workloads stay watched: replica health, crashes, a node that went away.
-        next_attempt_at=now + timedelta(seconds=WATCH_SECONDS),
-        last_error="",
+    if (
+        not try_move(
+            workload=workload,
+            to=S.RUNNING,
+            from_states=[S.PROVISIONING],
+            event="running",
+            started_at=now,
+            access=access,
+            message=message,
+            attempts=0,
+            # Running workloads stay watched: replica health, crashes, a node that went away.
+            next_attempt_at=now + timedelta(seconds=WATCH_SECONDS),
+            last_error="",
+        )
+        or not tell_owner
     ):
         return
     notify(
