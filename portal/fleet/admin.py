@@ -1,4 +1,4 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from portal.core.admin import ReadOnlyAdmin
 from portal.fleet.models import (
@@ -13,6 +13,7 @@ from portal.fleet.models import (
     StorageHold,
     StoragePrice,
 )
+from portal.fleet.telemetry import gpu_health_clear
 
 
 class PriceInline(admin.TabularInline):
@@ -43,6 +44,30 @@ class NodeAdmin(admin.ModelAdmin):
     inlines = [GpuInline]
     # Written by the portal's services and the workers only; an admin's save must not undo them.
     readonly_fields = NODE_MIG_JOB_FIELDS
+
+
+@admin.register(Gpu)
+class GpuAdmin(admin.ModelAdmin):
+    list_display = (
+        "__str__",
+        "uuid",
+        "gpu_type",
+        "mig_enabled",
+        "health",
+        "health_detail",
+        "mismatch",
+        "seen_at",
+    )
+    list_filter = ("health", "gpu_type", "mig_enabled")
+    search_fields = ("uuid", "node__name")
+    # What the node agents read: an admin clears health with the action, which audits it.
+    readonly_fields = ("health", "health_detail", "mismatch", "correction", "corrected_at", "seen_at")
+    actions = ["clear_health"]
+
+    @admin.action(description="Clear lost / XID health: offer the GPUs to placement again")
+    def clear_health(self, request, queryset) -> None:
+        cleared = gpu_health_clear(user=request.user, gpu_ids=list(queryset.values_list("pk", flat=True)))
+        self.message_user(request, f"{cleared} GPU(s) back in placement.", messages.SUCCESS)
 
 
 @admin.register(MigSlice)

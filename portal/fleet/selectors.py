@@ -72,12 +72,12 @@ def live_allocations() -> QuerySet[Allocation]:
 
 def gpu_snapshot(*, gpu_type: GpuType | None = None, now: datetime | None = None) -> list[GpuView]:
     """The GPUs (of one type, or all) as the placement engine sees them: three queries. A GPU the
-    node agent reports lost is not offered until an admin clears it."""
+    node agent reports lost or with critical XID errors is not offered until an admin clears it."""
     now = now or timezone.now()
     gpus = (
         Gpu.objects.select_related("node__cluster", "gpu_type")
         .filter(node__schedulable=True)
-        .exclude(health="lost")
+        .filter(health="ok")
     )
     if gpu_type is not None:
         gpus = gpus.filter(gpu_type=gpu_type)

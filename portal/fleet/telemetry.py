@@ -188,6 +188,19 @@ def _observe_health(gpu: Gpu, item: dict) -> None:
         notify(user=admin, message=f"GPU {gpu} on {gpu.node.name}: {detail}", link="/fleet/")
 
 
+def gpu_health_clear(*, user: User, gpu_ids: list[int]) -> int:
+    """An admin has looked at these GPUs (reset, replaced, or the XID was an application's):
+    back to placement. Audited; how many were cleared."""
+    cleared = 0
+    for gpu in Gpu.objects.filter(pk__in=gpu_ids).exclude(health="ok").select_related("node"):
+        Gpu.objects.filter(pk=gpu.pk).update(health="ok", health_detail="")
+        audit_record(
+            actor=user, action="gpu.cleared", obj=gpu, detail=f"was {gpu.health}: {gpu.health_detail}"
+        )
+        cleared += 1
+    return cleared
+
+
 @dataclass(frozen=True)
 class Point:
     at: datetime

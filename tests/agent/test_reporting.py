@@ -207,3 +207,18 @@ def test_readings_fold_into_hours_too_and_old_rows_are_pruned(fleet):
     gone = telemetry_prune(now=MINUTE + timedelta(days=15), minute_days=14, hour_days=400)
     assert gone == (2, 0) and GpuHour.objects.count() == 1
     assert telemetry_prune(now=MINUTE + timedelta(days=401), minute_days=14, hour_days=400) == (0, 1)
+
+
+def test_a_gpu_with_xid_errors_leaves_placement_until_an_admin_clears_it(fleet, admin_user, admin_client):
+    from portal.fleet.selectors import gpu_snapshot
+
+    gpu = Gpu.objects.get(uuid="GPU-gpu-h100-a-0")
+    Gpu.objects.filter(pk=gpu.pk).update(health="xid", health_detail="XID 79")
+    assert gpu.pk not in {view.gpu_id for view in gpu_snapshot()}
+    answer = admin_client.post(
+        "/admin/fleet/gpu/", {"action": "clear_health", "_selected_action": [gpu.pk]}, follow=True
+    )
+    assert "1 GPU(s) back in placement." in answer.content.decode()
+    assert Gpu.objects.get(pk=gpu.pk).health == "ok"
+    assert gpu.pk in {view.gpu_id for view in gpu_snapshot()}
+    assert AuditEvent.objects.filter(action="gpu.cleared", detail__contains="XID 79").exists()
