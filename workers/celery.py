@@ -62,6 +62,10 @@ def _schedule() -> dict:
             "task": "workloads.idle_sweep",
             "schedule": 60.0,
         },
+        "budget-watch": {  # threshold alerts, and the stop policy of teams over budget
+            "task": "workloads.budget_watch",
+            "schedule": 300.0,
+        },
         "delete-homes": {  # homes whose deletion failed (a volume still releasing) are tried again
             "task": "sandboxes.home_delete_due",
             "schedule": settings.PORTAL_DRIFT_SECONDS,

@@ -33,6 +33,27 @@ class Team(models.Model):
         max_digits=8, decimal_places=3, default=Decimal("16"), validators=[MinValueValidator(0)]
     )
     monthly_budget = models.DecimalField(max_digits=12, decimal_places=2, default=Decimal("50000"))
+
+    class BudgetPolicy(models.TextChoices):
+        WARN = "warn", "Warn only: requests over the budget need no lead for that alone"
+        BLOCK = "block", "Block: requests and extensions over the budget wait for a lead"
+        STOP = "stop", "Stop: block, and end running work after a grace period"
+
+    budget_thresholds = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Percentages of the monthly budget at which leads are told, once a month each "
+        "(empty: 50, 80 and 100).",
+    )
+    budget_policy = models.CharField(max_length=10, choices=BudgetPolicy.choices, default=BudgetPolicy.BLOCK)
+    budget_stop_grace_hours = models.PositiveIntegerField(
+        default=24, help_text="Under the stop policy: how long running work has once the budget is spent."
+    )
+    budget_stop_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Under the stop policy: when the team's running work ends (set by the workers).",
+    )
     max_lifetime_hours = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("168"))
     auto_approve_max_gpus = models.PositiveIntegerField(
         default=1, help_text="Whole GPUs approved without a lead (a single MIG slice always is)."
@@ -123,3 +144,22 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return self.message[:60]
+
+
+class BudgetAlert(models.Model):
+    """A team was told it passed `threshold` percent of its monthly budget in `month`: once each."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_alerts")
+    month = models.DateField(help_text="The first day of the month.")
+    threshold = models.PositiveSmallIntegerField()
+    spent = models.DecimalField(max_digits=14, decimal_places=2)
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-month", "threshold"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "month", "threshold"], name="budget_alert_once_a_month")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} passed {self.threshold} % in {self.month:%Y-%m}"

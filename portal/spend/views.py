@@ -8,8 +8,9 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from portal.core.views import login_required, page
+from portal.spend.budgets import budget_forecasts
 from portal.spend.forms import GROUP_LABELS, SpendForm
-from portal.spend.selectors import spend_grouped, spend_teams, team_budgets
+from portal.spend.selectors import spend_grouped, spend_teams
 
 
 @login_required
@@ -37,7 +38,7 @@ def spend(request: HttpRequest) -> HttpResponse:
         "total_cost": sum((row.cost for row in rows), Decimal(0)),
         "total_gpu_hours": sum((row.gpu_hours for row in rows), Decimal(0)),
         "total_idle": sum((row.idle_cost for row in rows), Decimal(0)),
-        "budgets": team_budgets(teams),
+        "budgets": budget_forecasts(teams),
         "scope": "everyone" if request.user.is_platform_admin else ("your teams" if teams else "you"),
     }
     return page(request, "spend/spend.html", context, fragment="spend/partials/spend_table.html")

@@ -139,9 +139,25 @@ def _request_reasons(
         reasons.append("more than one MIG slice")
     if lifetime_hours > team.auto_approve_max_hours:
         reasons.append(f"longer than {team.auto_approve_max_hours.normalize():f} hours")
-    if hourly_cost * lifetime_hours > budget_left(team=team, now=now):
-        reasons.append("over what is left of the team's monthly budget")
+    over = _over_budget(team=team, cost=hourly_cost * lifetime_hours, now=now)
+    if over:
+        reasons.append(over)
     return reasons
+
+
+def _over_budget(*, team: Team, cost: Decimal, now: datetime) -> str:
+    """Why a cost needs a lead under the team's budget policy ("" when it does not): over what is
+    left, with the overage, unless the team only warns."""
+    if team.budget_policy == Team.BudgetPolicy.WARN:
+        return ""
+    left = budget_left(team=team, now=now)
+    if cost <= left:
+        return ""
+    overage = cost - max(left, Decimal(0))
+    return (
+        f"over what is left of the team's monthly budget (${max(left, Decimal(0)):,.2f} left; "
+        f"this costs up to ${cost:,.2f}, ${overage:,.2f} over)"
+    )
 
 
 def request_verdict(
@@ -240,7 +256,8 @@ def extension_verdict(*, workload: Workload, hours: Decimal, now: datetime) -> V
         )
     price = price_per_hour(gpu_type=workload.gpu_type, at=now)
     hourly = workload_price_per_hour(workload=workload, price_per_gpu_hour=price)
-    if hourly * hours > budget_left(team=team, now=now):
-        reasons.append("the added hours cost more than is left of the team's monthly budget")
+    over = _over_budget(team=team, cost=hourly * hours, now=now)
+    if over:
+        reasons.append(f"the added hours are {over}")
     auto_approved, why_needed = _needs_lead(reasons)
     return Verdict(auto_approved, why_needed)

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from portal.deployments.idle import deployments_idle_sweep
 from portal.workloads.services import (
+    budgets_watch,
     workload_queue_drain,
     workloads_due_for_reconcile,
     workloads_idle_sweep,
@@ -45,3 +46,9 @@ def idle_sweep() -> None:
     agents' readings): an idle sandbox ends, an idle deployment is scaled to zero."""
     workloads_idle_sweep()
     deployments_idle_sweep()
+
+
+@shared_task(name="workloads.budget_watch", ignore_result=True)
+def budget_watch() -> None:
+    """Tell leads of budget thresholds passed; carry out the stop policy of teams over budget."""
+    budgets_watch()

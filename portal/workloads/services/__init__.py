@@ -1,6 +1,7 @@
 """Workload services (sandboxes and deployments alike): what users ask for (requests, estimates,
 extensions, ends), the worker-driven lifecycle, and the sweep. Other apps import from here only."""
 
+from portal.workloads.services.budget import BudgetWatch, budgets_watch
 from portal.workloads.services.idle import IdleSweep, sandbox_keep, workload_keep, workloads_idle_sweep
 from portal.workloads.services.lifecycle import (
     DRAIN_TASK,
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_REPLICAS",
     "RECONCILE_TASK",
     "RESTARTING",
+    "BudgetWatch",
     "Estimate",
     "GpuAsk",
     "IdleSweep",
@@ -57,6 +59,7 @@ __all__ = [
     "ResolvedRequest",
     "SweepResult",
     "WorkloadAsk",
+    "budgets_watch",
     "move",
     "resolve_request",
     "sandbox_keep",

@@ -1,0 +1,174 @@
+"""Budgets people can trust: where a team stands this month, where it will end at this pace, and
+the day its budget runs out.
+
+The forecast is the money already spent this month plus what the team's live holds will cost
+until the month ends, each only until its workload's expiry (what is scheduled to run), and its
+storage for the rest of the month. Nothing is assumed about work not yet asked for. Money stays
+Decimal; the same cost definition as everywhere (price x share x hours)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.utils import timezone
+
+from portal.accounts.models import Team, User
+from portal.accounts.selectors import is_lead
+from portal.audit.services import audit_record
+from portal.core.errors import NotAllowed, NotFound, ValidationFailed
+from portal.fleet.models import Allocation, StorageHold
+from portal.spend.selectors import HOURS_PER_MONTH, SECONDS_PER_HOUR, team_month_spend, to_cents
+
+DEFAULT_THRESHOLDS = (50, 80, 100)
+
+
+def month_bounds(now: datetime) -> tuple[datetime, datetime]:
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return start, (start + timedelta(days=32)).replace(day=1)
+
+
+def thresholds_of(team: Team) -> list[int]:
+    return sorted(set(team.budget_thresholds or DEFAULT_THRESHOLDS))
+
+
+@dataclass(frozen=True)
+class Forecast:
+    team: Team
+    budget: Decimal
+    spent: Decimal  # this month so far, cents
+    hourly: Decimal  # what the live holds cost an hour now
+    month_end: Decimal  # spent + what the live holds and storage will cost until the month ends, cents
+    runs_out_at: datetime | None  # when spend reaches the budget at this pace (None: not this month)
+
+    @property
+    def left(self) -> Decimal:
+        return self.budget - self.spent
+
+    @property
+    def used_percent(self) -> int:
+        return 100 if self.budget <= 0 else int(self.spent * 100 / self.budget)
+
+    @property
+    def forecast_percent(self) -> int:
+        return 100 if self.budget <= 0 else int(self.month_end * 100 / self.budget)
+
+    @property
+    def thresholds(self) -> list[int]:
+        return thresholds_of(self.team)
+
+    @property
+    def over(self) -> bool:
+        return self.budget > 0 and self.spent >= self.budget
+
+
+def budget_forecast(*, team: Team, now: datetime | None = None, spent: Decimal | None = None) -> Forecast:
+    """The team's month so far and to come: two queries besides the month's spend."""
+    now = now or timezone.now()
+    _, end = month_bounds(now)
+    spent = team_month_spend(team=team, now=now) if spent is None else spent
+    # (cost an hour, until when) for each live GPU hold, stopping at its workload's expiry
+    streams: list[tuple[Decimal, datetime]] = []
+    for price, numerator, denominator, expires in Allocation.objects.filter(
+        team=team, ended_at__isnull=True
+    ).values_list("price_per_hour", "share_numerator", "share_denominator", "workload__expires_at"):
+        until = min(expires or end, end)
+        if until > now:
+            streams.append((price * numerator / denominator, until))
+    for price, size in StorageHold.objects.filter(team=team, ended_at__isnull=True).values_list(
+        "price_per_gb_month", "size_gb"
+    ):
+        streams.append((price * size / HOURS_PER_MONTH, end))
+    hourly = sum((rate for rate, _ in streams), Decimal(0))
+    to_come = sum(
+        (rate * Decimal((until - now).total_seconds()) / SECONDS_PER_HOUR for rate, until in streams),
+        Decimal(0),
+    )
+    return Forecast(
+        team=team,
+        budget=team.monthly_budget,
+        spent=spent,
+        hourly=hourly,
+        month_end=to_cents(spent + to_come),
+        runs_out_at=_runs_out(team.monthly_budget - spent, streams, now),
+    )
+
+
+def _runs_out(left: Decimal, streams: list[tuple[Decimal, datetime]], now: datetime) -> datetime | None:
+    """When the money left is used up by the streams (each flowing until its end)."""
+    if left <= 0:
+        return now
+    moment, rate = now, sum((r for r, _ in streams), Decimal(0))
+    for stop in sorted({until for _, until in streams}):
+        if rate <= 0:
+            return None
+        hours = Decimal((stop - moment).total_seconds()) / SECONDS_PER_HOUR
+        if rate * hours >= left:
+            return moment + timedelta(seconds=float(left / rate * SECONDS_PER_HOUR))
+        left -= rate * hours
+        moment = stop
+        rate -= sum((r for r, until in streams if until == stop), Decimal(0))
+    return None
+
+
+def budget_forecasts(teams: list[Team], *, now: datetime | None = None) -> list[Forecast]:
+    return [budget_forecast(team=team, now=now) for team in teams]
+
+
+def budget_alerts_due(forecast: Forecast, sent: set[int]) -> list[int]:
+    """The thresholds the team has passed this month and not yet been told of, lowest first."""
+    if forecast.budget <= 0:
+        return []
+    return [
+        t
+        for t in thresholds_of(forecast.team)
+        if forecast.spent * 100 >= forecast.budget * t and t not in sent
+    ]
+
+
+def team_budget_get(*, user: User, slug: str) -> Team:
+    """A team whose budget the user may see: a member's, or any for admins (else not found)."""
+    team = Team.objects.filter(slug=slug).first()
+    if team is None or not (user.is_platform_admin or team.memberships.filter(user=user).exists()):
+        raise NotFound(f"No team {slug!r} that you belong to.")
+    return team
+
+
+def team_budget_set(
+    *, user: User, slug: str, thresholds: list[int] | None = None, policy: str | None = None,
+    stop_grace_hours: int | None = None,
+) -> Team:  # fmt: skip
+    """A lead (or an admin) sets when the team's leads are told and what happens at 100 %."""
+    team = team_budget_get(user=user, slug=slug)
+    if not (user.is_platform_admin or is_lead(user=user, team=team)):
+        raise NotAllowed("Only a lead of the team or an admin may change its budget alerts and policy.")
+    changes: dict = {}
+    if thresholds is not None:
+        if (
+            not all(isinstance(t, int) and not isinstance(t, bool) and 1 <= t <= 200 for t in thresholds)
+            or len(thresholds) > 10
+        ):
+            message = "Up to 10 whole percentages from 1 to 200."
+            raise ValidationFailed(f"thresholds: {message}", fields={"thresholds": [message]})
+        changes["budget_thresholds"] = sorted(set(thresholds))
+    if policy is not None:
+        if policy not in Team.BudgetPolicy.values:
+            message = f"One of {', '.join(Team.BudgetPolicy.values)}."
+            raise ValidationFailed(f"policy: {message}", fields={"policy": [message]})
+        changes["budget_policy"] = policy
+    if stop_grace_hours is not None:
+        if (
+            not isinstance(stop_grace_hours, int)
+            or isinstance(stop_grace_hours, bool)
+            or not 1 <= stop_grace_hours <= 720
+        ):
+            message = "Whole hours from 1 to 720."
+            raise ValidationFailed(f"stop_grace_hours: {message}", fields={"stop_grace_hours": [message]})
+        changes["budget_stop_grace_hours"] = stop_grace_hours
+    if changes:
+        Team.objects.filter(pk=team.pk).update(**changes)
+        audit_record(actor=user, action="team.budget_policy", obj=team, team=team,
+                     detail=", ".join(f"{k.removeprefix('budget_')}={v}" for k, v in changes.items()))  # fmt: skip
+        team.refresh_from_db()
+    return team
