@@ -66,7 +66,8 @@ def _health(gpu_reading: dict) -> tuple[str, str]:
     error = str(gpu_reading.get("error") or "")
     if "lost" in error.lower() or "reset" in error.lower():
         return "lost", f"NVML: {error}"
-    xids = [int(code) for code in gpu_reading.get("xid_events") or []]
+    codes = gpu_reading.get("xid_events")
+    xids = [code for code in codes if isinstance(code, int)] if isinstance(codes, list) else []
     if xids:
         return "xid", f"XID {', '.join(str(code) for code in xids)}"
     return "ok", ""
@@ -84,6 +85,7 @@ def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
     names = {str(r.get("node", "")) for r in readings}
     nodes = {node.name: node for node in Node.objects.filter(name__in=names).prefetch_related("gpus")}
     newest: dict[str, dict] = {}  # node -> its newest reading, the one the records follow
+    health: list[tuple[Gpu, dict]] = []
     for reading in readings:
         node = nodes.get(str(reading.get("node", "")))
         if node is None:
@@ -100,13 +102,14 @@ def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
         minute = taken.replace(second=0, microsecond=0)
         by_uuid = {gpu.uuid: gpu for gpu in node.gpus.all()}
         by_index = {gpu.index: gpu for gpu in node.gpus.all()}
-        for item in reading.get("gpus") or []:
+        items = reading.get("gpus")
+        for item in items if isinstance(items, list) else []:
             gpu = by_uuid.get(str(item.get("uuid", ""))) if isinstance(item, dict) else None
             if gpu is None and isinstance(item, dict) and isinstance(item.get("index"), int):
                 gpu = by_index.get(item["index"])
             if gpu is None:
                 continue
-            _observe_health(gpu, item)
+            health.append((gpu, item))
             seen[gpu.pk] = max(taken, seen.get(gpu.pk, taken))
             if not item.get("error"):
                 _fold_gpu(folds, gpu, item, minute)
@@ -117,13 +120,17 @@ def telemetry_record(*, readings: list[dict], dropped: int = 0) -> Recorded:
         hour.merge(fold)
     for (device, hour_start), fold in hours.items():
         _fold_into(GpuHour, "hour", device, hour_start, fold)
+    # The records first: correcting them takes the GPU type's lock, which placement and discovery
+    # take before any GPU row, so no GPU row is written before it here either.
+    for name, reading in newest.items():
+        fleet_reconcile_node(node=nodes[name], reading=reading)
+    for gpu, item in health:
+        _observe_health(gpu, item)
     by_moment: dict[datetime, list[int]] = {}  # one update per reading time, not per GPU
     for gpu_id, taken in seen.items():
         by_moment.setdefault(taken, []).append(gpu_id)
     for taken, gpu_ids in by_moment.items():
         Gpu.objects.filter(pk__in=gpu_ids).update(seen_at=taken)
-    for name, reading in newest.items():
-        fleet_reconcile_node(node=nodes[name], reading=reading)
     return Recorded(
         readings=len(readings), devices=len({d for d, _ in folds}), unknown_nodes=unknown, dropped=dropped
     )
@@ -141,7 +148,8 @@ def _fold_gpu(folds: dict[tuple[str, datetime], _Fold], gpu: Gpu, item: dict, mi
         fold = folds.setdefault((gpu.uuid, minute), _Fold(gpu))
         fold.add(numbers.get("utilization_percent"), numbers.get("memory_used_mb"), numbers.get("memory_total_mb"),
                  numbers.get("power_watts"), len(processes) if isinstance(processes, list) else 0)  # fmt: skip
-    for mig in item.get("mig_devices") or []:
+    migs = item.get("mig_devices")
+    for mig in migs if isinstance(migs, list) else []:
         if not isinstance(mig, dict) or not isinstance(mig.get("start"), int) or not 0 <= mig["start"] < 8:
             continue
         figures = {

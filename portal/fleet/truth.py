@@ -75,25 +75,35 @@ def _holders(item: dict) -> tuple[frozenset[str] | None, tuple[str, ...]]:
     )
 
 
+def _mig_device(gpu: Gpu, mig: dict) -> Device:
+    """One MIG device as the agent read it; KeyError, TypeError or ValueError when malformed."""
+    start, size, profile = mig["start"], mig["size"], mig["profile"]
+    if not (isinstance(start, int) and isinstance(size, int) and isinstance(profile, str)):
+        raise TypeError("start, size and profile")
+    if not (0 <= start < 8 and 1 <= size <= 8 and start + size <= 8 and 0 < len(profile) <= 30):
+        raise ValueError("a placement no GPU has")
+    return Device(gpu.pk, str(mig["uuid"]), profile, start, size, *_holders(mig))
+
+
 def _devices(reading: dict, gpus: dict[str, Gpu]) -> tuple[list[Device], set[int]]:
-    """The devices the reading shows, and the GPUs it read cleanly (a device it describes
-    malformed makes its GPU unclean: nothing is corrected on a guess)."""
+    """The devices the reading shows, and the GPUs it read cleanly. A GPU whose MIG mode NVML
+    could not tell, or one device of which is malformed, is not clean and brings no device:
+    nothing is corrected on a guess."""
     found, clean = [], set()
-    for item in reading.get("gpus") or []:
+    items = reading.get("gpus")
+    for item in items if isinstance(items, list) else []:
         gpu = gpus.get(str(item.get("uuid", ""))) if isinstance(item, dict) else None
-        if gpu is None or item.get("error"):
+        if gpu is None or item.get("error") or not isinstance(item.get("mig_enabled"), bool):
             continue
         try:
-            if item.get("mig_enabled"):
-                for mig in item.get("mig_devices") or []:
-                    found.append(
-                        Device(gpu.pk, str(mig["uuid"]), str(mig["profile"]), int(mig["start"]), int(mig["size"]),
-                               *_holders(mig))
-                    )  # fmt: skip
+            if item["mig_enabled"]:
+                migs = item.get("mig_devices")
+                mine = [_mig_device(gpu, mig) for mig in (migs if isinstance(migs, list) else [None])]
             else:
-                found.append(Device(gpu.pk, str(item.get("uuid", "")), "", None, 0, *_holders(item)))
+                mine = [Device(gpu.pk, str(item.get("uuid", "")), "", None, 0, *_holders(item))]
         except (KeyError, TypeError, ValueError):
             continue
+        found.extend(mine)
         clean.add(gpu.pk)
     return found, clean
 
@@ -199,7 +209,8 @@ def _plan(node: Node, reading: dict) -> _Plan:
             at[hold.pk] = next((d for d in devices if d.gpu_id == hold.gpu_id and not d.profile), None)
 
     plan.judged = clean - unsettled
-    for item in reading.get("gpus") or []:
+    items = reading.get("gpus")
+    for item in items if isinstance(items, list) else []:
         gpu = gpus.get(str(item.get("uuid", ""))) if isinstance(item, dict) else None
         mode = item.get("mig_enabled") if gpu is not None else None
         if mode is not None and gpu.pk in clean - unsettled and bool(mode) != gpu.mig_enabled:
@@ -217,7 +228,8 @@ def _plan(node: Node, reading: dict) -> _Plan:
     for (namespace, profile), members in groups.items():
         theirs = [
             d for d in devices
-            if d.namespaces and namespace in d.namespaces and d.profile == profile and d.gpu_id not in unsettled
+            if d.namespaces and namespace in d.namespaces and d.profile == profile
+            and d.gpu_id in clean and d.gpu_id not in unsettled
         ]  # fmt: skip
         _assign(sorted(members, key=lambda h: (h.replica, h.pk)), theirs, at, plan)
     while True:  # until the moves and the records they leave agree
@@ -287,8 +299,8 @@ def fleet_reconcile_node(*, node: Node, reading: dict, now: datetime | None = No
     True when anything was corrected. Call within a transaction."""
     now = now or timezone.now()
     taken = reading.get("taken_at")
-    if not isinstance(taken, int | float) or now.timestamp() - float(taken) > FRESH.total_seconds():
-        return False
+    if not isinstance(taken, int | float) or abs(now.timestamp() - float(taken)) > FRESH.total_seconds():
+        return False  # an agent's backlog, or a clock that is off: the records may be newer
     plan = _plan(node, reading)
     if plan.changes:
         # placement's lock, then a fresh look: nothing is placed or released on the node meanwhile

@@ -215,3 +215,41 @@ def test_a_reading_without_a_time_is_refused_and_odd_figures_are_skipped(fleet, 
         agent_token_client.post("/api/v1/telemetry/readings", {"readings": [odd]}, format="json").status_code
         == 202
     )
+
+
+def test_a_reading_that_cannot_be_trusted_corrects_nothing_and_never_fails(
+    fleet, researcher, team, agent_token_client
+):
+    (recorded,) = cut(0, ("1g.10gb", 6, 1))
+    cut(1, ("1g.10gb", 0, 1), ("3g.40gb", 4, 4))
+    _, allocation = hold_slice(recorded, researcher, team, "gp-alice-1")
+    half_bad = [
+        mig(3, "1g.10gb", 1, "gp-alice-1"),
+        {"uuid": "MIG-x", "profile": "1g.10gb", "start": -1, "size": 1},
+    ]
+    unknown_mode = {"index": 2, "uuid": "GPU-gpu-h100-b-2", "mig_enabled": None}
+    readings = [
+        [gpu(0, migs=[mig(6, "1g.10gb", 1)]), gpu(1, migs=half_bad)],  # a good device, then a bad one
+        [gpu(1, migs=[mig(9, "1g.10gb", 1)]), gpu(1, migs=[mig(6, "3g.40gb", 4)])],  # no GPU has these
+        [unknown_mode],  # NVML could not tell the MIG mode: not "whole"
+        [{"uuid": "GPU-gpu-h100-b-1", "mig_enabled": True, "mig_devices": 3, "xid_events": ["x"]}],
+    ]
+    for gpus in readings:
+        answer = agent_token_client.post(
+            "/api/v1/telemetry/readings",
+            {"readings": [{"node": "gpu-h100-b", "taken_at": time.time(), "gpus": gpus}]},
+            format="json",
+        )
+        assert answer.status_code == 202, gpus
+    assert agent_token_client.post("/api/v1/telemetry/readings", {"readings": [{"node": "gpu-h100-b",
+        "taken_at": time.time(), "gpus": 5}]}, format="json").status_code == 202  # fmt: skip
+    allocation.refresh_from_db()
+    assert (allocation.gpu.index, allocation.mig_slice_id) == (0, recorded.pk)  # not moved onto GPU 1
+    assert sorted(layout(1)) == [("1g.10gb", 0), ("3g.40gb", 4)]
+    assert not AuditEvent.objects.filter(action="fleet.corrected").exists()
+
+
+def test_a_reading_from_the_future_is_not_trusted_either(fleet):
+    cut(0, ("1g.10gb", 0, 1))
+    post("gpu-h100-b", [gpu(0, migs=[])], taken_at=time.time() + 600)
+    assert layout(0) == [("1g.10gb", 0)]
