@@ -25,6 +25,7 @@ from portal.deployments.services import deployment_request, deployment_scale
 from portal.deployments.serving_stats import deployment_serving_now, deployment_serving_series, not_reported
 from portal.workloads.api import (
     WorkloadApi,
+    WorkloadCostView,
     WorkloadDetailView,
     WorkloadExtendView,
     WorkloadListView,
@@ -114,6 +115,10 @@ class DeploymentExtendView(_Deployment, WorkloadExtendView):
 @extend_schema_view(post=extend_schema(request=None, responses={200: DeploymentSerializer, 409: ENDED}))
 class DeploymentTerminateView(_Deployment, WorkloadTerminateView):
     """End a deployment now: billing stops at once, the endpoint goes away."""
+
+
+class DeploymentCostView(_Deployment, WorkloadCostView):
+    """What the deployment (all its replicas) has cost, per hour (`step=3600`) or day (`step=86400`)."""
 
 
 class DeploymentUtilizationView(_Deployment, WorkloadUtilizationView):

@@ -40,6 +40,7 @@ from portal.sandboxes.services import (
 )
 from portal.workloads.api import (
     WorkloadApi,
+    WorkloadCostView,
     WorkloadDetailView,
     WorkloadExtendView,
     WorkloadListView,
@@ -203,6 +204,10 @@ class HomeView(generics.GenericAPIView):
     def delete(self, request: Request) -> Response:
         confirm = validated(HomeDeleteSerializer(data=request.data))["confirm"]
         return Response(HomeSerializer(home_delete(user=request.user, confirm=confirm)).data)
+
+
+class SandboxCostView(_Sandbox, WorkloadCostView):
+    """What the sandbox has cost, per hour (`step=3600`) or day (`step=86400`) of its life."""
 
 
 class SandboxUtilizationView(_Sandbox, WorkloadUtilizationView):

@@ -16,5 +16,6 @@ urlpatterns = [
     path(
         "sandboxes/<int:pk>/utilization", api.SandboxUtilizationView.as_view(), name="api-sandbox-utilization"
     ),
+    path("sandboxes/<int:pk>/cost", api.SandboxCostView.as_view(), name="api-sandbox-cost"),
     path("sandboxes/<int:pk>/kubeconfig", api.SandboxKubeconfigView.as_view(), name="api-sandbox-kubeconfig"),
 ]

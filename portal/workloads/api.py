@@ -19,6 +19,7 @@ from portal.core.api import idempotent_create
 from portal.core.errors import ValidationFailed
 from portal.core.serializers import validated
 from portal.fleet.telemetry import workload_utilization
+from portal.spend.workload_cost import workload_cost_series
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.models import Workload
 from portal.workloads.selectors import queue_positions, user_standing, workload_detail_for
@@ -153,3 +154,34 @@ class WorkloadUtilizationView(WorkloadApi):
         step = parse_step(request.query_params.get("step"))
         points = workload_utilization(workload=workload, start=start, end=end, step=step)
         return Response(UtilizationPointSerializer(points, many=True).data)
+
+
+class CostPointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="The interval's start.")
+    cost = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="Within the interval (USD).")
+    total = serializers.DecimalField(
+        max_digits=14, decimal_places=2, help_text="Since it began, to the interval's end."
+    )
+
+
+class WorkloadCostView(WorkloadApi):
+    """What a sandbox or deployment has cost, per hour or day of its life, and in total so far.
+    A subclass names its `kind`."""
+
+    queryset = Workload.objects.none()  # for the schema's path parameter
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("step", OpenApiTypes.INT, enum=[3600, 86400], description="Seconds per point.")
+        ],
+        responses={200: CostPointSerializer(many=True)},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        workload = self.get_workload(request, pk)
+        raw = request.query_params.get("step") or "3600"
+        if not raw.isdigit():
+            raise ValidationFailed(
+                "`step` is 3600 (hours) or 86400 (days).", fields={"step": ["3600 or 86400"]}
+            )
+        points = workload_cost_series(workload=workload, step=int(raw))
+        return Response(CostPointSerializer(points, many=True).data)

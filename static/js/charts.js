@@ -49,7 +49,62 @@
       .catch(function () { /* the next refresh tries again */ });
   }
 
+  // Cost over time: the running total (a line) and each hour's cost (steps), and the same figures
+  // as rows of the table beside it, for screen readers and for anyone who wants the numbers.
+  function drawCost(element, points) {
+    const rows = element.parentElement.querySelector("[data-cost-rows]");
+    if (rows) {
+      rows.replaceChildren.apply(rows, points.slice().reverse().map(function (p) {
+        const tr = document.createElement("tr");
+        [p.at.replace("T", " ").slice(0, 16), "$" + p.cost, "$" + p.total].forEach(function (text, i) {
+          const td = document.createElement("td");
+          td.textContent = text;
+          if (i) td.className = "num";
+          tr.appendChild(td);
+        });
+        return tr;
+      }));
+      if (!points.length) rows.innerHTML = '<tr><td colspan="3" class="muted">Nothing billed yet.</td></tr>';
+    }
+    if (!points.length || typeof uPlot === "undefined") return;
+    const empty = element.querySelector(".chart-empty");
+    if (empty) empty.remove();
+    const data = [
+      points.map(function (p) { return Date.parse(p.at) / 1000; }),
+      points.map(function (p) { return Number(p.total); }),
+      points.map(function (p) { return Number(p.cost); }),
+    ];
+    if (element.chart) {
+      element.chart.setData(data);
+      return;
+    }
+    element.chart = new uPlot({
+      width: Math.max(320, element.clientWidth),
+      height: 200,
+      scales: { x: { time: true }, usd: { range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; } } },
+      series: [
+        {},
+        { label: "Total $", scale: "usd", stroke: "#2f5bd3", width: 2 },
+        { label: "Per hour $", scale: "usd", stroke: "#a15c00", width: 1, paths: uPlot.paths.stepped({ align: 1 }) },
+      ],
+      axes: [{}, { scale: "usd", label: "$" }],
+    }, data, element);
+  }
+
+  function loadCost(element) {
+    fetch(element.getAttribute("data-cost-url"), { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : []; })
+      .then(function (points) { drawCost(element, points); })
+      .catch(function () { /* the next refresh tries again */ });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-cost-url]").forEach(function (element) {
+      loadCost(element);
+      if (element.getAttribute("data-live") === "true") {
+        setInterval(function () { loadCost(element); }, 60000);
+      }
+    });
     if (typeof uPlot === "undefined") return;
     document.querySelectorAll("[data-series-url]").forEach(function (element) {
       load(element);
