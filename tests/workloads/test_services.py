@@ -246,3 +246,26 @@ def test_terminate_stops_billing_at_once_and_frees_the_gpu_after_teardown(
         "sandbox.terminating",
         "sandbox.terminated",
     } <= set(actions)
+
+
+def test_a_request_that_could_never_be_placed_is_refused_with_the_reason(researcher, team, fleet):
+    from portal.core.errors import ValidationFailed
+    from portal.fleet.models import Gpu, GpuType
+    from portal.sandboxes.services import sandbox_request
+    from portal.workloads.models import Workload
+    from tests.factories import GpuTypeFactory
+
+    h200 = GpuTypeFactory(slug="h200-141gb", name="NVIDIA H200 141GB", memory_gb=141)
+    node = fleet["whole"]
+    Gpu.objects.create(node=node, index=9, gpu_type=h200, mig_enabled=False, uuid="GPU-h200-whole")
+    with pytest.raises(ValidationFailed) as refused:
+        sandbox_request(
+            user=researcher, team="vision", name="never", gpu_type="h200-141gb", mig_profile="1g.18gb"
+        )
+    assert "No cluster has a MIG-enabled h200-141gb GPU" in refused.value.message
+    assert "a slice of h100-80gb" in refused.value.message
+    Gpu.objects.filter(gpu_type=h200).update(mig_enabled=True)
+    with pytest.raises(ValidationFailed) as refused:
+        sandbox_request(user=researcher, team="vision", name="never", gpu_type="h200-141gb", count=1)
+    assert "No cluster has a whole (non-MIG) h200-141gb GPU" in refused.value.fields["gpu.count"][0]
+    assert not Workload.objects.exists() and GpuType.objects.filter(slug="h200-141gb").exists()

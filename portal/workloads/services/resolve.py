@@ -16,7 +16,7 @@ from fractions import Fraction
 from portal.accounts.models import Membership, Team, User
 from portal.core.errors import ValidationFailed
 from portal.fleet.geometry import ProfileShape
-from portal.fleet.models import GpuType
+from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import max_gpus_per_node, price_per_hour
 from portal.workloads.models import LIVE_STATES, Image, Workload, WorkloadKind
 from portal.workloads.policy import request_share, share_hourly_cost, within_max_lifetime
@@ -183,6 +183,14 @@ def resolve_request(
             errors["gpu.mig_profile"] = [
                 f"{gpu_type_obj.slug} offers no MIG profile {mig_profile!r} (offers: {offered})."
             ]
+        elif not Gpu.objects.filter(gpu_type=gpu_type_obj, mig_enabled=True).exists():
+            elsewhere = ", ".join(
+                sorted(set(Gpu.objects.filter(mig_enabled=True).values_list("gpu_type__slug", flat=True)))
+            )
+            errors["gpu.mig_profile"] = [
+                f"No cluster has a MIG-enabled {gpu_type_obj.slug} GPU, so a {mig_profile} slice could never "
+                f"be placed; ask for a whole GPU, or a slice of {elsewhere or 'no type here'}."
+            ]
         elif count not in (None, 1):
             errors["gpu.count"] = ["A MIG request is for exactly one slice; leave count out."]
     else:
@@ -191,6 +199,11 @@ def resolve_request(
         per_node = max_gpus_per_node(gpu_type=gpu_type_obj)
         if not isinstance(count, int) or count < 1:
             errors["gpu.count"] = ["Ask for at least one GPU."]
+        elif per_node == 0:
+            errors["gpu.count"] = [
+                f"No cluster has a whole (non-MIG) {gpu_type_obj.slug} GPU, so this could never be placed; "
+                "ask for a MIG slice of it, or another GPU type."
+            ]
         elif count > per_node:
             errors["gpu.count"] = [f"At most {per_node} {gpu_type_obj.slug} GPUs fit on one node."]
 
