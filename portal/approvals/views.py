@@ -41,7 +41,12 @@ def inbox(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """Approve or reject; htmx gets the decided row back and the pending badge out of band."""
+    """Approve or reject; htmx gets the decided row back and the pending badge out of band. A
+    request the user may not see is a 404, whatever was posted."""
+    try:
+        approval_get_for(user=request.user, approval_id=pk)
+    except NotFound as missing:
+        raise Http404(missing.message) from missing
     form = DecisionForm(request.POST)
     error = ""
     if not form.is_valid():

@@ -7,9 +7,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest
 
-from portal.core.errors import DomainError
+from portal.core.errors import DomainError, NotFound
 
 
 def form_refused(request: HttpRequest, form: forms.Form) -> bool:
@@ -24,9 +24,12 @@ def form_refused(request: HttpRequest, form: forms.Form) -> bool:
 
 
 def run_service(request: HttpRequest, action: Callable[[], Any], *, success: str | None = None) -> Any:
-    """Call a service; show its domain error as a message instead of a 500. Returns the result or None."""
+    """Call a service; show its domain error as a message instead of a 500. Returns the result or
+    None. An object the user may not see is a 404, as in the API: never a message that it exists."""
     try:
         result = action()
+    except NotFound as error:
+        raise Http404(error.message) from error
     except DomainError as error:
         messages.error(request, error.message)
         return None

@@ -42,6 +42,8 @@ def discover(request: HttpRequest) -> HttpResponse:
 @require_POST
 def node_take_over(request: HttpRequest, pk: int) -> HttpResponse:
     """Let the portal manage the MIG layout of a node found with a layout of its own."""
+    if not request.user.is_platform_admin:
+        raise PermissionDenied("Only platform admins manage nodes.")
     node = run_service(request, lambda: fleet_node_take_over(user=request.user, node_id=pk))
     if node is not None:
         messages.success(

@@ -119,11 +119,11 @@ def test_revoking_a_token_stops_it_working(researcher_client, researcher):
 def test_nobody_revokes_another_users_token(other_client, researcher):
     token, _secret = token_create(user=researcher, name="alices")
 
-    response = other_client.post(f"/tokens/{token.pk}/revoke/", follow=True)
+    response = other_client.post(f"/tokens/{token.pk}/revoke/")
 
     token.refresh_from_db()
     assert token.revoked_at is None
-    assert "No such token." in response.content.decode()
+    assert response.status_code == 404
 
 
 def test_the_list_shows_only_my_tokens(researcher_client, researcher, other_researcher):
