@@ -7,10 +7,12 @@ cluster driver.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 
+from portal.core.embedded import DEVELOPMENT_SECRET_KEY, non_loopback_hosts
 from portal.core.env import (
     ConfigError,
     env_bool,
@@ -19,6 +21,7 @@ from portal.core.env import (
     env_float,
     env_int,
     env_list,
+    env_proxy_ssl_header,
     env_str,
     env_volume_source,
 )
@@ -27,20 +30,54 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# The embedded default answers to loopback names only (`make run`); anything else is a deployment,
+# which gets the production defaults below (secure cookies, HTTPS, HSTS) and needs its own key.
+PORTAL_EMBEDDED = not non_loopback_hosts(ALLOWED_HOSTS)
+
 SECRET_KEY = env_str("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG and env_bool("PORTAL_REQUIRE_SECRET_KEY", False):
-        raise ConfigError("SECRET_KEY must be set in production")
-    # A fixed development key keeps sessions valid across restarts of the embedded portal.
-    SECRET_KEY = "embedded-development-key-not-for-production"  # noqa: S105
+if not SECRET_KEY or SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+    if env_bool("PORTAL_REQUIRE_SECRET_KEY", False):
+        raise ConfigError("SECRET_KEY must be set in production (PORTAL_REQUIRE_SECRET_KEY is on)")
+    if not PORTAL_EMBEDDED:
+        raise ConfigError(
+            "SECRET_KEY must be set: the public development key is for the embedded portal on loopback "
+            f"only, and ALLOWED_HOSTS names {', '.join(non_loopback_hosts(ALLOWED_HOSTS))}"
+        )
+    # A fixed development key keeps sessions valid across restarts of the embedded portal; only
+    # `runportal` on a loopback address serves with it (portal/core/embedded.py).
+    SECRET_KEY = DEVELOPMENT_SECRET_KEY
+elif SECRET_KEY.lower().startswith("change-me"):
+    raise ConfigError("SECRET_KEY is still the example's placeholder: set it to a long random string")
 
 # Fields encrypted at rest (a team's Hugging Face token) take their key from SECRET_KEY and this
 # salt (django-fernet-encrypted-fields); SECRET_KEY_FALLBACKS keeps old values readable on rotation.
 SALT_KEY = env_str("PORTAL_FIELD_SALT", "gpu-portal-encrypted-fields")
 
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
-CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# --- HTTPS ------------------------------------------------------------------------------------
+# A deployment defaults to HTTPS only (`manage.py check --deploy` passes); the embedded default
+# serves plain http on loopback. Behind a TLS-terminating proxy (the Ingress), name the header it
+# sets: SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not PORTAL_EMBEDDED)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not PORTAL_EMBEDDED)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not PORTAL_EMBEDDED)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if PORTAL_EMBEDDED else 31_536_000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+# Callers inside the cluster speak plain http to the web Service: ingress-nginx's sandbox sign-in
+# check (auth-url, or a Gateway's ExternalAuth), the node agents' readings and Prometheus.
+SECURE_REDIRECT_EXEMPT = [
+    r"^auth/sandbox/check$",
+    r"^auth/sandbox/gateway/",
+    r"^api/v1/telemetry/readings$",
+    r"^metrics$",
+]
+# How many proxies in front of the portal append to X-Forwarded-For (1 behind the Ingress; 0: none,
+# the header is ignored). Per-address rate limits and sign-in lockouts count the client they name.
+PORTAL_TRUSTED_PROXY_COUNT = env_int("PORTAL_TRUSTED_PROXY_COUNT", 0, minimum=0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -55,6 +92,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "portal.core",
     "portal.accounts",
     "portal.fleet",
@@ -82,6 +120,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -125,6 +165,24 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
+# django-axes first: it refuses a sign-in (the portal's and the admin's) while the username or the
+# address it comes from is locked out, before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "portal.accounts.backends.SignInLockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Sign-in lockout: PORTAL_LOGIN_FAILURE_LIMIT failed sign-ins for one username, or from one address,
+# each within PORTAL_LOGIN_LOCKOUT_MINUTES of the last, lock it out for that long. A platform admin
+# unlocks at once by deleting its row under Axes, Access attempts, in the Django admin.
+AXES_FAILURE_LIMIT = env_int("PORTAL_LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("PORTAL_LOGIN_LOCKOUT_MINUTES", 15.0, minimum=1.0))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# A successful sign-in does not wipe the count: it would wipe the address's too, and with it the
+# failures against other usernames from that address (sign in to your own account, guess on).
+AXES_RESET_ON_SUCCESS = False
+AXES_LOCKOUT_CALLABLE = "portal.accounts.views.sign_in_locked_out"
+AXES_CLIENT_IP_CALLABLE = "portal.core.proxies.client_address"
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -160,13 +218,21 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "portal.core.api.Pagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_FILTER_BACKENDS": ["portal.core.api.StrictFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.core.api.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.UserRateThrottle",
-        "rest_framework.throttling.AnonRateThrottle",
+    # DRF's JSON parser, refusing bodies nested too deep to be a request (a 400, not a 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.core.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
     ],
+    # Counted in the "throttle" cache, which every process shares (below).
+    "DEFAULT_THROTTLE_CLASSES": [
+        "portal.core.throttling.UserRateThrottle",
+        "portal.core.throttling.AnonRateThrottle",
+    ],
+    "NUM_PROXIES": PORTAL_TRUSTED_PROXY_COUNT,
     "DEFAULT_THROTTLE_RATES": {
         "user": env_str("PORTAL_API_RATE", "600/minute"),
         "anon": env_str("PORTAL_API_ANON_RATE", "60/minute"),
@@ -181,19 +247,36 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation documents the error shape for the statuses it can answer with.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.core.schema.add_error_responses",
+    ],
 }
 
 # One cache for every process where they must agree (sandbox sign-in tickets are used once):
 # Redis in production (PORTAL_CACHE_URL=redis://...), each process's memory in the embedded default.
+# API rate limits are counted in the "throttle" cache, so that however many gunicorn workers serve
+# the API one user has one count: Redis too; without it the database (table portal_throttle_cache,
+# made by a migration); the embedded portal's memory only where the development key guarantees
+# one process (`runportal` on loopback), which spares every API request a write to SQLite.
 PORTAL_CACHE_URL = env_str("PORTAL_CACHE_URL", "")
 if PORTAL_CACHE_URL and not PORTAL_CACHE_URL.startswith(("redis://", "rediss://")):
     raise ConfigError(f"PORTAL_CACHE_URL must be a redis:// or rediss:// URL (got {PORTAL_CACHE_URL!r})")
+_redis_cache = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": PORTAL_CACHE_URL}
+_memory_cache = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+if PORTAL_CACHE_URL:
+    _throttle_cache = {**_redis_cache, "KEY_PREFIX": "throttle"}
+elif SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+    _throttle_cache = {**_memory_cache, "LOCATION": "throttle"}
+else:
+    _throttle_cache = {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "portal_throttle_cache",
+    }
 CACHES = {
-    "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": PORTAL_CACHE_URL}
-        if PORTAL_CACHE_URL
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    )
+    "default": _redis_cache if PORTAL_CACHE_URL else _memory_cache,
+    "throttle": _throttle_cache,
 }
 
 # --- Jobs -------------------------------------------------------------------------------------
@@ -274,5 +357,7 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         # Every periodic tick is logged at INFO; keep the console for what matters.
         "celery": {"level": env_str("CELERY_LOG_LEVEL", "WARNING")},
+        # django-axes: failed sign-ins and lockouts (WARNING), not its every step.
+        "axes": {"level": "WARNING"},
     },
 }

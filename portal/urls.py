@@ -10,3 +10,7 @@ urlpatterns = [
     path("", include("portal.observability.urls")),
     path("", include("portal.web_urls")),
 ]
+
+# A request Django refuses before any view (a body too large, too many fields): the API's error
+# shape on /api/ paths, Django's page elsewhere.
+handler400 = "portal.core.views.bad_request"

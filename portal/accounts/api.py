@@ -50,6 +50,8 @@ class TokenListView(generics.ListAPIView):
             user=request.user,
             name=body.validated_data["name"],
             expires_days=body.validated_data.get("expires_days"),
+            scope=body.validated_data["scope"],
+            via=request.auth if isinstance(request.auth, ApiToken) else None,
         )
         data = TokenCreatedSerializer(token, context={"raw": raw}).data
         return Response(data, status=status.HTTP_201_CREATED)

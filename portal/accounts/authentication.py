@@ -1,10 +1,16 @@
-"""`Authorization: Bearer <token>` with a personal access token."""
+"""`Authorization: Bearer <token>` with a personal access token, within the token's scope: a
+`read` token only reads; a `workloads` token does all its user may but manage tokens; an `admin`
+token does all its user may."""
 
 from __future__ import annotations
 
 from rest_framework import authentication, exceptions
+from rest_framework.permissions import SAFE_METHODS
 
+from portal.accounts.models import ApiToken
 from portal.accounts.services import token_authenticate
+
+TOKEN_PATHS = ("/api/v1/tokens",)
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -19,10 +25,15 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Send the header as 'Authorization: Bearer <token>'.")
-        user = token_authenticate(raw=parts[1])
-        if user is None:
+        token = token_authenticate(raw=parts[1])
+        if token is None:
             raise exceptions.AuthenticationFailed("The token is invalid, expired or revoked.")
-        return (user, None)
+        writes = request.method not in SAFE_METHODS
+        if writes and token.scope == ApiToken.Scope.READ:
+            raise exceptions.PermissionDenied("This token is read-only (scope read).")
+        if writes and token.scope != ApiToken.Scope.ADMIN and request.path.startswith(TOKEN_PATHS):
+            raise exceptions.PermissionDenied("Managing tokens needs a token with the admin scope.")
+        return (token.user, token)
 
     def authenticate_header(self, request) -> str:
         return self.keyword

@@ -112,10 +112,20 @@ class Membership(models.Model):
 
 
 class ApiToken(models.Model):
-    """A personal access token. Only a SHA-256 of the secret is stored; it is shown once."""
+    """A personal access token. Only a SHA-256 of the secret is stored; it is shown once.
+
+    Its scope bounds what it may do as its user: `read` reads only; `workloads` also requests,
+    changes and ends sandboxes and deployments, decides approvals and everything else the user
+    may do, but manages no tokens; `admin` may do all its user may, tokens included."""
+
+    class Scope(models.TextChoices):
+        READ = "read", "Read only"
+        WORKLOADS = "workloads", "Workloads (everything but tokens)"
+        ADMIN = "admin", "Admin (everything, tokens included)"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.WORKLOADS)
     prefix = models.CharField(max_length=16, db_index=True)
     token_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)

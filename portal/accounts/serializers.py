@@ -6,6 +6,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from portal.accounts.models import ApiToken
+from portal.core.serializers import StrictCharField, StrictIntegerField
 
 
 class TokenSerializer(serializers.ModelSerializer):
@@ -15,7 +16,17 @@ class TokenSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "active"]
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "scope",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+            "active",
+        ]
         read_only_fields = fields
 
     def get_active(self, token: ApiToken) -> bool:
@@ -36,7 +47,13 @@ class TokenCreatedSerializer(TokenSerializer):
 
 
 class TokenCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
-    expires_days = serializers.IntegerField(
+    name = StrictCharField(max_length=100)
+    expires_days = StrictIntegerField(
         required=False, allow_null=True, help_text="Days until it expires (1-3650); never when absent."
+    )
+    scope = serializers.ChoiceField(
+        choices=ApiToken.Scope.choices,
+        default=ApiToken.Scope.WORKLOADS,
+        help_text="read: reads only; workloads: all but tokens; admin: all. A token making a token needs "
+        "admin, and the new one may not outlive it.",
     )

@@ -23,24 +23,55 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def token_create(*, user: User, name: str, expires_days: int | None = None) -> tuple[ApiToken, str]:
-    """Create a token and return it with its secret, which is never stored and never shown again."""
+SCOPE_RANK = {ApiToken.Scope.READ: 0, ApiToken.Scope.WORKLOADS: 1, ApiToken.Scope.ADMIN: 2}
+
+
+def token_create(
+    *,
+    user: User,
+    name: str,
+    expires_days: int | None = None,
+    scope: str = ApiToken.Scope.WORKLOADS,
+    via: ApiToken | None = None,
+) -> tuple[ApiToken, str]:
+    """Create a token and return it with its secret, which is never stored and never shown again.
+    Made with another token (`via`), it may have no wider scope and may not outlive it."""
     name = name.strip()
+    now = timezone.now()
     if not name:
         raise ValidationFailed("Give the token a name.", fields={"name": ["This field is required."]})
     if expires_days is not None and not 1 <= expires_days <= 3650:
         raise ValidationFailed(
             "Expiry must be between 1 and 3650 days.", fields={"expires_days": ["Between 1 and 3650."]}
         )
+    if scope not in SCOPE_RANK:
+        message = f"One of {', '.join(SCOPE_RANK)}."
+        raise ValidationFailed(f"scope: {message}", fields={"scope": [message]})
+    expires_at = now + timedelta(days=expires_days) if expires_days else None
+    if via is not None:
+        if via.scope != ApiToken.Scope.ADMIN:
+            raise NotAllowed("Only a token with the admin scope may create tokens.")
+        if via.expires_at is not None and (expires_at is None or expires_at > via.expires_at):
+            message = (
+                f"At most until {via.expires_at:%Y-%m-%d %H:%M} UTC, when the token creating it expires."
+            )
+            raise ValidationFailed(
+                f"A token may not outlive the token that creates it. {message}",
+                fields={"expires_days": [message]},
+            )
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
         name=name[:100],
         prefix=raw[: len(TOKEN_PREFIX) + 6],
         token_hash=hash_token(raw),
-        expires_at=timezone.now() + timedelta(days=expires_days) if expires_days else None,
+        expires_at=expires_at,
+        scope=scope,
     )
-    audit_record(actor=user, action="token.create", obj=token, detail=f"token {token.prefix}…")
+    made_by = f", made with token {via.prefix}…" if via else ""
+    audit_record(
+        actor=user, action="token.create", obj=token, detail=f"token {token.prefix}… ({scope}){made_by}"
+    )
     return token, raw
 
 
@@ -56,8 +87,8 @@ def token_revoke(*, user: User, token_id: int) -> ApiToken:
     return token
 
 
-def token_authenticate(*, raw: str, now: datetime | None = None) -> User | None:
-    """The user a raw token belongs to, if it is valid, unexpired and not revoked."""
+def token_authenticate(*, raw: str, now: datetime | None = None) -> ApiToken | None:
+    """The token (with its user) a raw secret stands for, if valid, unexpired and not revoked."""
     now = now or timezone.now()
     token = ApiToken.objects.select_related("user").filter(token_hash=hash_token(raw)).first()
     if token is None or token.revoked_at is not None or not token.user.is_active:
@@ -66,7 +97,7 @@ def token_authenticate(*, raw: str, now: datetime | None = None) -> User | None:
         return None
     if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    return token
 
 
 def notify(*, user: User, message: str, link: str = "", email_subject: str | None = None) -> Notification:

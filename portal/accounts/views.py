@@ -1,23 +1,38 @@
-"""Account pages: personal access tokens and notifications."""
+"""Account pages: personal access tokens, notifications, and the page of a locked-out sign-in."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.accounts.forms import TokenCreateForm
-from portal.accounts.models import Team
+from portal.accounts.models import ApiToken, Team
 from portal.accounts.selectors import is_lead, recent_notifications, tokens_of
 from portal.accounts.services import notifications_mark_read, team_hf_token_set, token_create, token_revoke
 from portal.core.errors import DomainError
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
 
-TOKEN_FIELDS = ("name", "expires_days")
+TOKEN_FIELDS = ("name", "expires_days", "scope")
+
+
+def sign_in_locked_out(
+    request: HttpRequest, original_response: HttpResponse | None = None, credentials: dict | None = None
+) -> HttpResponse:
+    """django-axes' lockout answer, for the portal's sign-in and the admin's: a 429 saying why,
+    for how long, and who can unlock it sooner."""
+    username = (credentials or {}).get("username") or request.POST.get("username", "")
+    context = {
+        "username": username,
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "minutes": round(settings.AXES_COOLOFF_TIME.total_seconds() / 60),
+    }
+    return render(request, "registration/locked_out.html", context, status=429)
 
 
 @login_required
@@ -32,6 +47,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
                 user=request.user,
                 name=form.cleaned_data["name"],
                 expires_days=form.cleaned_data["expires_days"],
+                scope=form.cleaned_data["scope"] or ApiToken.Scope.WORKLOADS,
             )
         except DomainError as error:
             for key, messages in error.fields.items():

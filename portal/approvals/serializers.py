@@ -7,34 +7,35 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal.core.serializers import StrictCharField, StrictIntegerField
 from portal.workloads.models import Approval
 from portal.workloads.serializers import GpuSerializer, gpu_summary
 
 
 class ApproveSerializer(serializers.Serializer):
-    comment = serializers.CharField(required=False, allow_blank=True, max_length=1000, default="")
+    comment = StrictCharField(required=False, allow_blank=True, max_length=1000, default="")
 
 
 class RejectSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=1000, help_text="Why; the requester sees it.")
+    reason = StrictCharField(max_length=1000, help_text="Why; the requester sees it.")
 
 
 class ApprovalSandboxSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    kind = serializers.CharField(help_text="sandbox or deployment.")
-    replicas = serializers.IntegerField(help_text="Replicas it has now (1 for a sandbox).")
-    name = serializers.CharField()
-    owner = serializers.CharField()
-    state = serializers.CharField()
+    id = StrictIntegerField()
+    kind = StrictCharField(help_text="sandbox or deployment.")
+    replicas = StrictIntegerField(help_text="Replicas it has now (1 for a sandbox).")
+    name = StrictCharField()
+    owner = StrictCharField()
+    state = StrictCharField()
     expires_at = serializers.DateTimeField()
     gpu = GpuSerializer()
 
 
 class ApprovalSerializer(serializers.ModelSerializer):
     sandbox = serializers.SerializerMethodField()
-    team = serializers.CharField(source="team.slug")
-    requested_by = serializers.CharField(source="requested_by.username")
-    decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
+    team = StrictCharField(source="team.slug")
+    requested_by = StrictCharField(source="requested_by.username")
+    decided_by = StrictCharField(source="decided_by.username", allow_null=True, default=None)
     summary = serializers.SerializerMethodField()
 
     class Meta:
@@ -71,7 +72,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
             "gpu": gpu_summary(sandbox),
         }
 
-    @extend_schema_field(serializers.CharField())
+    @extend_schema_field(StrictCharField())
     def get_summary(self, approval: Approval) -> str:
         """What is asked, in words: "scale llama-chat to 3 replicas"."""
         return approval_summary(approval)

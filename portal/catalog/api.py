@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, permissions, serializers
 from rest_framework.request import Request
@@ -19,6 +18,7 @@ from portal.catalog.selectors import (
     model_sizing,
 )
 from portal.catalog.serializers import CatalogModelSerializer, SizingQuerySerializer, SizingSerializer
+from portal.core.api import StrictFilterBackend
 
 
 class CatalogModelListView(generics.ListAPIView):
@@ -28,7 +28,7 @@ class CatalogModelListView(generics.ListAPIView):
     queryset = CatalogModel.objects.none()
     permission_classes = [permissions.AllowAny]  # api.md: anyone
     serializer_class = CatalogModelSerializer
-    filter_backends = [DjangoFilterBackend]
+    filter_backends = [StrictFilterBackend]
     filterset_class = CatalogFilter
 
     def get_queryset(self) -> QuerySet[CatalogModel]:
@@ -36,7 +36,7 @@ class CatalogModelListView(generics.ListAPIView):
 
     def list(self, request: Request, *args: object, **kwargs: object) -> Response:
         # The FilterSet by hand (as DjangoFilterBackend would) so its fleet read sizes the page too.
-        catalog_filter = DjangoFilterBackend().get_filterset(request, self.get_queryset(), self)
+        catalog_filter = StrictFilterBackend().get_filterset(request, self.get_queryset(), self)
         if not catalog_filter.is_valid():
             raise serializers.ValidationError(catalog_filter.errors)
         page = self.paginate_queryset(catalog_filter.qs)

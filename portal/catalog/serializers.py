@@ -10,6 +10,7 @@ from rest_framework import serializers
 from portal.catalog.models import CatalogModel, Runtime
 from portal.catalog.selectors import MAX_CONCURRENCY, default_request
 from portal.catalog.sizing import Sizing
+from portal.core.serializers import StrictCharField, StrictIntegerField
 
 
 def gigabytes_field(**kwargs: Any) -> serializers.DecimalField:
@@ -18,11 +19,11 @@ def gigabytes_field(**kwargs: Any) -> serializers.DecimalField:
 
 
 class FitSerializer(serializers.Serializer):
-    gpu_type = serializers.CharField(help_text="GPU type slug, e.g. h100-80gb.")
-    mig_profile = serializers.CharField(
+    gpu_type = StrictCharField(help_text="GPU type slug, e.g. h100-80gb.")
+    mig_profile = StrictCharField(
         allow_null=True, help_text="A MIG profile such as 1g.10gb; null: whole GPUs."
     )
-    gpus = serializers.IntegerField(help_text="Whole GPUs of one node (tensor parallel); 1 for a slice.")
+    gpus = StrictIntegerField(help_text="Whole GPUs of one node (tensor parallel); 1 for a slice.")
     price_per_hour = serializers.DecimalField(
         max_digits=12, decimal_places=2, help_text="USD per hour: GPUs x price, or the slice's share of it."
     )
@@ -38,11 +39,9 @@ class SizingSerializer(serializers.Serializer):
 class SizingQuerySerializer(serializers.Serializer):
     """The sizing question; the model's defaults fill what is left out."""
 
-    dtype = serializers.CharField(required=False, help_text="One of the model's dtypes or quantizations.")
-    context = serializers.IntegerField(
-        required=False, help_text="Tokens per sequence (8192 or the model's max)."
-    )
-    concurrency = serializers.IntegerField(
+    dtype = StrictCharField(required=False, help_text="One of the model's dtypes or quantizations.")
+    context = StrictIntegerField(required=False, help_text="Tokens per sequence (8192 or the model's max).")
+    concurrency = StrictIntegerField(
         required=False, help_text=f"Concurrent sequences, 1 to {MAX_CONCURRENCY} (default 8)."
     )
 
@@ -55,9 +54,9 @@ class RuntimeSerializer(serializers.ModelSerializer):
 
 
 class DefaultSizingSerializer(serializers.Serializer):
-    dtype = serializers.CharField()
-    context = serializers.IntegerField()
-    concurrency = serializers.IntegerField()
+    dtype = StrictCharField()
+    context = StrictIntegerField()
+    concurrency = StrictIntegerField()
     weights_gb = gigabytes_field()
     kv_cache_gb = gigabytes_field()
     total_gb = gigabytes_field()
@@ -68,9 +67,9 @@ class DefaultSizingSerializer(serializers.Serializer):
 
 class CatalogModelSerializer(serializers.ModelSerializer):
     runtime = RuntimeSerializer()
-    dtypes = serializers.ListField(child=serializers.CharField())
-    quantizations = serializers.ListField(child=serializers.CharField())
-    tags = serializers.ListField(child=serializers.CharField())
+    dtypes = serializers.ListField(child=StrictCharField())
+    quantizations = serializers.ListField(child=StrictCharField())
+    tags = serializers.ListField(child=StrictCharField())
     parameters = serializers.DecimalField(max_digits=10, decimal_places=4, help_text="Billions.")
     default_sizing = serializers.SerializerMethodField()
 

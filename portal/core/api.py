@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import (
+    PermissionDenied,
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.db import IntegrityError, transaction
 from django.http import Http404
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
@@ -17,13 +26,51 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from portal.core.errors import DomainError
+from portal.core.errors import DomainError, ValidationFailed
 from portal.core.models import IdempotencyKey
 
 
+class StrictFilterBackend(DjangoFilterBackend):
+    """django-filter for the API, strict: a filter given with no value (`?state=`) is a 400 on
+    every list, where the HTML pages (whose forms send empty fields) read it as "any"."""
+
+    def filter_queryset(self, request, queryset, view):
+        filterset_class = self.get_filterset_class(view, queryset)
+        if filterset_class is not None:
+            empty = {
+                name: ["Give a value, or leave the parameter out."]
+                for name in filterset_class.base_filters
+                if name in request.query_params and not all(request.query_params.getlist(name))
+            }
+            if empty:
+                raise ValidationFailed(
+                    f"{next(iter(empty))}: Give a value, or leave the parameter out.", fields=empty
+                )
+        return super().filter_queryset(request, queryset, view)
+
+
 class Pagination(PageNumberPagination):
+    """`page` (from 1) and `page_size` (1 to 500): anything else is a 400 that says so, never a
+    silent default. A page past the last is a 404, as DRF has it."""
+
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def paginate_queryset(self, queryset, request, view=None):
+        bad: dict[str, list[str]] = {}
+        for name, ceiling in (
+            (self.page_query_param, None),
+            (self.page_size_query_param, self.max_page_size),
+        ):
+            raw = request.query_params.get(name)
+            if raw is None:
+                continue
+            if not raw.isdigit() or int(raw) < 1 or (ceiling is not None and int(raw) > ceiling):
+                bad[name] = [f"A whole number from 1{f' to {ceiling}' if ceiling else ''}."]
+        if bad:
+            name, (message,) = next(iter(bad.items()))
+            raise ValidationFailed(f"{name}: {message}", fields=bad)
+        return super().paginate_queryset(queryset, request, view)
 
 
 def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -40,10 +87,33 @@ def _first_message(detail: Any) -> str:
     return str(detail)
 
 
+def refused_request_error(exc: Exception) -> tuple[dict[str, Any], int] | None:
+    """The error body and status for a request Django refuses (a body too large, too many fields:
+    a SuspiciousOperation), else None."""
+    if not isinstance(exc, SuspiciousOperation):
+        return None
+    if isinstance(exc, RequestDataTooBig):
+        limit_mb = settings.DATA_UPLOAD_MAX_MEMORY_SIZE / 1024 / 1024
+        message = f"The request body is too large: the API accepts at most {limit_mb:g} MB."
+        return error_body("request_too_large", message), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    if isinstance(exc, TooManyFieldsSent):
+        message = f"The request has too many fields: the API accepts at most {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS}."
+        return error_body("too_many_fields", message), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    if isinstance(exc, TooManyFilesSent):
+        message = f"The request has too many files: the API accepts at most {settings.DATA_UPLOAD_MAX_NUMBER_FILES}."
+        return error_body("too_many_files", message), status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    return error_body("bad_request", "The request was refused as malformed."), status.HTTP_400_BAD_REQUEST
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Render every error as {"error": {"code", "message", "fields"}}."""
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+    refused = refused_request_error(exc)
+    if refused is not None:
+        # Logged as Django logs what it refuses itself.
+        logging.getLogger(f"django.security.{exc.__class__.__name__}").error(str(exc))
+        return Response(refused[0], status=refused[1])
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

@@ -72,6 +72,17 @@ def env_list(name: str, default: Sequence[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """A header name such as X-Forwarded-Proto (empty: none) as Django's SECURE_PROXY_SSL_HEADER:
+    a request carrying it with the value `https` came to the proxy over HTTPS."""
+    raw = env_str(name, "").strip()
+    if not raw:
+        return None
+    if not all(part.isalnum() for part in raw.split("-")):
+        raise ConfigError(f"{name} must be a header name such as X-Forwarded-Proto (got {raw!r})")
+    return ("HTTP_" + raw.upper().replace("-", "_"), "https")
+
+
 def env_cidrs(name: str, default: str) -> tuple[str, ...]:
     """Comma-separated CIDRs, each checked (a typo stops the portal at start, not every sandbox)."""
     cidrs = tuple(part.strip() for part in env_str(name, default).split(",") if part.strip())

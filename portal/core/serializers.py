@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.http import QueryDict
 from rest_framework import serializers
 
 # Far beyond any team's maximum lifetime, yet small enough that the expiry stays a valid datetime.
@@ -52,3 +53,42 @@ class HoursField(serializers.DecimalField):
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_value", MAX_HOURS)
         super().__init__(max_digits=None, decimal_places=None, **kwargs)
+
+
+def _in_json(field: serializers.Field) -> bool:
+    """Whether the field reads a JSON body (typed values), not a form or a query string (text)."""
+    return not isinstance(getattr(field.root, "initial_data", None), QueryDict)
+
+
+class StrictCharField(serializers.CharField):
+    """Text only: a number, boolean or object is refused, not turned into text."""
+
+    default_error_messages = {"invalid": "Must be a string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON number that is whole: "2" (a string) and true (a boolean) are refused in a JSON body.
+    A form or query string carries text, which is read as a number as usual."""
+
+    default_error_messages = {"not_a_number": "Must be a number, not {kind}."}
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or (isinstance(data, str) and _in_json(self)):
+            self.fail("not_a_number", kind="a boolean" if isinstance(data, bool) else "a string")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """true or false in a JSON body ("yes", 1 and "true" are refused there)."""
+
+    default_error_messages = {"strict": "Must be true or false."}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if _in_json(self) and not isinstance(data, bool):
+            self.fail("strict")
+        return super().to_internal_value(data)

@@ -8,9 +8,12 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render, resolve_url
 from django.utils.http import urlencode
+from django.views import defaults
+
+from portal.core.api import error_body, refused_request_error
 
 
 def wants_fragment(request: HttpRequest) -> bool:
@@ -60,3 +63,18 @@ def fragment(
     return render(
         request, template, {**(context or {}), "fragment": True, "oob_messages": True}, status=status
     )
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler400: on API paths the API's error shape (a body too large is a 413), else Django's page.
+
+    Django answers with this a request it refuses outside a view (a body too large or with too many
+    fields read by a middleware, a host not allowed); the API's views answer their own.
+    """
+    if request.path.startswith("/api/"):
+        body, status = refused_request_error(exception) or (
+            error_body("bad_request", "The request was refused as malformed."),
+            400,
+        )
+        return JsonResponse(body, status=status)
+    return defaults.bad_request(request, exception)

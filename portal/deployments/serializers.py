@@ -8,7 +8,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.core.serializers import HoursField, validated
+from portal.core.serializers import HoursField, StrictCharField, StrictIntegerField, validated
 from portal.deployments.selectors import (
     deployment_endpoint,
     deployment_example,
@@ -30,23 +30,23 @@ from portal.workloads.serializers import (
 
 
 class DeploymentRequestSerializer(WorkloadRequestSerializer):
-    model = serializers.CharField(max_length=100, help_text="Catalog model slug, e.g. llama-3.1-8b-instruct.")
+    model = StrictCharField(max_length=100, help_text="Catalog model slug, e.g. llama-3.1-8b-instruct.")
     gpu = GpuRequestSerializer(
         required=False,
         allow_null=True,
         help_text="`{type, count}` or `{type, mig_profile}`; left out: the cheapest GPU or slice that fits.",
     )
-    replicas = serializers.IntegerField(required=False, default=1, help_text="Copies of the server.")
+    replicas = StrictIntegerField(required=False, default=1, help_text="Copies of the server.")
     ttl_hours = HoursField(
         required=False, allow_null=True, help_text="Lifetime in hours (fractions allowed); 24 when left out."
     )
-    dtype = serializers.CharField(
+    dtype = StrictCharField(
         required=False, allow_null=True, allow_blank=True, max_length=20, help_text="Default: the model's."
     )
-    context = serializers.IntegerField(
+    context = StrictIntegerField(
         required=False, allow_null=True, help_text="Tokens per sequence; default 8192 or the model's maximum."
     )
-    concurrency = serializers.IntegerField(
+    concurrency = StrictIntegerField(
         required=False, allow_null=True, help_text="Concurrent sequences the server is sized for; default 8."
     )
 
@@ -68,7 +68,7 @@ class DeploymentRequestSerializer(WorkloadRequestSerializer):
 
 
 class ScaleSerializer(serializers.Serializer):
-    replicas = serializers.IntegerField(
+    replicas = StrictIntegerField(
         help_text="The number of replicas wanted; 0 keeps the deployment with nothing running or billed."
     )
 
@@ -77,29 +77,29 @@ class ReplicaPlacementSerializer(serializers.Serializer):
     """One replica: whole GPUs as `node` and `gpus`, or a slice as `node`, `gpu`, `mig_profile`,
     `start` (its first memory slot)."""
 
-    replica = serializers.IntegerField()
-    node = serializers.CharField()
-    gpus = serializers.ListField(child=serializers.IntegerField(), required=False)
-    gpu = serializers.IntegerField(required=False)
-    mig_profile = serializers.CharField(required=False)
-    start = serializers.IntegerField(required=False, allow_null=True)
+    replica = StrictIntegerField()
+    node = StrictCharField()
+    gpus = serializers.ListField(child=StrictIntegerField(), required=False)
+    gpu = StrictIntegerField(required=False)
+    mig_profile = StrictCharField(required=False)
+    start = StrictIntegerField(required=False, allow_null=True)
 
 
 class DeploymentApprovalSerializer(ApprovalBriefSerializer):
-    kind = serializers.CharField(help_text="create, extend or scale.")
-    replicas = serializers.IntegerField(allow_null=True, help_text="A scale request's target.")
+    kind = StrictCharField(help_text="create, extend or scale.")
+    replicas = StrictIntegerField(allow_null=True, help_text="A scale request's target.")
 
 
 class DeploymentSerializer(WorkloadSerializer):
     """A deployment as the API shows it. Expects the joins and prefetches of
     `deployments_with_details` and an optional `queue_positions` dict in the context."""
 
-    model = serializers.CharField(source="serving.model.slug", read_only=True)
-    runtime = serializers.CharField(source="serving.runtime.slug", read_only=True)
-    api = serializers.CharField(source="serving.api", read_only=True, help_text="openai or kserve-v2.")
-    precision = serializers.CharField(source="serving.precision", read_only=True)
-    context = serializers.IntegerField(source="serving.context", read_only=True)
-    concurrency = serializers.IntegerField(source="serving.concurrency", read_only=True)
+    model = StrictCharField(source="serving.model.slug", read_only=True)
+    runtime = StrictCharField(source="serving.runtime.slug", read_only=True)
+    api = StrictCharField(source="serving.api", read_only=True, help_text="openai or kserve-v2.")
+    precision = StrictCharField(source="serving.precision", read_only=True)
+    context = StrictIntegerField(source="serving.context", read_only=True)
+    concurrency = StrictIntegerField(source="serving.concurrency", read_only=True)
     # Labelled by value, so the schema names this enum DeploymentStateEnum instead of colliding
     # with the sandbox's (same states, two components).
     state = serializers.ChoiceField(choices=[(s.value, s.value) for s in WorkloadState], read_only=True)
@@ -127,7 +127,7 @@ class DeploymentSerializer(WorkloadSerializer):
         ]
         read_only_fields = fields
 
-    @extend_schema_field(serializers.IntegerField())
+    @extend_schema_field(StrictIntegerField())
     def get_ready_replicas(self, workload: Workload) -> int:
         serving = deployment_serving(workload)
         if serving is None or not workload.is_live:
@@ -143,12 +143,12 @@ class DeploymentSerializer(WorkloadSerializer):
     def get_placement(self, workload: Workload) -> list[dict[str, Any]]:
         return deployment_placements(workload)
 
-    @extend_schema_field(serializers.CharField(allow_null=True, help_text="The URL clients call."))
+    @extend_schema_field(StrictCharField(allow_null=True, help_text="The URL clients call."))
     def get_endpoint(self, workload: Workload) -> str | None:
         return deployment_endpoint(workload)
 
     @extend_schema_field(
-        serializers.CharField(allow_null=True, help_text="A curl command that works against the endpoint.")
+        StrictCharField(allow_null=True, help_text="A curl command that works against the endpoint.")
     )
     def get_example(self, workload: Workload) -> str | None:
         return deployment_example(workload)
@@ -178,13 +178,13 @@ class ServingPointSerializer(serializers.Serializer):
 
 
 class ServingSerializer(serializers.Serializer):
-    runtime = serializers.CharField(help_text="vllm, tgi or triton.")
+    runtime = StrictCharField(help_text="vllm, tgi or triton.")
     not_reported = serializers.ListField(
-        child=serializers.CharField(),
+        child=StrictCharField(),
         help_text="Figures the runtime's reads of the last hour did not carry (TGI: time to first token; "
         "Triton: tokens, unless its vLLM backend reports them). Null figures elsewhere mean nothing happened.",
     )
-    read_error = serializers.CharField(help_text="Why the last read failed, if it did.")
+    read_error = StrictCharField(help_text="Why the last read failed, if it did.")
     last_minute = ServingFiguresSerializer(allow_null=True, help_text="The last read (about a minute).")
     last_hour = ServingFiguresSerializer(allow_null=True)
     points = ServingPointSerializer(many=True, help_text="Per `step` within [from, to).")

@@ -9,7 +9,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.core.serializers import money, validated
+from portal.core.serializers import StrictBooleanField, StrictCharField, StrictIntegerField, money, validated
 from portal.sandboxes.gate import sandbox_app_url
 from portal.workloads.models import Workload
 from portal.workloads.selectors import (
@@ -28,12 +28,12 @@ from portal.workloads.serializers import (
 
 class SandboxRequestSerializer(WorkloadRequestSerializer):
     gpu = GpuRequestSerializer()
-    image = serializers.CharField(
+    image = StrictCharField(
         required=False, allow_null=True, allow_blank=True, max_length=50, help_text="Image slug."
     )
-    cpu = serializers.IntegerField(required=False, allow_null=True)
-    memory_gb = serializers.IntegerField(required=False, allow_null=True)
-    storage_gb = serializers.IntegerField(required=False, allow_null=True)
+    cpu = StrictIntegerField(required=False, allow_null=True)
+    memory_gb = StrictIntegerField(required=False, allow_null=True)
+    storage_gb = StrictIntegerField(required=False, allow_null=True)
     datasets = serializers.ListField(
         child=serializers.SlugField(max_length=40),
         required=False,
@@ -62,7 +62,7 @@ class SandboxSerializer(WorkloadSerializer):
     """A sandbox as the API shows it. Expects the prefetches of `workloads_with_details` and an
     optional `queue_positions` dict in the context."""
 
-    image = serializers.CharField(source="image.slug", read_only=True)
+    image = StrictCharField(source="image.slug", read_only=True)
     shared_with = serializers.SlugRelatedField(
         many=True, read_only=True, slug_field="username", help_text="Team members who may open it too."
     )
@@ -106,26 +106,26 @@ class EstimateSerializer(serializers.Serializer):
     total_cost = money()
     gpu_equivalents = serializers.DecimalField(max_digits=10, decimal_places=3)
     quota_left = serializers.DecimalField(max_digits=10, decimal_places=3)
-    fits_quota = serializers.BooleanField()
-    auto_approved = serializers.BooleanField()
-    why_needed = serializers.CharField()
-    capacity_free_now = serializers.BooleanField()
+    fits_quota = StrictBooleanField()
+    auto_approved = StrictBooleanField()
+    why_needed = StrictCharField()
+    capacity_free_now = StrictBooleanField()
 
 
 class SharingSerializer(serializers.Serializer):
     users = serializers.ListField(
-        child=serializers.CharField(max_length=150),
+        child=StrictCharField(max_length=150),
         max_length=200,
         help_text="Usernames of team members who may open the sandbox besides its owner; replaces the list.",
     )
 
 
 class EventLineSerializer(serializers.Serializer):
-    at = serializers.CharField()
-    type = serializers.CharField()
-    reason = serializers.CharField()
-    message = serializers.CharField()
-    object = serializers.CharField()
+    at = StrictCharField()
+    type = StrictCharField()
+    reason = StrictCharField()
+    message = StrictCharField()
+    object = StrictCharField()
 
 
 class InsightSerializer(serializers.Serializer):
@@ -133,10 +133,10 @@ class InsightSerializer(serializers.Serializer):
 
     requested_at = serializers.DateTimeField(allow_null=True)
     read_at = serializers.DateTimeField(allow_null=True)
-    pending = serializers.BooleanField(help_text="A fresh read was asked for and has not come yet.")
+    pending = StrictBooleanField(help_text="A fresh read was asked for and has not come yet.")
     events = EventLineSerializer(many=True, help_text="The newest events of its namespace, oldest first.")
-    log_tail = serializers.CharField(help_text="The last lines of the pod's log.")
-    error = serializers.CharField(help_text="Why the last read failed, if it did.")
+    log_tail = StrictCharField(help_text="The last lines of the pod's log.")
+    error = StrictCharField(help_text="Why the last read failed, if it did.")
 
 
 class KubeconfigSerializer(serializers.Serializer):
@@ -145,34 +145,32 @@ class KubeconfigSerializer(serializers.Serializer):
 
     state = serializers.ChoiceField(choices=["none", "pending", "ready", "failed"])
     expires_at = serializers.DateTimeField(allow_null=True)
-    error = serializers.CharField()
-    kubeconfig = serializers.CharField(help_text="The file, when ready; empty otherwise.")
+    error = StrictCharField()
+    kubeconfig = StrictCharField(help_text="The file, when ready; empty otherwise.")
 
 
 class HomeSerializer(serializers.Serializer):
     """The caller's persistent home volume."""
 
-    state = serializers.CharField(help_text="new, ready, deleting")
-    size_gb = serializers.IntegerField(help_text="What it is billed for; the volume grows to it.")
-    provisioned_gb = serializers.IntegerField(help_text="What the cluster's volume has now.")
+    state = StrictCharField(help_text="new, ready, deleting")
+    size_gb = StrictIntegerField(help_text="What it is billed for; the volume grows to it.")
+    provisioned_gb = StrictIntegerField(help_text="What the cluster's volume has now.")
     used_gb = serializers.DecimalField(
         max_digits=12, decimal_places=2, allow_null=True, help_text="null: not measured"
     )
     used_at = serializers.DateTimeField(allow_null=True)
-    cluster = serializers.CharField(source="cluster.name")
-    team = serializers.CharField(source="team.slug", help_text="The team it is billed to.")
-    max_gb = serializers.IntegerField(source="team.home_gb_max", help_text="How far it may grow.")
-    sandbox = serializers.IntegerField(
+    cluster = StrictCharField(source="cluster.name")
+    team = StrictCharField(source="team.slug", help_text="The team it is billed to.")
+    max_gb = StrictIntegerField(source="team.home_gb_max", help_text="How far it may grow.")
+    sandbox = StrictIntegerField(
         source="attached_to_id", allow_null=True, help_text="The sandbox it was last mounted in."
     )
     created_at = serializers.DateTimeField()
 
 
 class HomeResizeSerializer(serializers.Serializer):
-    size_gb = serializers.IntegerField(min_value=1, max_value=100_000)
+    size_gb = StrictIntegerField(min_value=1, max_value=100_000)
 
 
 class HomeDeleteSerializer(serializers.Serializer):
-    confirm = serializers.CharField(
-        max_length=150, help_text="Your username: everything in the home is lost."
-    )
+    confirm = StrictCharField(max_length=150, help_text="Your username: everything in the home is lost.")

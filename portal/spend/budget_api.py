@@ -9,15 +9,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.accounts.models import Team
-from portal.core.serializers import validated
+from portal.core.serializers import StrictCharField, StrictIntegerField, validated
 from portal.spend.budgets import budget_forecast, team_budget_get, team_budget_set
 
 
 class TeamBudgetSerializer(serializers.Serializer):
-    team = serializers.CharField(source="team.slug")
+    team = StrictCharField(source="team.slug")
     budget = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="This month's budget (USD).")
     spent = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="Spent since the 1st (UTC).")
-    used_percent = serializers.IntegerField()
+    used_percent = StrictIntegerField()
     hourly = serializers.DecimalField(
         max_digits=14, decimal_places=2, help_text="What live work costs an hour now."
     )
@@ -28,19 +28,17 @@ class TeamBudgetSerializer(serializers.Serializer):
     runs_out_at = serializers.DateTimeField(
         allow_null=True, help_text="When the budget runs out at this pace."
     )
-    thresholds = serializers.ListField(
-        child=serializers.IntegerField(), help_text="Percentages leads are told at."
-    )
+    thresholds = serializers.ListField(child=StrictIntegerField(), help_text="Percentages leads are told at.")
     policy = serializers.ChoiceField(source="team.budget_policy", choices=Team.BudgetPolicy.choices)
-    stop_grace_hours = serializers.IntegerField(source="team.budget_stop_grace_hours")
+    stop_grace_hours = StrictIntegerField(source="team.budget_stop_grace_hours")
     stop_at = serializers.DateTimeField(source="team.budget_stop_at", allow_null=True)
 
 
 class TeamBudgetChangeSerializer(serializers.Serializer):
-    thresholds = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=200), max_length=10,
+    thresholds = serializers.ListField(child=StrictIntegerField(min_value=1, max_value=200), max_length=10,
                                        required=False)  # fmt: skip
     policy = serializers.ChoiceField(choices=Team.BudgetPolicy.choices, required=False)
-    stop_grace_hours = serializers.IntegerField(min_value=1, max_value=720, required=False)
+    stop_grace_hours = StrictIntegerField(min_value=1, max_value=720, required=False)
 
 
 class TeamBudgetView(generics.GenericAPIView):

@@ -11,7 +11,12 @@ from django.utils import timezone
 from portal.accounts.models import Team
 from portal.spend.selectors import GROUPS
 
-GROUP_LABELS = {"user": "User", "team": "Team", "gpu_type": "GPU type", "day": "Day"}
+GROUP_LABELS = {"user": "User", "team": "Team", "gpu_type": "GPU type", "day": "Day", "workload": "Workload"}
+
+
+# The dates a report may cover: anything outside is a typo (and 9999-12-31 plus a day overflows).
+FIRST_DAY = date(2000, 1, 1)
+LAST_DAY = date(2999, 12, 31)
 
 
 def month_start(today: date) -> date:
@@ -44,7 +49,10 @@ class SpendForm(forms.Form):
         data["group_by"] = data.get("group_by") or "user"
         data["start"] = data.get("start") or month_start(today)
         data["end"] = data.get("end") or today
-        if data["end"] < data["start"]:
+        outside = [key for key in ("start", "end") if not FIRST_DAY <= data[key] <= LAST_DAY]
+        for key in outside:
+            self.add_error(key, f"Pick a date between {FIRST_DAY} and {LAST_DAY}.")
+        if not outside and data["end"] < data["start"]:
             self.add_error("end", "The end is before the start.")
         return data
 

@@ -9,11 +9,19 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from portal.accounts.models import Team
+from portal.spend.forms import FIRST_DAY, LAST_DAY
 from portal.spend.selectors import GROUPS
 
 
 def month_start(now: datetime) -> datetime:
     return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def within_report_range(value: datetime) -> datetime:
+    """A report's start or end, in the years a report may cover (as the spend page's)."""
+    if not FIRST_DAY <= value.date() <= LAST_DAY:
+        raise serializers.ValidationError(f"Must be between {FIRST_DAY} and {LAST_DAY}.")
+    return value
 
 
 class SpendQuerySerializer(serializers.Serializer):
@@ -34,6 +42,12 @@ class SpendQuerySerializer(serializers.Serializer):
         if team is None:
             raise serializers.ValidationError(f"You are not a member of a team called {slug!r}.")
         return team
+
+    def validate_start(self, value: datetime) -> datetime:
+        return within_report_range(value)
+
+    def validate_end(self, value: datetime) -> datetime:
+        return within_report_range(value)
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         now = timezone.now()

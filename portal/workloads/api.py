@@ -8,14 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.core.api import idempotent_create
+from portal.core.api import StrictFilterBackend, idempotent_create
 from portal.core.errors import ValidationFailed
 from portal.core.serializers import validated
 from portal.fleet.telemetry import workload_utilization
@@ -84,7 +83,7 @@ class WorkloadListView(WorkloadApi, generics.ListAPIView):
     A subclass names its `kind`, `serializer_class` and `get_queryset`."""
 
     queryset = Workload.objects.none()
-    filter_backends = [DjangoFilterBackend]
+    filter_backends = [StrictFilterBackend]
     filterset_class = WorkloadFilter
 
     def list(self, request: Request, *args: object, **kwargs: object) -> Response:

@@ -8,7 +8,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.core.serializers import HoursField, money
+from portal.core.serializers import HoursField, StrictBooleanField, StrictCharField, StrictIntegerField, money
 from portal.workloads.models import Approval, Workload
 from portal.workloads.selectors import (
     TeamStanding,
@@ -23,28 +23,28 @@ class ExtendSerializer(serializers.Serializer):
 
 
 class GpuSerializer(serializers.Serializer):
-    type = serializers.CharField()
-    count = serializers.IntegerField()
-    mig_profile = serializers.CharField(allow_null=True)
-    label = serializers.CharField()
+    type = StrictCharField()
+    count = StrictIntegerField()
+    mig_profile = StrictCharField(allow_null=True)
+    label = StrictCharField()
 
 
 class ApprovalBriefSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    kind = serializers.CharField()
-    state = serializers.CharField()
-    decided_by = serializers.CharField(allow_null=True)
-    comment = serializers.CharField()
+    id = StrictIntegerField()
+    kind = StrictCharField()
+    state = StrictCharField()
+    decided_by = StrictCharField(allow_null=True)
+    comment = StrictCharField()
 
 
 class PlacementSerializer(serializers.Serializer):
     """Whole GPUs: `node` and `gpus` (indexes). A slice: `node`, `gpu`, `mig_profile`, `start`."""
 
-    node = serializers.CharField()
-    gpus = serializers.ListField(child=serializers.IntegerField(), required=False)
-    gpu = serializers.IntegerField(required=False)
-    mig_profile = serializers.CharField(required=False)
-    start = serializers.IntegerField(required=False, allow_null=True)
+    node = StrictCharField()
+    gpus = serializers.ListField(child=StrictIntegerField(), required=False)
+    gpu = StrictIntegerField(required=False)
+    mig_profile = StrictCharField(required=False)
+    start = StrictIntegerField(required=False, allow_null=True)
 
 
 def gpu_summary(sandbox: Workload) -> dict[str, Any]:
@@ -96,8 +96,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
     """What a sandbox and a deployment show alike: who, which GPU, the latest approval, access,
     cost and queue place. A subclass declares its Meta and `get_placement`."""
 
-    team = serializers.CharField(source="team.slug", read_only=True)
-    owner = serializers.CharField(source="owner.username", read_only=True)
+    team = StrictCharField(source="team.slug", read_only=True)
+    owner = StrictCharField(source="owner.username", read_only=True)
     gpu = serializers.SerializerMethodField()
     approval = serializers.SerializerMethodField()
     placement = serializers.SerializerMethodField()
@@ -115,7 +115,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
         approval = workload_latest_approval(workload)
         return None if approval is None else approval_brief(approval)
 
-    @extend_schema_field(serializers.CharField(allow_null=True))
+    @extend_schema_field(StrictCharField(allow_null=True))
     def get_access(self, workload: Workload) -> str | None:
         return workload.access or None
 
@@ -127,7 +127,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
     def get_hourly_cost(self, workload: Workload) -> str:
         return str(workload_hourly_cost(workload))
 
-    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    @extend_schema_field(StrictIntegerField(allow_null=True))
     def get_queue_position(self, workload: Workload) -> int | None:
         return self.context.get("queue_positions", {}).get(workload.pk)
 
@@ -135,11 +135,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
 class GpuRequestSerializer(serializers.Serializer):
     """`{"type", "count"}` for whole GPUs or `{"type", "mig_profile"}` for one MIG slice."""
 
-    type = serializers.CharField(max_length=50, help_text="GPU type slug, e.g. h100-80gb.")
-    count = serializers.IntegerField(
+    type = StrictCharField(max_length=50, help_text="GPU type slug, e.g. h100-80gb.")
+    count = StrictIntegerField(
         required=False, allow_null=True, help_text="Whole GPUs (default 1). Leave out for a MIG slice."
     )
-    mig_profile = serializers.CharField(
+    mig_profile = StrictCharField(
         required=False,
         allow_null=True,
         allow_blank=True,
@@ -153,15 +153,15 @@ class WorkloadRequestSerializer(serializers.Serializer):
     purpose. A kind's serializer adds its own fields and turns the body into its service's
     arguments with `common_kwargs` and its own."""
 
-    name = serializers.CharField(max_length=63, allow_blank=True)
-    team = serializers.CharField(max_length=50, help_text="Team slug.")
+    name = StrictCharField(max_length=63, allow_blank=True)
+    team = StrictCharField(max_length=50, help_text="Team slug.")
     ttl_hours = HoursField(
         required=False, allow_null=True, help_text="Lifetime in hours (fractions allowed)."
     )
     expires_at = serializers.DateTimeField(
         required=False, allow_null=True, help_text="Or: when it ends, at least a minute ahead."
     )
-    purpose = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
+    purpose = StrictCharField(required=False, allow_blank=True, max_length=300, default="")
 
     @staticmethod
     def common_kwargs(data: dict[str, Any]) -> dict[str, Any]:
@@ -196,14 +196,14 @@ class BudgetSerializer(serializers.Serializer):
 
 class PolicySerializer(serializers.Serializer):
     max_lifetime_hours = serializers.DecimalField(max_digits=8, decimal_places=2)
-    auto_approve_max_gpus = serializers.IntegerField()
+    auto_approve_max_gpus = StrictIntegerField()
     auto_approve_max_hours = serializers.DecimalField(max_digits=8, decimal_places=2)
 
 
 class TeamStandingSerializer(serializers.Serializer):
-    slug = serializers.CharField(source="team.slug")
-    name = serializers.CharField(source="team.name")
-    role = serializers.CharField()
+    slug = StrictCharField(source="team.slug")
+    name = StrictCharField(source="team.name")
+    role = StrictCharField()
     quota = serializers.SerializerMethodField()
     budget = serializers.SerializerMethodField()
     policy = PolicySerializer(source="team")
@@ -218,11 +218,11 @@ class TeamStandingSerializer(serializers.Serializer):
 
 
 class MeSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    username = serializers.CharField()
-    name = serializers.CharField(source="get_full_name")
+    id = StrictIntegerField()
+    username = StrictCharField()
+    name = StrictCharField(source="get_full_name")
     email = serializers.EmailField()
-    is_platform_admin = serializers.BooleanField()
+    is_platform_admin = StrictBooleanField()
     teams = serializers.SerializerMethodField()
 
     @extend_schema_field(TeamStandingSerializer(many=True))

@@ -20,7 +20,7 @@ def test_token_is_stored_only_as_a_hash_and_authenticates(researcher):
     assert raw.startswith("gpp_") and len(raw) > 40
     stored = ApiToken.objects.get(pk=token.pk)
     assert stored.token_hash == hash_token(raw) and raw not in stored.token_hash
-    assert token_authenticate(raw=raw) == researcher
+    assert token_authenticate(raw=raw).user == researcher
     assert token_authenticate(raw=raw + "x") is None
 
 
@@ -47,7 +47,7 @@ def test_token_needs_a_name_and_a_sane_expiry(researcher):
 def test_create_token_command_prints_the_token_alone_on_the_last_line(researcher, capsys):
     call_command("create_token", "alice", "--expires-days", "7")
     raw = capsys.readouterr().out.strip().splitlines()[-1]
-    assert token_authenticate(raw=raw) == researcher
+    assert token_authenticate(raw=raw).user == researcher
     assert ApiToken.objects.get(user=researcher).expires_at is not None
 
 

@@ -14,13 +14,19 @@ class Command(BaseCommand):
         parser.add_argument("username")
         parser.add_argument("--expires-days", type=int, default=None)
         parser.add_argument("--name", default="cli")
+        parser.add_argument(
+            "--scope",
+            default="workloads",
+            choices=["read", "workloads", "admin"],
+            help="what the token may do",
+        )
 
     def handle(self, *args, username: str, expires_days: int | None, name: str, **options):
         user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user called {username!r}.")
         try:
-            token, raw = token_create(user=user, name=name, expires_days=expires_days)
+            token, raw = token_create(user=user, name=name, expires_days=expires_days, scope=options["scope"])
         except DomainError as error:
             raise CommandError(error.message) from None
         expiry = f", expires {token.expires_at:%Y-%m-%d %H:%M} UTC" if token.expires_at else ", never expires"

@@ -1,0 +1,57 @@
+"""The API is strict about types and parameters, in the error shape: no string taken for a number,
+no number for a string, no silent default for a bad page, no empty filter read as 'any'."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(researcher):
+    client = APIClient()
+    client.force_authenticate(researcher)
+    return client
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": 123}, "name"),
+        ({"replicas": "2"}, "replicas"),
+        ({"replicas": True}, "replicas"),
+        ({"gpu": {"type": "h100-80gb", "count": "1"}}, "gpu.count"),
+        ({"gpu": {"type": 7}}, "gpu.type"),
+    ],
+)
+def test_a_json_body_of_the_wrong_types_is_refused(api, fleet, team, body, field):
+    request = {"team": "vision", "name": "box", "gpu": {"type": "h100-80gb", "count": 1}, **body}
+    path = "/api/v1/deployments" if "replicas" in body else "/api/v1/sandboxes"
+    if path.endswith("deployments"):
+        request["model"] = "llama-3.1-8b-instruct"
+    answer = api.post(path, request, format="json")
+    assert answer.status_code == 400, answer.content
+    assert field in answer.json()["error"]["fields"], answer.json()
+
+
+@pytest.mark.parametrize(
+    "query", ["page=x", "page=0", "page_size=0", "page_size=501", "page_size=-1", "page=1.5"]
+)
+def test_bad_paging_is_refused(api, query):
+    answer = api.get(f"/api/v1/sandboxes?{query}")
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid", query
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/sandboxes?state=", "/api/v1/approvals?state=", "/api/v1/deployments?team="]
+)
+def test_an_empty_filter_is_refused_on_every_list(api, path):
+    answer = api.get(path)
+    assert answer.status_code == 400 and answer.json()["error"]["fields"], path
+
+
+def test_good_paging_and_filters_still_work(api):
+    assert api.get("/api/v1/sandboxes?page=1&page_size=10&state=running").status_code == 200
+    assert api.get("/api/v1/approvals?state=pending").status_code == 200
