@@ -69,8 +69,11 @@
     if (!points.length || typeof uPlot === "undefined") return;
     const empty = element.querySelector(".chart-empty");
     if (empty) empty.remove();
+    const times = points.map(function (p) { return Date.parse(p.at) / 1000; });
+    // the axis spans the data's own times (uPlot widens a single time far beyond it): a few hours at least
+    element.span = [times[0], times[times.length - 1] + 3600];
     const data = [
-      points.map(function (p) { return Date.parse(p.at) / 1000; }),
+      times,
       points.map(function (p) { return Number(p.total); }),
       points.map(function (p) { return Number(p.cost); }),
     ];
@@ -81,10 +84,14 @@
     element.chart = new uPlot({
       width: Math.max(320, element.clientWidth),
       height: 200,
-      scales: { x: { time: true }, usd: { range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; } } },
+      scales: {
+        // at least a few hours on the time axis: a workload's first hour is not a dot in a year
+        x: { time: true, range: function () { return [Math.min(element.span[0], element.span[1] - 4 * 3600), element.span[1]]; } },
+        usd: { range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; } },
+      },
       series: [
         {},
-        { label: "Total $", scale: "usd", stroke: "#2f5bd3", width: 2 },
+        { label: "Total $", scale: "usd", stroke: "#2f5bd3", width: 2, points: { show: true } },
         { label: "Per hour $", scale: "usd", stroke: "#a15c00", width: 1, paths: uPlot.paths.stepped({ align: 1 }) },
       ],
       axes: [{}, { scale: "usd", label: "$" }],
