@@ -16,6 +16,7 @@ app.conf.imports = (
     "workers.tasks.fleet",
     "workers.tasks.sandboxes",
     "workers.tasks.deployments",
+    "workers.tasks.spend",
 )
 app.set_default()
 
@@ -64,6 +65,10 @@ def _schedule() -> dict:
         },
         "budget-watch": {  # threshold alerts, and the stop policy of teams over budget
             "task": "workloads.budget_watch",
+            "schedule": 300.0,
+        },
+        "roll-up-spend": {  # closed hours and days into spend roll-ups; stale ones again
+            "task": "spend.rollup_due",
             "schedule": 300.0,
         },
         "delete-homes": {  # homes whose deletion failed (a volume still releasing) are tried again

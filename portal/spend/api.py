@@ -1,4 +1,4 @@
-"""Spend API view: metered spend grouped by user, team, GPU type or day."""
+"""Spend API view: metered spend grouped by user, team, GPU type, day or workload."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ class SpendView(generics.GenericAPIView):
             start=params["start"],
             end=params["end"],
             team=params.get("team"),
+            limit=params["limit"],
         )
         report = {
             "group_by": params["group_by"],

@@ -3,7 +3,9 @@ and storage holds (users' persistent homes).
 
 GPU: cost = share of a GPU x hours held x price per GPU-hour. Storage: cost = GB x hours held /
 730 x price per GB-month. In Decimal; sums are rounded to cents only at the end, so many short
-holds add up to the same figure as one long one.
+holds add up to the same figure as one long one. `portal.spend.cost` is the one definition;
+reports read roll-ups the workers keep and cost only the rest from the holds (see
+`portal.spend.services` for how and why).
 """
 
 from __future__ import annotations
@@ -11,72 +13,57 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from portal.accounts.models import Team, User
 from portal.accounts.selectors import lead_team_ids
-from portal.fleet.models import Allocation, GpuMinute, StorageHold
+from portal.fleet.models import Allocation, GpuMinute, GpuType, StorageHold
+from portal.spend.by_workload import workload_spend
+from portal.spend.cost import (
+    CENT,
+    HOURS_PER_MONTH,
+    SECONDS_PER_HOUR,
+    allocation_cost,
+    hold_cost,
+    hours_to_cents,
+    storage_cost,
+    to_cents,
+)
+from portal.spend.holds import STORAGE, Amount, without_jit
+from portal.spend.totals import Scope, spend_by
 
-CENT = Decimal("0.01")
-SECONDS_PER_HOUR = Decimal(3600)
-HOURS_PER_MONTH = Decimal(730)  # a GB-month, as cloud storage is billed
-STORAGE_KEY, STORAGE_LABEL = "storage", "Persistent storage (homes)"
-GROUPS = ("user", "team", "gpu_type", "day")
+__all__ = [
+    "CENT",
+    "GROUPS",
+    "HOURS_PER_MONTH",
+    "SECONDS_PER_HOUR",
+    "Budget",
+    "SpendRow",
+    "allocation_cost",
+    "hold_cost",
+    "hourly_rate",
+    "idle_gpu_hours_by_team",
+    "month_elapsed",
+    "month_start",
+    "spend_grouped",
+    "spend_teams",
+    "storage_cost",
+    "team_budgets",
+    "team_month_spend",
+    "teams_month_spend",
+    "to_cents",
+]
 
-
-def to_cents(amount: Decimal) -> Decimal:
-    return amount.quantize(CENT, rounding=ROUND_HALF_UP)
-
-
-def hold_cost(
-    *, price_per_hour: Decimal, numerator: int, denominator: int, start: datetime, end: datetime
-) -> Decimal:
-    """Unrounded cost of holding numerator/denominator of a GPU from start to end."""
-    if end <= start:
-        return Decimal(0)
-    seconds = Decimal((end - start).total_seconds())
-    return price_per_hour * Decimal(numerator) * seconds / (Decimal(denominator) * SECONDS_PER_HOUR)
-
-
-def _held(
-    hold: Allocation | StorageHold, now: datetime, start: datetime | None, end: datetime | None
-) -> tuple[datetime, datetime]:
-    """When a hold (GPU or storage) ran within the window [start, end) (or all of it)."""
-    held_from = hold.started_at if start is None else max(hold.started_at, start)
-    held_to = hold.ended_at or now
-    return held_from, held_to if end is None else min(held_to, end)
-
-
-def allocation_cost(
-    allocation: Allocation, *, now: datetime, start: datetime | None = None, end: datetime | None = None
-) -> Decimal:
-    """Unrounded cost of one allocation, optionally clipped to the window [start, end)."""
-    held_from, held_to = _held(allocation, now, start, end)
-    return hold_cost(
-        price_per_hour=allocation.price_per_hour,
-        numerator=allocation.share_numerator,
-        denominator=allocation.share_denominator,
-        start=held_from,
-        end=held_to,
-    )
-
-
-def storage_cost(
-    hold: StorageHold, *, now: datetime, start: datetime | None = None, end: datetime | None = None
-) -> Decimal:
-    """Unrounded cost of one storage hold, clipped likewise: size_gb/730 of the GB-month price an hour."""
-    held_from, held_to = _held(hold, now, start, end)
-    return hold_cost(
-        price_per_hour=hold.price_per_gb_month,
-        numerator=hold.size_gb,
-        denominator=int(HOURS_PER_MONTH),
-        start=held_from,
-        end=held_to,
-    )
+STORAGE_KEY, STORAGE_LABEL = STORAGE, "Persistent storage (homes)"
+OTHERS_KEY, OTHERS_LABEL = "others", "Everything else"
+GROUPS = ("user", "team", "gpu_type", "day", "workload")
+WORKLOAD_LIMIT = 100  # workloads named in the workload report; the rest share one row
+# A month-to-date figure counts a hold ended in the future up to that end, as it always has.
+FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def storage_holds_visible_to(user: User) -> QuerySet[StorageHold]:
@@ -107,6 +94,14 @@ def allocations_visible_to(user: User) -> QuerySet[Allocation]:
     return allocations.filter(Q(user=user) | Q(team_id__in=lead_team_ids(user)))
 
 
+def spend_scope(user: User, team: Team | None = None) -> Scope:
+    """Whose spend `user` sees (own, the teams they lead, or all for admins), within `team` if given."""
+    team_id = team.pk if team is not None else None
+    if user.is_platform_admin:
+        return Scope(team_id=team_id)
+    return Scope(team_ids=frozenset(lead_team_ids(user)), user_id=user.pk, team_id=team_id)
+
+
 @dataclass(frozen=True)
 class SpendRow:
     key: str
@@ -116,15 +111,150 @@ class SpendRow:
     idle_cost: Decimal = Decimal(0)  # the part of `cost` paid for GPU minutes the agents read idle
 
 
-def _days(start: datetime, end: datetime) -> Iterable[tuple[date, datetime, datetime]]:
-    day = start.date()
-    while True:
-        day_start = datetime.combine(day, time.min, tzinfo=start.tzinfo)
-        day_end = day_start + timedelta(days=1)
-        if day_start >= end:
-            return
-        yield day, max(day_start, start), min(day_end, end)
-        day += timedelta(days=1)
+def _row(key: str, label: str, amount: Amount) -> SpendRow:
+    return SpendRow(
+        key=key,
+        label=label,
+        cost=to_cents(amount.cost),
+        gpu_hours=hours_to_cents(amount.gpu_hours),
+        idle_cost=to_cents(amount.idle_cost),
+    )
+
+
+def _labels(group_by: str, ids: set) -> dict:
+    """key and label of each id a report names."""
+    if group_by == "team":
+        return {
+            pk: (slug, name)
+            for pk, slug, name in Team.objects.filter(pk__in=ids).values_list("pk", "slug", "name")
+        }
+    if group_by == "user":
+        users = User.objects.filter(pk__in=ids).values_list("pk", "username", "first_name", "last_name")
+        return {pk: (username, f"{first} {last}".strip() or username) for pk, username, first, last in users}
+    if group_by == "gpu_type":
+        types = GpuType.objects.filter(pk__in=ids - {STORAGE})
+        found = {pk: (slug, name) for pk, slug, name in types.values_list("pk", "slug", "name")}
+        return {**found, STORAGE: (STORAGE_KEY, STORAGE_LABEL)}
+    workloads = Allocation.workload.field.related_model.objects.filter(pk__in=ids)  # no import upwards
+    return {pk: (str(pk), f"{kind} {name}") for pk, name, kind in workloads.values_list("pk", "name", "kind")}
+
+
+def spend_grouped(
+    *,
+    user: User,
+    group_by: str,
+    start: datetime,
+    end: datetime,
+    team: Team | None = None,
+    now: datetime | None = None,
+    limit: int = WORKLOAD_LIMIT,
+) -> list[SpendRow]:
+    """Spend within [start, end) grouped by user, team, GPU type, day or workload, largest first
+    (days in order); storage counts with its user, team and day, and as its own row among GPU
+    types and workloads. By workload: the `limit` workloads that cost most, then storage, then
+    one row for everything else (other workloads and holds of no workload), when it comes to a cent
+    or a hundredth of a GPU-hour. Keys with nothing held in the range have no row."""
+    if group_by not in GROUPS:
+        raise ValueError(group_by)
+    with without_jit():
+        return _grouped(
+            scope=spend_scope(user, team),
+            group_by=group_by,
+            start=start,
+            end=end,
+            now=now or timezone.now(),
+            limit=limit,
+        )
+
+
+def _grouped(
+    *, scope: Scope, group_by: str, start: datetime, end: datetime, now: datetime, limit: int
+) -> list[SpendRow]:
+    if group_by == "workload":
+        top, others, storage = workload_spend(start=start, end=end, now=now, scope=scope, limit=limit)
+        labels = _labels("workload", {w for w, _ in top})
+        rows = [_row(*labels.get(w, (str(w), f"workload #{w}")), amount) for w, amount in top]
+        if storage:
+            rows.append(_row(STORAGE_KEY, STORAGE_LABEL, storage))
+        rest = _row(OTHERS_KEY, OTHERS_LABEL, others)
+        if rest.cost or rest.gpu_hours or rest.idle_cost:  # a cent or a hundredth of a GPU-hour
+            rows.append(rest)
+        return rows
+    if group_by == "day":
+        found = spend_by(keys=(), start=start, end=end, now=now, scope=scope, by_day=True)
+        rows = [_row(day.isoformat(), day.isoformat(), amount) for (day,), amount in found.items()]
+        return sorted(rows, key=lambda r: r.key)
+    keys = {"user": ("user",), "team": ("team",), "gpu_type": ("kind",)}[group_by]
+    found = spend_by(keys=keys, start=start, end=end, now=now, scope=scope)
+    labels = _labels(group_by, {key for (key,) in found})
+    rows = [_row(*labels[key], amount) for (key,), amount in found.items()]
+    return sorted(rows, key=lambda r: (-r.cost, r.key))
+
+
+def month_start(now: datetime) -> datetime:
+    """The first of `now`'s month, 00:00 (UTC): where a month's spend and budget begin."""
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def month_elapsed(now: datetime) -> Decimal:
+    """How much of `now`'s month has passed, 0 to 1."""
+    start = month_start(now)
+    end = (start + timedelta(days=32)).replace(day=1)
+    return Decimal((now - start).total_seconds()) / Decimal((end - start).total_seconds())
+
+
+def team_month_spend(*, team: Team, now: datetime | None = None) -> Decimal:
+    """What the team has spent since the first of this month (UTC), GPU and storage, in cents:
+    the month's rolled days and hours, and the holds for the rest (a handful of queries)."""
+    now = now or timezone.now()
+    found = spend_by(
+        keys=(), start=month_start(now), end=FOREVER, now=now, scope=Scope(team_id=team.pk), idle=False
+    )
+    return to_cents(found.get((), Amount()).cost)
+
+
+def teams_month_spend(*, now: datetime | None = None) -> dict[int, Decimal]:
+    """What every team has spent since the first of this month (UTC), GPU and storage, by team
+    id (cents; teams without spend absent): `team_month_spend` for all teams at once."""
+    now = now or timezone.now()
+    with without_jit():
+        found = spend_by(
+            keys=("team",), start=month_start(now), end=FOREVER, now=now, scope=Scope(), idle=False
+        )
+    return {team_id: to_cents(amount.cost) for (team_id,), amount in found.items()}
+
+
+def spend_teams(user: User) -> list[Team]:
+    """Teams whose spend the user sees as a whole: all for admins, the ones they lead otherwise."""
+    teams = Team.objects.order_by("slug")
+    if user.is_platform_admin:
+        return list(teams)
+    return list(teams.filter(pk__in=lead_team_ids(user)))
+
+
+@dataclass(frozen=True)
+class Budget:
+    team: Team
+    budget: Decimal
+    used: Decimal
+
+    @property
+    def left(self) -> Decimal:
+        return self.budget - self.used
+
+    @property
+    def used_percent(self) -> int:
+        if self.budget <= 0:
+            return 100
+        return min(100, int(self.used * 100 / self.budget))
+
+
+def team_budgets(teams: list[Team]) -> list[Budget]:
+    """This month's budget, used and left, per team."""
+    if len(teams) > 1:
+        used = teams_month_spend()
+        return [Budget(team=t, budget=t.monthly_budget, used=used.get(t.pk, Decimal("0.00"))) for t in teams]
+    return [Budget(team=team, budget=team.monthly_budget, used=team_month_spend(team=team)) for team in teams]
 
 
 def _idle_minutes(holds: list[Allocation], *, start: datetime, end: datetime) -> dict[int, list[datetime]]:
@@ -154,160 +284,6 @@ def _idle_minutes(holds: list[Allocation], *, start: datetime, end: datetime) ->
             if hold.started_at <= minute < held_to and utilization < thresholds[hold.team_id]
         ]
     return found
-
-
-def _holds_in(
-    *, user: User, team: Team | None, start: datetime, end: datetime
-) -> Iterable[tuple[Allocation | StorageHold, tuple[str, str]]]:
-    """Every GPU and storage hold the user may see that ran within [start, end), with the key
-    and label of its kind (its GPU type, or storage)."""
-    for holds in (allocations_visible_to(user), storage_holds_visible_to(user)):
-        holds = holds.filter(started_at__lt=end).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
-        if team is not None:
-            holds = holds.filter(team=team)
-        for hold in holds:
-            if isinstance(hold, Allocation):
-                yield hold, (hold.gpu_type.slug, hold.gpu_type.name)
-            else:
-                yield hold, (STORAGE_KEY, STORAGE_LABEL)
-
-
-def spend_grouped(
-    *,
-    user: User,
-    group_by: str,
-    start: datetime,
-    end: datetime,
-    team: Team | None = None,
-    now: datetime | None = None,
-) -> list[SpendRow]:
-    """Spend within [start, end) grouped by user, team, GPU type or day, largest first (days in
-    order); storage counts with its user, team and day, and as its own row among GPU types."""
-    if group_by not in GROUPS:
-        raise ValueError(group_by)
-    now = now or timezone.now()
-    cost: dict[str, Decimal] = defaultdict(Decimal)
-    hours: dict[str, Decimal] = defaultdict(Decimal)
-    idle: dict[str, Decimal] = defaultdict(Decimal)
-    labels: dict[str, str] = {}
-    holds = list(_holds_in(user=user, team=team, start=start, end=end))
-    idle_minutes = _idle_minutes([h for h, _ in holds if isinstance(h, Allocation)], start=start, end=end)
-    for hold, kind in holds:
-        if group_by == "day":
-            days = _days(*_held(hold, now, start, end))
-            windows = [
-                (day.isoformat(), day.isoformat(), day_start, day_end) for day, day_start, day_end in days
-            ]
-        elif group_by == "user":
-            windows = [(hold.user.username, hold.user.get_full_name() or hold.user.username, start, end)]
-        elif group_by == "team":
-            windows = [(hold.team.slug, hold.team.name, start, end)]
-        else:
-            windows = [(*kind, start, end)]
-        for key, label, window_start, window_end in windows:
-            labels[key] = label
-            if isinstance(hold, Allocation):
-                cost[key] += allocation_cost(hold, now=now, start=window_start, end=window_end)
-                hours[key] += _gpu_hours(hold, window_start, window_end, now)
-                minutes = sum(1 for m in idle_minutes.get(hold.pk, ()) if window_start <= m < window_end)
-                idle[key] += (
-                    hold.price_per_hour * hold.share_numerator * minutes / (hold.share_denominator * 60)
-                )
-            else:
-                cost[key] += storage_cost(hold, now=now, start=window_start, end=window_end)
-    rows = [
-        SpendRow(
-            key=key,
-            label=labels[key],
-            cost=to_cents(cost[key]),
-            gpu_hours=hours[key].quantize(CENT),
-            idle_cost=to_cents(idle[key]),
-        )
-        for key in cost
-    ]
-    if group_by == "day":
-        return sorted(rows, key=lambda r: r.key)
-    return sorted(rows, key=lambda r: (-r.cost, r.key))
-
-
-def _gpu_hours(allocation: Allocation, start: datetime, end: datetime, now: datetime) -> Decimal:
-    held_from = max(allocation.started_at, start)
-    held_to = min(allocation.ended_at or now, end)
-    if held_to <= held_from:
-        return Decimal(0)
-    seconds = Decimal((held_to - held_from).total_seconds())
-    return seconds * allocation.share_numerator / (allocation.share_denominator * SECONDS_PER_HOUR)
-
-
-def team_month_spend(*, team: Team, now: datetime | None = None) -> Decimal:
-    """What the team has spent since the first of this month (UTC), in cents."""
-    now = now or timezone.now()
-    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    total = Decimal(0)
-    for allocation in Allocation.objects.filter(team=team).filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gt=month_start)
-    ):
-        total += allocation_cost(allocation, now=now, start=month_start)
-    for hold in StorageHold.objects.filter(team=team).filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gt=month_start)
-    ):
-        total += storage_cost(hold, now=now, start=month_start)
-    return to_cents(total)
-
-
-def spend_teams(user: User) -> list[Team]:
-    """Teams whose spend the user sees as a whole: all for admins, the ones they lead otherwise."""
-    teams = Team.objects.order_by("slug")
-    if user.is_platform_admin:
-        return list(teams)
-    return list(teams.filter(pk__in=lead_team_ids(user)))
-
-
-@dataclass(frozen=True)
-class Budget:
-    team: Team
-    budget: Decimal
-    used: Decimal
-
-    @property
-    def left(self) -> Decimal:
-        return self.budget - self.used
-
-    @property
-    def used_percent(self) -> int:
-        if self.budget <= 0:
-            return 100
-        return min(100, int(self.used * 100 / self.budget))
-
-
-def team_budgets(teams: list[Team]) -> list[Budget]:
-    """This month's budget, used and left, per team (one query per team)."""
-    return [Budget(team=team, budget=team.monthly_budget, used=team_month_spend(team=team)) for team in teams]
-
-
-def month_start(now: datetime) -> datetime:
-    """The first of `now`'s month, 00:00 (UTC): where a month's spend and budget begin."""
-    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
-def month_elapsed(now: datetime) -> Decimal:
-    """How much of `now`'s month has passed, 0 to 1."""
-    start = month_start(now)
-    end = (start + timedelta(days=32)).replace(day=1)
-    return Decimal((now - start).total_seconds()) / Decimal((end - start).total_seconds())
-
-
-def teams_month_spend(*, now: datetime | None = None) -> dict[int, Decimal]:
-    """What every team has spent since the first of this month (UTC), GPU and storage, by team
-    id (cents; teams without spend absent): `team_month_spend` for all teams in two queries."""
-    now = now or timezone.now()
-    start = month_start(now)
-    total: dict[int, Decimal] = defaultdict(Decimal)
-    for allocation in Allocation.objects.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start)):
-        total[allocation.team_id] += allocation_cost(allocation, now=now, start=start)
-    for hold in StorageHold.objects.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start)):
-        total[hold.team_id] += storage_cost(hold, now=now, start=start)
-    return {team_id: to_cents(amount) for team_id, amount in total.items()}
 
 
 def idle_gpu_hours_by_team(*, start: datetime, end: datetime) -> dict[str, Decimal]:

@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from portal.accounts.models import Team
 from portal.spend.forms import FIRST_DAY, LAST_DAY
-from portal.spend.selectors import GROUPS
+from portal.spend.selectors import GROUPS, WORKLOAD_LIMIT
 
 
 def month_start(now: datetime) -> datetime:
@@ -26,12 +26,19 @@ def within_report_range(value: datetime) -> datetime:
 
 class SpendQuerySerializer(serializers.Serializer):
     """`group_by` (default team), `start` (default the first of this month, UTC), `end` (default
-    now), `team` (a slug: only that team's spend)."""
+    now), `team` (a slug: only that team's spend), `limit` (by workload: how many to name)."""
 
     group_by = serializers.ChoiceField(choices=GROUPS, default="team")
     start = serializers.DateTimeField(required=False, help_text="ISO 8601; inclusive.")
     end = serializers.DateTimeField(required=False, help_text="ISO 8601; exclusive.")
     team = serializers.CharField(required=False, max_length=50)
+    limit = serializers.IntegerField(
+        min_value=1,
+        max_value=1000,
+        default=WORKLOAD_LIMIT,
+        help_text="By workload: the workloads that cost most, this many; the rest share one row, "
+        "`others`, and storage has its own, `storage`.",
+    )
 
     def validate_team(self, slug: str) -> Team:
         user = self.context["request"].user
@@ -59,7 +66,9 @@ class SpendQuerySerializer(serializers.Serializer):
 
 
 class SpendRowSerializer(serializers.Serializer):
-    key = serializers.CharField(help_text="Username, team slug, GPU type slug or ISO date.")
+    key = serializers.CharField(
+        help_text="Username, team slug, GPU type slug, ISO date or workload id (`storage`, `others`)."
+    )
     label = serializers.CharField()
     cost = serializers.DecimalField(max_digits=14, decimal_places=2)
     gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=2)

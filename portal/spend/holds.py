@@ -1,0 +1,408 @@
+"""Spend of the holds within one stretch of time, summed in SQL.
+
+Cost is linear in the time held, so the database may add up price x share numerator x seconds
+held (and share numerator x seconds, and price x share numerator x idle minutes) over many holds,
+exactly, per key and share denominator; `cost.per_share_hour` then divides each sum once, as
+`cost.cost_of` does for a single hold. No hold is read into Python. The roll-ups are made by these
+functions and a report uses them for whatever is not rolled up: one way to cost a hold.
+
+PostgreSQL: one statement for GPU and storage holds, in exact numeric (`_pg_spend`); a GiST index
+over each allocation's span (migration 0001 of this app) finds the holds that overlap a stretch,
+an hour of last year as cheaply as the last hour. Elsewhere (SQLite, where prices are REAL) the
+ORM sums the exact time held per price and share and Python multiplies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db import connection
+from django.db.models import (
+    BooleanField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Func,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Coalesce, Greatest, Least
+
+from portal.fleet.models import Allocation, GpuMinute, StorageHold
+from portal.spend.cost import HOURS_PER_MONTH, ZERO, held_seconds, per_share_hour
+
+STORAGE_DENOMINATOR = int(HOURS_PER_MONTH)
+
+STORAGE = "storage"  # the kind of a storage hold, beside GPU type ids
+KEY_FIELDS = {"team": "team_id", "user": "user_id", "kind": "gpu_type_id", "workload": "workload_id"}
+ALLOCATION_SPAN_SQL = (
+    "tstzrange(fleet_allocation.started_at, GREATEST(fleet_allocation.started_at, "
+    "COALESCE(fleet_allocation.ended_at, 'infinity'::timestamptz)), '[)')"
+)
+
+
+@contextmanager
+def without_jit() -> Iterator[None]:
+    """PostgreSQL: no JIT compilation for the block's queries. A report's sums over a few thousand
+    roll-up rows cross jit_above_cost, and compiling them costs more (40 ms and up) than running
+    them; the session's setting is put back after."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('jit'), set_config('jit', 'off', false)")
+        (before, _) = cursor.fetchone()
+    try:
+        yield
+    finally:
+        if before != "off":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('jit', %s, false)", [before])
+
+
+@dataclass(frozen=True)
+class HoldScope:
+    """Whose holds a figure counts: every team's (`team_ids` None) or those of `team_ids`, and
+    besides the holds of `user_id`; only `team_id`'s, if given."""
+
+    team_ids: frozenset[int] | None = None
+    user_id: int | None = None
+    team_id: int | None = None
+
+    def holds_q(self) -> Q | None:
+        """The holds in scope, as a filter on holds (or roll-up rows of a level with users)."""
+        q = None
+        if self.team_ids is not None:
+            q = Q(team_id__in=self.team_ids)
+            if self.user_id is not None:
+                q |= Q(user_id=self.user_id)
+        if self.team_id is not None:
+            q = Q(team_id=self.team_id) if q is None else q & Q(team_id=self.team_id)
+        return q
+
+    def holds_sql(self, alias: str) -> tuple[str, dict]:
+        """The same filter in SQL (PostgreSQL) over the holds table named `alias`."""
+        sql, params = "", {}
+        if self.team_ids is not None:
+            params["scope_teams"] = sorted(self.team_ids)
+            own = f" OR {alias}.user_id = %(scope_user)s" if self.user_id is not None else ""
+            params["scope_user"] = self.user_id
+            sql += f" AND ({alias}.team_id = ANY(%(scope_teams)s){own})"
+        if self.team_id is not None:
+            params["scope_team"] = self.team_id
+            sql += f" AND {alias}.team_id = %(scope_team)s"
+        return sql, params
+
+
+@dataclass
+class Amount:
+    """Unrounded spend: cost, GPU-hours and the idle part of the cost."""
+
+    cost: Decimal = ZERO
+    gpu_hours: Decimal = ZERO
+    idle_cost: Decimal = ZERO
+
+    def add(self, other: Amount) -> None:
+        self.cost += other.cost
+        self.gpu_hours += other.gpu_hours
+        self.idle_cost += other.idle_cost
+
+    def minus(self, other: Amount) -> Amount:
+        return Amount(
+            cost=self.cost - other.cost,
+            gpu_hours=self.gpu_hours - other.gpu_hours,
+            idle_cost=self.idle_cost - other.idle_cost,
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.cost or self.gpu_hours or self.idle_cost)
+
+
+def workload_expiry() -> Subquery:
+    """SQL, over an allocation, for its workload's expiry: a scalar subquery (an index lookup per
+    hold, never a join the planner might hash over every workload)."""
+    workloads = Allocation.workload.field.related_model.objects  # no import upwards (layers)
+    return Subquery(workloads.filter(pk=OuterRef("workload_id")).values("expires_at")[:1])
+
+
+def allocation_billed_until(now: datetime):
+    """SQL for `cost.billed_until` of an allocation: its end, else now or its workload's expiry."""
+    return Coalesce(F("ended_at"), Least(Value(now), Coalesce(workload_expiry(), Value(now))))
+
+
+def overlapping_allocations(*, start: datetime, end: datetime, scope: Q | None = None):
+    """Allocations whose span [started_at, ended_at or forever) overlaps [start, end)."""
+    holds = Allocation.objects.filter(started_at__lt=end).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=start)
+    )
+    if connection.vendor == "postgresql":  # the same test, in the form the GiST index answers
+        holds = holds.filter(
+            RawSQL(  # noqa: S611 (constant SQL, the times are bound parameters)
+                f"{ALLOCATION_SPAN_SQL} && tstzrange(%s, %s, '[)')", (start, end), output_field=BooleanField()
+            )
+        )
+    if scope is not None:
+        holds = holds.filter(scope)
+    return holds.order_by()
+
+
+def _billed_allocations(*, start: datetime, end: datetime, now: datetime, scope: Q | None):
+    """Allocations that cost something within [start, end), with the stretch they cost."""
+    return (
+        overlapping_allocations(start=start, end=end, scope=scope)
+        .alias(
+            held_from=Greatest(F("started_at"), Value(start)),
+            held_to=Least(allocation_billed_until(now), Value(end)),
+        )
+        .filter(held_to__gt=F("held_from"))
+    )
+
+
+def _idle_minutes(start: datetime, end: datetime) -> Subquery:
+    """Per hold: the minutes of [start, end) it held whose device the agents read under its team's
+    idle threshold (minutes without a figure do not count). Its end is its `ended_at`, else its
+    workload's expiry (no reading lies in the future, so `now` needs no clip)."""
+    minutes = (
+        GpuMinute.objects.filter(
+            gpu_id=OuterRef("gpu_id"),
+            minute__gte=OuterRef("idle_from"),
+            minute__lt=OuterRef("idle_to"),
+            utilization_samples__gt=0,
+        )
+        .annotate(
+            utilization=ExpressionWrapper(
+                F("utilization_sum") / F("utilization_samples"), output_field=FloatField()
+            ),
+            device_start=Coalesce(F("mig_start"), Value(-1)),
+        )
+        .filter(
+            utilization__lt=OuterRef("team__idle_threshold_percent"), device_start=OuterRef("slice_start")
+        )
+        .order_by()
+        .annotate(count=Func(F("pk"), function="COUNT"))
+        .values("count")
+    )
+    return Subquery(minutes)
+
+
+class _Sums:
+    """Per key and share denominator: price x numerator x seconds held, numerator x seconds held,
+    and price x numerator x idle seconds, added up exactly; `amounts` divides each once."""
+
+    def __init__(self) -> None:
+        self.found: dict[tuple, list] = {}
+
+    def add(self, key: tuple, denominator: int, price_seconds, share_seconds, idle_seconds) -> None:
+        sums = self.found.get((key, denominator))
+        if sums is None:
+            self.found[(key, denominator)] = [price_seconds, share_seconds, idle_seconds]
+        else:
+            sums[0] += price_seconds
+            sums[1] += share_seconds
+            sums[2] += idle_seconds
+
+    def amounts(self) -> Iterator[tuple[tuple, Amount]]:
+        for (key, denominator), (price_seconds, share_seconds, idle_seconds) in self.found.items():
+            yield (
+                key,
+                Amount(
+                    cost=per_share_hour(price_seconds, denominator),
+                    gpu_hours=per_share_hour(share_seconds, denominator),
+                    idle_cost=per_share_hour(idle_seconds, denominator),
+                ),
+            )
+
+
+def allocation_sums(
+    *,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    keys: Sequence[str],
+    scope: Q | None = None,
+    idle: bool = True,
+) -> Iterator[tuple[tuple, Amount]]:
+    """GPU spend within [start, end) by `keys` (of KEY_FIELDS), one item per key and share
+    denominator, through the ORM (SQLite; PostgreSQL has `_pg_spend`): the database sums the time
+    held per price and share (SQLite keeps prices as REAL, so it must not multiply them)."""
+    fields = [KEY_FIELDS[key] for key in keys]
+    holds = _billed_allocations(start=start, end=end, now=now, scope=scope)
+    held = ExpressionWrapper(F("held_to") - F("held_from"), output_field=DurationField())
+    if idle:
+        holds = holds.alias(
+            idle_from=Greatest(F("started_at"), Value(start)),
+            idle_to=Least(Coalesce(F("ended_at"), workload_expiry(), Value(end)), Value(end)),
+            slice_start=Coalesce(F("mig_slice__start"), Value(-1)),
+        )
+    sums = _Sums()
+    totals = {"held": Sum(held)}
+    if idle:
+        totals["idle"] = Sum(_idle_minutes(start, end))
+    for row in holds.values(*fields, "price_per_hour", "share_numerator", "share_denominator").annotate(
+        **totals
+    ):
+        price, numerator = row["price_per_hour"], row["share_numerator"]
+        seconds = held_seconds(row["held"] or timedelta(0))
+        sums.add(
+            tuple(row[f] for f in fields),
+            row["share_denominator"],
+            price * numerator * seconds,
+            numerator * seconds,
+            price * numerator * 60 * int(row.get("idle") or 0),
+        )
+    return sums.amounts()
+
+
+def storage_sums(
+    *, start: datetime, end: datetime, now: datetime, keys: Sequence[str], scope: Q | None = None
+) -> Iterator[tuple[tuple, Amount]]:
+    """Storage spend within [start, end) by `keys`, as `allocation_sums` (kind: STORAGE; workload: none)."""
+    holds = StorageHold.objects.filter(started_at__lt=end).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=start)
+    )
+    if scope is not None:
+        holds = holds.filter(scope)
+    holds = (
+        holds.alias(
+            held_from=Greatest(F("started_at"), Value(start)),
+            held_to=Least(Coalesce(F("ended_at"), Value(now)), Value(end)),
+        )
+        .filter(held_to__gt=F("held_from"))
+        .order_by()
+    )
+    fields = [KEY_FIELDS[key] for key in keys if key in ("team", "user")]
+    held = ExpressionWrapper(F("held_to") - F("held_from"), output_field=DurationField())
+    const = {"kind": STORAGE, "workload": None}
+
+    def key_of(row) -> tuple:
+        return tuple(const[k] if k in const else row[KEY_FIELDS[k]] for k in keys)
+
+    sums = _Sums()
+    for row in holds.values(*fields, "price_per_gb_month", "size_gb").annotate(held=Sum(held)):
+        seconds = held_seconds(row["held"] or timedelta(0))
+        sums.add(
+            key_of(row), STORAGE_DENOMINATOR, row["price_per_gb_month"] * row["size_gb"] * seconds, ZERO, ZERO
+        )
+    return sums.amounts()
+
+
+_PG_ALLOCATIONS = """
+SELECT 'a', {keys} x.share_denominator,
+       SUM(x.price_per_hour * x.share_numerator * EXTRACT(EPOCH FROM x.held_to - x.held_from)),
+       SUM(x.share_numerator * EXTRACT(EPOCH FROM x.held_to - x.held_from)),
+       {idle}
+FROM (
+  SELECT y.*, GREATEST(y.started_at, %(start)s) AS held_from,
+         LEAST(COALESCE(y.ended_at, LEAST(%(now)s, COALESCE(y.expires_at, %(now)s))), %(end)s) AS held_to,
+         LEAST(COALESCE(y.ended_at, y.expires_at, %(end)s), %(end)s) AS idle_to
+  FROM (
+    SELECT a.team_id, a.user_id, a.gpu_type_id, a.workload_id, a.gpu_id, a.mig_slice_id, a.team_id AS holder,
+           a.share_numerator, a.share_denominator, a.price_per_hour, a.started_at, a.ended_at,
+           (SELECT w.expires_at FROM workloads_workload w WHERE w.id = a.workload_id) AS expires_at
+    FROM fleet_allocation a
+    WHERE a.started_at < %(end)s AND (a.ended_at IS NULL OR a.ended_at > %(start)s)
+      AND {span} && tstzrange(%(start)s, %(end)s, '[)') {scope}
+  ) y
+) x
+WHERE x.held_to > x.held_from
+GROUP BY {group} x.share_denominator
+"""
+_PG_IDLE = """SUM(x.price_per_hour * x.share_numerator * (
+  SELECT COUNT(*) FROM fleet_gpuminute m
+  WHERE m.gpu_id = x.gpu_id AND m.minute >= x.held_from AND m.minute < x.idle_to AND m.utilization_samples > 0
+    AND m.utilization_sum / m.utilization_samples
+        < (SELECT t.idle_threshold_percent FROM accounts_team t WHERE t.id = x.holder)
+    AND COALESCE(m.mig_start, -1) = COALESCE((SELECT s.start FROM fleet_migslice s WHERE s.id = x.mig_slice_id), -1)
+))"""
+_PG_STORAGE = """
+SELECT 's', {keys} {denominator},
+       SUM(h.price_per_gb_month * h.size_gb * EXTRACT(EPOCH FROM
+           LEAST(COALESCE(h.ended_at, %(now)s), %(end)s) - GREATEST(h.started_at, %(start)s))), 0, 0
+FROM fleet_storagehold h
+WHERE h.started_at < %(end)s AND (h.ended_at IS NULL OR h.ended_at > %(start)s)
+  AND LEAST(COALESCE(h.ended_at, %(now)s), %(end)s) > GREATEST(h.started_at, %(start)s) {scope}
+{group}
+"""
+
+
+def _pg_spend(
+    *,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    keys: Sequence[str],
+    scope: HoldScope | None,
+    idle: bool,
+    storage: bool,
+) -> Iterator[tuple[tuple, Amount]]:
+    """`spend_by_key` on PostgreSQL: GPU and storage holds in one statement, in exact numeric."""
+    scope = scope or HoldScope()
+    allocation_scope, params = scope.holds_sql("a")
+    columns = {"team": "x.team_id", "user": "x.user_id", "kind": "x.gpu_type_id", "workload": "x.workload_id"}
+    alloc_keys = "".join(f"{columns[k]}, " for k in keys)
+    sql = _PG_ALLOCATIONS.format(
+        keys=alloc_keys, group=alloc_keys, span=ALLOCATION_SPAN_SQL.replace("fleet_allocation.", "a."),
+        scope=allocation_scope, idle=_PG_IDLE if idle else "0",
+    )  # fmt: skip
+    if storage:
+        storage_scope, more = scope.holds_sql("h")
+        params.update(more)
+        stored = {"team": "h.team_id", "user": "h.user_id"}
+        storage_keys = "".join(f"{stored.get(k, 'NULL::bigint')}, " for k in keys)
+        grouped = [stored[k] for k in keys if k in stored]
+        sql += " UNION ALL " + _PG_STORAGE.format(
+            keys=storage_keys,
+            denominator=STORAGE_DENOMINATOR,
+            scope=storage_scope,
+            group=f"GROUP BY {', '.join(grouped)}" if grouped else "",
+        )
+    params.update(start=start, end=end, now=now)
+    sums = _Sums()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for part, *row in cursor.fetchall():
+            key, (denominator, price_seconds, share_seconds, idle_minutes) = (
+                tuple(row[: len(keys)]),
+                row[len(keys) :],
+            )
+            if price_seconds is None:  # storage summed over no hold
+                continue
+            if part == "s":
+                key = tuple(STORAGE if k == "kind" else value for k, value in zip(keys, key, strict=True))
+            sums.add(key, denominator, price_seconds, share_seconds, Decimal(idle_minutes or 0) * 60)
+    return sums.amounts()
+
+
+def spend_by_key(
+    *,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    keys: Sequence[str],
+    scope: HoldScope | None = None,
+    idle: bool = True,
+    storage: bool = True,
+) -> dict[tuple, Amount]:
+    """GPU and storage spend within [start, end) by `keys`, unrounded: one statement on
+    PostgreSQL, two queries elsewhere."""
+    found: dict[tuple, Amount] = {}
+    if connection.vendor == "postgresql":
+        parts = [_pg_spend(start=start, end=end, now=now, keys=keys, scope=scope, idle=idle, storage=storage)]
+    else:
+        q = scope.holds_q() if scope is not None else None
+        parts = [allocation_sums(start=start, end=end, now=now, keys=keys, scope=q, idle=idle)]
+        if storage:
+            parts.append(storage_sums(start=start, end=end, now=now, keys=keys, scope=q))
+    for part in parts:
+        for key, amount in part:
+            found.setdefault(key, Amount()).add(amount)
+    return found

@@ -1,0 +1,161 @@
+"""Spend roll-ups: what the holds cost, summed per period of closed time, kept by the workers so
+that a report reads a few hundred rows instead of every hold. `portal.spend.rollup` says how they
+are made and kept true; nothing here is typed in, everything is derived from the holds."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+AMOUNT = {"max_digits": 30, "decimal_places": 18, "default": 0}
+
+
+def _ref(model: str, **kwargs: object) -> models.ForeignKey:
+    """A reference that never blocks a delete or a load: roll-ups are derived, and rebuilt. Not
+    indexed alone: each model names the indexes its reads use."""
+    return models.ForeignKey(
+        model, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+", **kwargs
+    )
+
+
+class Span(models.TextChoices):
+    """A UTC day, or a block of 2**k days aligned on a multiple of its length since 1970-01-01."""
+
+    DAY = "day"
+    DAYS_2 = "2d"
+    DAYS_4 = "4d"
+    DAYS_8 = "8d"
+    DAYS_16 = "16d"
+    DAYS_32 = "32d"
+    DAYS_64 = "64d"
+    DAYS_128 = "128d"
+    DAYS_256 = "256d"
+
+
+class Level(models.IntegerChoices):
+    """How finely a roll-up row splits its period's spend; coarse levels answer wide reports in
+    few rows, the fine one answers a researcher's own figures and the workload report."""
+
+    TEAM = 1, "team"
+    TEAM_KIND = 2, "team and GPU type (or storage)"
+    USER = 3, "team and user"
+    FINE = 4, "team, user, GPU type (or storage) and workload"
+
+
+class SpendPeriod(models.Model):
+    """A period whose roll-up rows exist: a day rolled from the holds (today's up to `until` only),
+    or a block summed from its two halves. `stale`: something changed in it since; reports compute
+    it from the holds until the workers roll it again."""
+
+    span = models.CharField(max_length=5, choices=Span.choices)
+    start = models.DateTimeField()
+    until = models.DateTimeField(help_text="The end of the time its rows cover.")
+    stale = models.BooleanField(default=False)
+    rolled_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["span", "start"], name="spend_period_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.span} from {self.start:%Y-%m-%d} to {self.until:%Y-%m-%d %H:%M}{' (stale)' if self.stale else ''}"
+
+
+class SpendRollup(models.Model):
+    """What the holds of one key cost within one period, unrounded. Which key fields are set
+    depends on the level; storage rows have `storage` and no GPU type. Blocks have no fine rows."""
+
+    span = models.CharField(max_length=5, choices=Span.choices)
+    start = models.DateTimeField()
+    level = models.PositiveSmallIntegerField(choices=Level.choices)
+    team = _ref("accounts.Team")
+    user = _ref("accounts.User", null=True)
+    gpu_type = _ref("fleet.GpuType", null=True)
+    storage = models.BooleanField(default=False)
+    workload = _ref("workloads.Workload", null=True)
+    cost = models.DecimalField(**AMOUNT)
+    gpu_hours = models.DecimalField(**AMOUNT)
+    idle_cost = models.DecimalField(**AMOUNT)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["level", "span", "start"], name="spend_rollup_when"),
+            models.Index(fields=["level", "span", "team", "start"], name="spend_rollup_team"),
+            models.Index(
+                fields=["level", "span", "user", "start"],
+                name="spend_rollup_user",
+                condition=Q(level__in=[3, 4]),
+            ),
+            models.Index(
+                fields=["workload", "start"],
+                name="spend_rollup_workload",
+                condition=Q(level=4, workload__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.span} {self.start:%Y-%m-%d %H:%M} level {self.level}: {self.cost}"
+
+
+class WorkloadSpend(models.Model):
+    """A workload's spend over all its rolled days (the sum of its fine day rows), with the first
+    and last of those days: the workload report takes the largest workloads of a wide range from
+    here, in one index scan, instead of summing a row per workload and day."""
+
+    workload = _ref("workloads.Workload")
+    team = _ref("accounts.Team")
+    user = _ref("accounts.User")
+    first_day = models.DateField()
+    last_day = models.DateField()
+    cost = models.DecimalField(**AMOUNT)
+    gpu_hours = models.DecimalField(**AMOUNT)
+    idle_cost = models.DecimalField(**AMOUNT)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workload", "team", "user"], name="workload_spend_unique")
+        ]
+        indexes = [
+            models.Index(fields=["-cost", "workload"], name="workload_spend_cost"),
+            models.Index(fields=["team", "-cost", "workload"], name="workload_spend_team_cost"),
+            models.Index(fields=["user", "-cost", "workload"], name="workload_spend_user_cost"),
+        ]
+
+    def __str__(self) -> str:
+        return f"workload {self.workload_id}: {self.cost} ({self.first_day} to {self.last_day})"
+
+
+class SpendOpenHold(models.Model):
+    """A hold that was still open when a period it overlaps was rolled: the rolled rows counted it
+    up to `end_seen` (now or its workload's expiry, then). Should its end move before `through`
+    (the end of the last period rolled with it open), by an end set in the past, a changed
+    expiry or its deletion, the periods in between are stale: reports find that by comparing these
+    rows with the holds, and the workers roll those periods again."""
+
+    allocation = _ref("fleet.Allocation", null=True)
+    storage_hold = _ref("fleet.StorageHold", null=True)
+    team = _ref("accounts.Team")
+    held_from = models.DateTimeField(help_text="The hold's start: should it vanish, what it added is wrong.")
+    through = models.DateTimeField()
+    end_seen = models.DateTimeField()
+
+    class Meta:
+        constraints = [  # NULLs are distinct: one row per allocation, one per storage hold
+            models.UniqueConstraint(fields=["allocation"], name="spend_open_allocation"),
+            models.UniqueConstraint(fields=["storage_hold"], name="spend_open_storage_hold"),
+        ]
+        indexes = [models.Index(fields=["team"], name="spend_open_team")]
+
+    def __str__(self) -> str:
+        return f"hold {self.allocation_id or self.storage_hold_id} open through {self.through}"
+
+
+class SpendWatermark(models.Model):
+    """One row: the highest hold ids the workers have checked for holds inserted into rolled time
+    (an import, a backdated hold); newer ones are checked by every report. Its row is also the
+    lock that keeps two roll-ups from running at once."""
+
+    allocation_id_seen = models.BigIntegerField(default=0)
+    storage_hold_id_seen = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"holds checked up to {self.allocation_id_seen} / {self.storage_hold_id_seen}"

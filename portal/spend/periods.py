@@ -1,0 +1,288 @@
+"""Periods of closed time and which of them a report may read from roll-ups.
+
+Periods: UTC days (today's rolled only so far, up to its `until`), and blocks of 2, 4, ... 256 days
+aligned on multiples of their length since 1970-01-01, summed from their halves. Any run of N
+whole days is covered by at most about 2 log2(N) of them, so a year by user reads some 16 rows a
+user and 30 days some 8, whatever the number of holds.
+
+A report over [start, end) is split into fresh periods and live stretches (the rest: partial-day
+edges, the minutes since today's roll-up, stale periods), which are costed from the holds. Before
+trusting a period a report also looks for changes to the holds that the workers have not seen yet
+(`changes_not_rolled`), so a hold ended in the past is reflected at once, not at the next roll-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+from django.db import connection
+from django.db.models import Q
+from django.utils.dateparse import parse_datetime
+
+from portal.spend.models import Span
+
+DAY = timedelta(days=1)
+EPOCH = date(1970, 1, 1)
+BLOCKS = [(Span(f"{2**k}d"), 2**k) for k in range(8, 0, -1)]  # largest first
+SPAN_DAYS = {Span.DAY: 1, **dict(BLOCKS)}
+Interval = tuple[datetime, datetime]
+
+
+def utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC)
+
+
+def midnight(moment: datetime) -> datetime:
+    return utc(moment).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def floor(moment: datetime, span: str) -> datetime:
+    """The start of the day or block (UTC) that `moment` falls in."""
+    day = midnight(moment)
+    length = SPAN_DAYS[span]
+    return day - DAY * ((day.date() - EPOCH).days % length)
+
+
+def period_end(start: datetime, span: str) -> datetime:
+    return start + DAY * SPAN_DAYS[span]
+
+
+def halves(start: datetime, span: str) -> list[tuple[str, datetime]]:
+    """The two periods a block is summed from (two days, or two blocks of half its length)."""
+    length = SPAN_DAYS[span] // 2
+    child = Span.DAY if length == 1 else Span(f"{length}d")
+    return [(child, start), (child, start + DAY * length)]
+
+
+def affected_days(stretches: Iterable[Interval], rolled: dict[datetime, datetime]) -> set[datetime]:
+    """The rolled days (start -> until) that any of the stretches overlaps."""
+    days = set()
+    for low, high in stretches:
+        day = midnight(low)
+        while day < high:
+            until = rolled.get(day)
+            if until is not None and low < until:
+                days.add(day)
+            day += DAY
+    return days
+
+
+def periods_of_days_q(days: Iterable[datetime]) -> Q:
+    """SpendPeriod (or roll-up) rows of these days and of the blocks that hold them."""
+    days = set(days)
+    q = Q(span=Span.DAY, start__in=sorted(days))
+    for span, _ in BLOCKS:
+        q |= Q(span=span, start__in=sorted({floor(day, span) for day in days}))
+    return q
+
+
+# Where an allocation stops costing (cost.billed_until), as a scalar subquery over one allocation:
+# index lookups, whatever the planner thinks of the tables' sizes.
+_ALLOCATION_END = (
+    "COALESCE(a.ended_at, {least}(%(now)s, COALESCE("
+    "(SELECT w.expires_at FROM workloads_workload w WHERE w.id = a.workload_id), %(now)s)))"
+)
+_CHANGES_SQL = """
+SELECT held_from, seen, CASE WHEN end_now IS NULL THEN NULL ELSE {least}(end_now, through) END AS now_clipped,
+       allocation_id, NULL AS storage_hold_id, end_now, ended
+FROM (
+  SELECT s.held_from, s.through, s.allocation_id, {least}(s.end_seen, s.through) AS seen,
+         (SELECT {allocation_end} FROM fleet_allocation a WHERE a.id = s.allocation_id) AS end_now,
+         (SELECT a.ended_at FROM fleet_allocation a WHERE a.id = s.allocation_id) AS ended
+  FROM spend_spendopenhold s WHERE s.allocation_id IS NOT NULL {team_s}
+) open_allocations WHERE end_now IS NULL OR {least}(end_now, through) <> seen
+UNION ALL
+SELECT s.held_from, {least}(s.end_seen, s.through),
+       CASE WHEN h.id IS NULL THEN NULL ELSE {least}(COALESCE(h.ended_at, %(now)s), s.through) END,
+       NULL, s.storage_hold_id, CASE WHEN h.id IS NULL THEN NULL ELSE COALESCE(h.ended_at, %(now)s) END, h.ended_at
+FROM spend_spendopenhold s LEFT JOIN fleet_storagehold h ON h.id = s.storage_hold_id
+WHERE s.storage_hold_id IS NOT NULL {team_s}
+  AND (h.id IS NULL OR {least}(COALESCE(h.ended_at, %(now)s), s.through) <> {least}(s.end_seen, s.through))
+UNION ALL
+SELECT a.started_at, a.started_at, {allocation_end}, NULL, NULL, NULL, NULL FROM fleet_allocation a
+WHERE a.id > COALESCE((SELECT allocation_id_seen FROM spend_spendwatermark ORDER BY id LIMIT 1), 0)
+  AND a.started_at < %(before)s {team_a}
+UNION ALL
+SELECT h.started_at, h.started_at, COALESCE(h.ended_at, %(now)s), NULL, NULL, NULL, NULL FROM fleet_storagehold h
+WHERE h.id > COALESCE((SELECT storage_hold_id_seen FROM spend_spendwatermark ORDER BY id LIMIT 1), 0)
+  AND h.started_at < %(before)s {team_h}
+"""
+
+
+def _moment(value) -> datetime:
+    if isinstance(value, datetime):
+        return utc(value) if value.tzinfo else value.replace(tzinfo=UTC)
+    return parse_datetime(value).replace(tzinfo=UTC)  # SQLite: text, UTC
+
+
+def _changes_sql(*, now: datetime, before: datetime, team_id: int | None) -> tuple[str, dict]:
+    least = "LEAST" if connection.vendor == "postgresql" else "MIN"
+    team = "AND {alias}.team_id = %(team)s" if team_id is not None else ""
+    sql = _CHANGES_SQL.format(
+        least=least,
+        allocation_end=_ALLOCATION_END.format(least=least),
+        team_s=team.format(alias="s"),
+        team_a=team.format(alias="a"),
+        team_h=team.format(alias="h"),
+    )
+    adapt = connection.ops.adapt_datetimefield_value
+    return sql, {"now": adapt(now), "before": adapt(before), "team": team_id}
+
+
+def _stretch(held_from, seen, now_clipped) -> Interval:
+    """The rolled time a changed hold makes wrong: all it added if it is gone, else between the
+    end the roll-ups counted it to and the one it has now."""
+    held_from, seen = _moment(held_from), _moment(seen)
+    if now_clipped is None:
+        return held_from, seen
+    now_clipped = _moment(now_clipped)
+    return min(seen, now_clipped), max(seen, now_clipped)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A hold the roll-ups no longer agree with: the rolled time it makes wrong; for an open hold
+    the roll-ups counted, which (allocation or storage hold id), its billed end now (None: gone)
+    and whether it has ended; for a hold inserted into rolled time, none of those."""
+
+    stretch: Interval
+    allocation_id: int | None = None
+    storage_hold_id: int | None = None
+    end_now: datetime | None = None
+    ended: bool = False
+
+
+def changes(*, now: datetime, before: datetime, team_id: int | None = None) -> list[Change]:
+    """The holds changed since their time was rolled: open holds the roll-ups counted whose billed
+    end has moved before the end of what was rolled (ended in the past, an expiry moved) or that are
+    gone; holds inserted (ids above the watermark) that started before `before`. One statement:
+    an index lookup per remembered open hold, and the newest holds. `team_id`: only that team's."""
+    sql, params = _changes_sql(now=now, before=before, team_id=team_id)
+    found = []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for held_from, seen, now_clipped, allocation_id, storage_id, end_now, ended in cursor.fetchall():
+            low, high = _stretch(held_from, seen, now_clipped)
+            found.append(
+                Change(
+                    stretch=(low, high),
+                    allocation_id=allocation_id,
+                    storage_hold_id=storage_id,
+                    end_now=None if end_now is None else _moment(end_now),
+                    ended=ended is not None,
+                )
+            )
+    return found
+
+
+def changes_not_rolled(*, now: datetime, before: datetime, team_id: int | None = None) -> list[Interval]:
+    """Stretches of time whose roll-ups the holds may no longer agree with (see `changes`),
+    found before the workers have marked them stale."""
+    return [
+        c.stretch for c in changes(now=now, before=before, team_id=team_id) if c.stretch[1] > c.stretch[0]
+    ]
+
+
+@dataclass
+class Plan:
+    """Where a report's figures come from: roll-up rows of these periods (by span), and the
+    holds over these stretches (each within one UTC day when the report is by day)."""
+
+    rolled: dict[str, list[datetime]] = field(default_factory=dict)
+    live: list[Interval] = field(default_factory=list)
+
+    @property
+    def rolled_days(self) -> list[datetime]:
+        return self.rolled.get(Span.DAY, [])
+
+
+_PERIODS_SQL = """
+SELECT 'p', span, start, until, NULL FROM spend_spendperiod
+WHERE start >= %(first)s AND start < %(end)s AND NOT stale
+UNION ALL SELECT 'c', NULL, held_from, seen, now_clipped FROM ({changes}) changes
+"""  # the periods, and the changes to the holds not rolled yet, in one round trip
+
+
+def fresh_periods(
+    *, start: datetime, end: datetime, now: datetime, team_id: int | None = None
+) -> dict[tuple[str, datetime], datetime]:
+    """The periods within [start, end) whose roll-ups a report may read now: (span, start) -> the
+    end of what their rows cover (a day's `until`; today's is before its end). One round trip:
+    the periods and the changes to the holds not rolled yet (`changes_not_rolled`)."""
+    sql, params = _changes_sql(now=now, before=end, team_id=team_id)
+    adapt = connection.ops.adapt_datetimefield_value
+    params.update(first=adapt(midnight(start)), end=adapt(end))
+    periods, changed = [], []
+    with connection.cursor() as cursor:
+        cursor.execute(_PERIODS_SQL.format(changes=sql), params)
+        for kind, span, first, second, third in cursor.fetchall():
+            if kind == "p":
+                periods.append((span, _moment(first), _moment(second)))
+            else:
+                changed.append(_stretch(first, second, third))
+    days = {period_start: until for span, period_start, until in periods if span == Span.DAY}
+    bad = affected_days(changed, days)
+    return {
+        (span, period_start): until
+        for span, period_start, until in periods
+        if not any(period_start <= day < until for day in bad)
+    }
+
+
+def make_plan(
+    *,
+    start: datetime,
+    end: datetime,
+    fresh: dict[tuple[str, datetime], datetime],
+    blocks: bool = True,
+    split_days: bool = False,
+) -> Plan:
+    """Cover [start, end) with the largest fresh periods (blocks only if `blocks`), and leave the
+    rest to live arithmetic, in as few stretches as may be (one per day if `split_days`)."""
+    start, end = utc(start), utc(end)
+    plan = Plan()
+    last_fresh = max(fresh.values(), default=start)
+    moment = start
+    while moment < end:
+        if moment >= last_fresh and not split_days:  # nothing rolled from here on: one stretch
+            _live(plan, moment, end, merge=True)
+            break
+        day = midnight(moment)
+        if moment == day:
+            taken = None
+            if blocks:
+                for span, days in BLOCKS:
+                    if (span, moment) in fresh and moment + DAY * days <= end:
+                        taken = (span, moment + DAY * days)
+                        break
+            until = fresh.get((Span.DAY, moment))
+            if taken is None and until is not None and until <= end:
+                taken = (Span.DAY, until)
+            if taken is not None:
+                plan.rolled.setdefault(taken[0], []).append(moment)
+                moment = taken[1]
+                continue
+        stop = min(day + DAY, end)
+        _live(plan, moment, stop, merge=not (split_days and moment == day))
+        moment = stop
+    return plan
+
+
+def _live(plan: Plan, low: datetime, high: datetime, *, merge: bool) -> None:
+    if merge and plan.live and plan.live[-1][1] == low:
+        plan.live[-1] = (plan.live[-1][0], high)
+    else:
+        plan.live.append((low, high))
+
+
+def runs(starts: list[datetime], span: str) -> list[Interval]:
+    """Consecutive periods of one span merged into [first start, last start] runs."""
+    found: list[Interval] = []
+    for moment in sorted(starts):
+        if found and period_end(found[-1][1], span) == moment:
+            found[-1] = (found[-1][0], moment)
+        else:
+            found.append((moment, moment))
+    return found

@@ -1,0 +1,503 @@
+"""Spend roll-ups: how reports stay fast with millions of holds, and exact.
+
+Why: a report used to read every hold of its range into Python (a team's month-to-date with a
+million holds took 14 s, the spend API over 30 days 83 s), and the month-to-date figure is on the
+path of every request, extension and approval (the budget check).
+
+What: the workers sum closed time into roll-up rows (`SpendRollup`) per UTC day, at four levels:
+team; team and kind (a GPU type, or storage); team and user; team, user, kind and workload. Today
+is rolled too, up to a few minutes ago, every TODAY_EVERY. Days are summed into blocks of 2, 4 ...
+256 days aligned since 1970 (the three coarse levels), so any run of whole days is a handful of
+periods: a year by team reads about 16 rows a team, by user 16 a user, whatever the number of holds
+(`periods.make_plan` picks them). Whatever no fresh period covers, the partial-day edges of a range
+and the minutes since today's roll-up, is costed from the holds in SQL (`holds.spend_by_key`); a
+GiST index over each allocation's span (PostgreSQL) finds the holds of any stretch of time, last
+year's as cheaply as today's. The workload report keeps one row more per workload, its total over
+its rolled days (`WorkloadSpend`), to take the largest of a year in one index scan (`by_workload`).
+
+Why not something else: hourly rows or a roll-up per workload and month would be as many rows as
+the holds at the fine levels; running sums per day would make every correction rewrite the rest
+of the year; a materialized view cannot be refreshed one day at a time.
+
+Exact: roll-ups are made by the same function a report uses for live time (`holds.spend_by_key`:
+the database adds price x share x seconds held exactly, per key and share denominator, and
+`cost.per_share_hour` divides once, as `cost.cost_of` does for one hold). Rows keep amounts
+unrounded to 18 places (every cost with a finite decimal expansion exactly); totals are rounded to
+cents at the end, as before. (On SQLite, the embedded default, the database adds such amounts as
+floating point: 15 significant digits, the most Django keeps there.)
+
+True when holds change: closed time changes only when a hold that was open when a day was rolled
+has its end moved into rolled time (ended in the past, its workload's expiry moved, deleted), or
+when a hold is inserted into rolled time (an import, a backdated hold). `SpendOpenHold` remembers
+every hold open at a roll-up and the end it was counted to; `SpendWatermark` the highest hold ids
+checked. Every report compares both with the holds first (one statement: an index lookup per open
+hold, and the holds newer than the watermark) and costs the days they touch from the holds, so a
+change shows at once; the workers' periodic `spend_rollup_due` marks those days (and their blocks)
+stale and rolls them again. No code that writes holds has to call spend (fleet, below spend in the
+layers, cannot). Not seen: price corrections, and deletions or edits of holds that had ended before
+their day was rolled; after those, rebuild with `manage.py spend_rollup`.
+
+Idle cost is rolled with the rest, from the node agents' minutes as they were when the day was
+rolled, with the team's threshold of then (minutes are pruned after PORTAL_TELEMETRY_MINUTE_DAYS; the
+roll-up keeps what they said, where a report from the holds alone would find nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Max, Min, Sum, Value
+from django.utils import timezone
+
+from portal.fleet.models import Allocation, StorageHold
+from portal.spend.cost import stored
+from portal.spend.holds import STORAGE, Amount, allocation_billed_until, overlapping_allocations, spend_by_key
+from portal.spend.models import (
+    Level,
+    Span,
+    SpendOpenHold,
+    SpendPeriod,
+    SpendRollup,
+    SpendWatermark,
+    WorkloadSpend,
+)
+from portal.spend.periods import (
+    BLOCKS,
+    DAY,
+    affected_days,
+    changes,
+    floor,
+    halves,
+    midnight,
+    period_end,
+    periods_of_days_q,
+    utc,
+)
+
+CANONICAL = ("team", "user", "kind", "workload")
+LEVEL_KEYS = {
+    Level.TEAM: ("team",),
+    Level.TEAM_KIND: ("team", "kind"),
+    Level.USER: ("team", "user"),
+    Level.FINE: CANONICAL,
+}
+BLOCK_LEVELS = (Level.TEAM, Level.TEAM_KIND, Level.USER)
+# A day is rolled whole this long after it has closed (holds and readings written in transactions
+# that began before its end have committed by then); today (and yesterday until then) is rolled
+# up to a few minutes ago, again every TODAY_EVERY.
+DAY_GRACE = timedelta(minutes=15)
+TODAY_GRACE = timedelta(minutes=2)
+TODAY_EVERY = timedelta(minutes=10)
+DAYS_PER_RUN = 14  # a periodic run catches up on history this many days at a time (newest first)
+CHUNK = 500
+
+
+def _chunks(ids: Iterable, size: int = CHUNK) -> Iterator[list]:
+    ids = list(ids)
+    for at in range(0, len(ids), size):
+        yield ids[at : at + size]
+
+
+def _lock() -> SpendWatermark:
+    """Serialize roll-ups (the watermark's row); call inside a transaction."""
+    SpendWatermark.objects.get_or_create(pk=1)
+    return SpendWatermark.objects.select_for_update().get(pk=1)
+
+
+def _key_fields(keys: tuple[str, ...], key: tuple) -> dict:
+    values = dict(zip(keys, key, strict=True))
+    fields: dict = {"team_id": values["team"]}
+    if "user" in values:
+        fields["user_id"] = values["user"]
+    if "kind" in values:
+        storage = values["kind"] == STORAGE
+        fields["storage"] = storage
+        fields["gpu_type_id"] = None if storage else values["kind"]
+    if "workload" in values:
+        fields["workload_id"] = values["workload"]
+    return fields
+
+
+ROLLUP_COLUMNS = (
+    "span", "start", "level", "team_id", "user_id", "gpu_type_id", "storage", "workload_id", "cost", "gpu_hours",
+    "idle_cost",
+)  # fmt: skip
+
+
+def _rollup_rows(*, start: datetime, fine: dict[tuple, Amount]) -> Iterator[tuple]:
+    """The rows (ROLLUP_COLUMNS) of every level for one day, from its finest sums."""
+    for level, keys in LEVEL_KEYS.items():
+        index = [CANONICAL.index(k) for k in keys]
+        summed: dict[tuple, list] = {}
+        for key, amount in fine.items():
+            sub = tuple(key[i] for i in index)
+            total = summed.get(sub)
+            if total is None:
+                summed[sub] = [amount.cost, amount.gpu_hours, amount.idle_cost]
+            else:
+                total[0] += amount.cost
+                total[1] += amount.gpu_hours
+                total[2] += amount.idle_cost
+        for sub, (cost, hours, idle) in summed.items():
+            values = dict(zip(keys, sub, strict=True))
+            kind = values.get("kind")
+            yield (
+                Span.DAY,
+                start,
+                level,
+                values["team"],
+                values.get("user"),
+                None if kind == STORAGE else kind,
+                kind == STORAGE,
+                values.get("workload"),
+                stored(cost),
+                stored(hours),
+                stored(idle),
+            )
+
+
+def _insert_rollups(rows: Iterable[tuple]) -> int:
+    """Write roll-up rows: COPY on PostgreSQL, bulk INSERT elsewhere."""
+    if connection.vendor == "postgresql":
+        count = 0
+        columns = ", ".join(ROLLUP_COLUMNS)
+        with (
+            connection.cursor() as cursor,
+            cursor.cursor.copy(f"COPY spend_spendrollup ({columns}) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+                count += 1
+        return count
+    made = SpendRollup.objects.bulk_create(
+        (SpendRollup(**dict(zip(ROLLUP_COLUMNS, row, strict=True))) for row in rows), batch_size=1000
+    )
+    return len(made)
+
+
+def _note_open_holds(*, start: datetime, end: datetime, now: datetime) -> None:
+    """Remember the holds open now that overlap [start, end), and to when they were counted. Done
+    before the sums are read: a hold that ends in between is then seen as changed (and its period
+    rolled again), never missed."""
+    for relation, holds in (
+        (
+            "allocation",
+            overlapping_allocations(start=start, end=end)
+            .filter(ended_at__isnull=True)
+            .annotate(end_now=allocation_billed_until(now)),
+        ),
+        (
+            "storage_hold",
+            StorageHold.objects.filter(ended_at__isnull=True, started_at__lt=end).annotate(
+                end_now=Value(now)
+            ),
+        ),
+    ):
+        found = list(holds.values_list("pk", "team_id", "started_at", "end_now"))
+        for chunk in _chunks(found):
+            through = dict(
+                SpendOpenHold.objects.filter(**{f"{relation}_id__in": [row[0] for row in chunk]}).values_list(
+                    f"{relation}_id", "through"
+                )
+            )
+            SpendOpenHold.objects.bulk_create(
+                [
+                    SpendOpenHold(
+                        **{f"{relation}_id": pk},
+                        team_id=team_id,
+                        held_from=started_at,
+                        through=max(through.get(pk, end), end),
+                        end_seen=end_now,
+                    )
+                    for pk, team_id, started_at, end_now in chunk
+                ],
+                update_conflicts=True,
+                unique_fields=[relation],
+                update_fields=["team", "held_from", "through", "end_seen"],
+            )
+
+
+_REFRESH_WORKLOADS_SQL = """
+INSERT INTO spend_workloadspend (workload_id, team_id, user_id, first_day, last_day, cost, gpu_hours, idle_cost)
+SELECT workload_id, team_id, user_id, (MIN(start) AT TIME ZONE 'UTC')::date, (MAX(start) AT TIME ZONE 'UTC')::date,
+       SUM(cost), SUM(gpu_hours), SUM(idle_cost)
+FROM spend_spendrollup
+WHERE level = %(fine)s AND workload_id = ANY(%(ids)s)
+GROUP BY workload_id, team_id, user_id
+"""
+
+
+def _refresh_workload_spend(workload_ids: Iterable[int | None]) -> None:
+    """Each workload's total over its rolled days, again from its fine day rows."""
+    ids = sorted({w for w in workload_ids if w is not None})
+    if connection.vendor == "postgresql":  # two statements, whatever the number of workloads
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM spend_workloadspend WHERE workload_id = ANY(%s)", [ids])
+            cursor.execute(_REFRESH_WORKLOADS_SQL, {"fine": Level.FINE, "ids": ids})
+        return
+    for chunk in _chunks(ids):
+        WorkloadSpend.objects.filter(workload_id__in=chunk).delete()
+        totals = (
+            SpendRollup.objects.filter(level=Level.FINE, workload_id__in=chunk)
+            .values("workload_id", "team_id", "user_id")
+            .annotate(
+                first=Min("start"),
+                last=Max("start"),
+                total_cost=Sum("cost"),
+                total_hours=Sum("gpu_hours"),
+                total_idle=Sum("idle_cost"),
+            )
+            .order_by()
+        )
+        WorkloadSpend.objects.bulk_create(
+            WorkloadSpend(
+                workload_id=row["workload_id"],
+                team_id=row["team_id"],
+                user_id=row["user_id"],
+                first_day=utc(row["first"]).date(),
+                last_day=utc(row["last"]).date(),
+                cost=row["total_cost"],
+                gpu_hours=row["total_hours"],
+                idle_cost=row["total_idle"],
+            )
+            for row in totals
+        )
+
+
+# One index lookup per remembered hold (a scalar subquery), whatever the planner thinks of the sizes.
+_FORGET_ENDED_SQL = """
+DELETE FROM spend_spendopenhold WHERE id IN (
+  SELECT id FROM (
+    SELECT s.id, s.through, s.end_seen,
+           CASE WHEN s.allocation_id IS NOT NULL
+                THEN (SELECT a.ended_at FROM fleet_allocation a WHERE a.id = s.allocation_id)
+                ELSE (SELECT h.ended_at FROM fleet_storagehold h WHERE h.id = s.storage_hold_id) END AS ended
+    FROM spend_spendopenhold s
+  ) remembered WHERE ended >= through OR ended = end_seen
+)
+"""
+
+
+def _apply_changes(*, now: datetime, watermark: SpendWatermark) -> int:
+    """See spend_changes_apply; under the roll-up lock."""
+    rolled = {
+        utc(start): utc(until)
+        for start, until in SpendPeriod.objects.filter(span=Span.DAY).values_list("start", "until")
+    }
+    found = changes(now=now, before=max(rolled.values(), default=now))
+    days = affected_days([change.stretch for change in found], rolled)
+    if days:
+        SpendPeriod.objects.filter(periods_of_days_q(days), stale=False).update(stale=True)
+    for change in found:
+        if change.allocation_id is None and change.storage_hold_id is None:
+            continue  # an inserted hold: nothing remembered
+        seen = SpendOpenHold.objects.filter(
+            allocation_id=change.allocation_id, storage_hold_id=change.storage_hold_id
+        )
+        if change.end_now is None or change.ended:
+            seen.delete()  # gone, or ended: its days are stale and will be rolled as they are now
+        else:
+            seen.update(end_seen=change.end_now)
+    # Holds that ended after everything rolled with them open, or where they were counted to (the
+    # expiry sweep ends a hold at the expiry it was clipped at), change nothing: forget them.
+    with connection.cursor() as cursor:
+        cursor.execute(_FORGET_ENDED_SQL)
+    top = {
+        "allocation_id_seen": Allocation.objects.aggregate(top=Max("pk"))["top"] or 0,
+        "storage_hold_id_seen": StorageHold.objects.aggregate(top=Max("pk"))["top"] or 0,
+    }
+    if top != {
+        "allocation_id_seen": watermark.allocation_id_seen,
+        "storage_hold_id_seen": watermark.storage_hold_id_seen,
+    }:
+        SpendWatermark.objects.filter(pk=watermark.pk).update(**top)
+    return len(days)
+
+
+def spend_changes_apply(*, now: datetime | None = None) -> int:
+    """Mark stale the periods whose holds changed since they were rolled (an open hold's end moved
+    before the end of what was rolled, a hold vanished, a hold was inserted into rolled time), and
+    forget the open holds that have ended. Returns the number of stale stretches found."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        return _apply_changes(now=now, watermark=_lock())
+
+
+def spend_roll_day(
+    *, day: datetime, now: datetime | None = None, until: datetime | None = None, note_open: bool = True
+) -> int:
+    """Roll one UTC day from the holds, replacing its rows (one transaction): all of it, or up to
+    `until` (today). Refreshes its workloads' totals and leaves its blocks to be summed again.
+    Returns the number of rows written; running it twice writes the same rows. `note_open=False`:
+    the caller has noted the open holds for this day already (a rebuild, once for all days)."""
+    now = now or timezone.now()
+    day = utc(day)
+    if midnight(day) != day:
+        raise ValueError(f"not the start of a UTC day: {day}")
+    until = min(until or day + DAY, day + DAY)
+    if until > now or until <= day:
+        raise ValueError(f"cannot roll {day:%Y-%m-%d} up to {until} at {now}")
+    with transaction.atomic():
+        _apply_changes(now=now, watermark=_lock())
+        if note_open:
+            _note_open_holds(start=day, end=until, now=now)
+        fine = spend_by_key(start=day, end=until, now=now, keys=CANONICAL)
+        rows = SpendRollup.objects.filter(span=Span.DAY, start=day)
+        touched = set(rows.filter(level=Level.FINE).values_list("workload_id", flat=True).distinct())
+        rows.delete()
+        written = _insert_rollups(_rollup_rows(start=day, fine=fine))
+        SpendPeriod.objects.update_or_create(
+            span=Span.DAY, start=day, defaults={"until": until, "stale": False, "rolled_at": now}
+        )
+        SpendPeriod.objects.filter(periods_of_days_q([day]), span__in=[span for span, _ in BLOCKS]).update(
+            stale=True
+        )
+        _refresh_workload_spend(touched | {key[3] for key in fine})
+    return written
+
+
+def _fresh_whole(span: str, starts: list[datetime]) -> set[datetime]:
+    """Of these periods, those rolled whole and fresh."""
+    found = SpendPeriod.objects.filter(span=span, start__in=starts, stale=False).values_list("start", "until")
+    return {utc(start) for start, until in found if utc(until) == period_end(utc(start), span)}
+
+
+def spend_roll_blocks(*, days: Iterable[datetime], now: datetime | None = None) -> int:
+    """Sum again every block that holds one of `days`, is not fresh, and whose halves are rolled
+    whole and fresh, smallest first (each block from its halves' rows). Returns how many."""
+    now = now or timezone.now()
+    done = 0
+    for span, _ in reversed(BLOCKS):
+        starts = sorted({floor(day, span) for day in days})
+        wanted = set(starts) - _fresh_whole(span, starts)
+        for start in sorted(wanted):
+            parts = halves(start, span)
+            if len(_fresh_whole(parts[0][0], [s for _, s in parts])) < 2:
+                continue
+            with transaction.atomic():
+                _lock()
+                SpendRollup.objects.filter(span=span, start=start).delete()
+                sums = (
+                    SpendRollup.objects.filter(
+                        span=parts[0][0], start__in=[s for _, s in parts], level__in=BLOCK_LEVELS
+                    )
+                    .values("level", "team_id", "user_id", "gpu_type_id", "storage")
+                    .annotate(
+                        total_cost=Sum("cost"), total_hours=Sum("gpu_hours"), total_idle=Sum("idle_cost")
+                    )
+                    .order_by()
+                )
+                SpendRollup.objects.bulk_create(
+                    (
+                        SpendRollup(
+                            span=span,
+                            start=start,
+                            level=row["level"],
+                            team_id=row["team_id"],
+                            user_id=row["user_id"],
+                            gpu_type_id=row["gpu_type_id"],
+                            storage=row["storage"],
+                            cost=row["total_cost"],
+                            gpu_hours=row["total_hours"],
+                            idle_cost=row["total_idle"],
+                        )
+                        for row in sums
+                    ),
+                    batch_size=2000,
+                )
+                SpendPeriod.objects.update_or_create(
+                    span=span,
+                    start=start,
+                    defaults={"until": period_end(start, span), "stale": False, "rolled_at": now},
+                )
+            done += 1
+    return done
+
+
+def first_hold_at() -> datetime | None:
+    """When the first hold began (two index reads)."""
+    starts = [
+        model.objects.order_by("started_at").values_list("started_at", flat=True).first()
+        for model in (Allocation, StorageHold)
+    ]
+    starts = [utc(s) for s in starts if s is not None]
+    return min(starts) if starts else None
+
+
+def _days(first: date, last: date) -> list[datetime]:
+    start = datetime(first.year, first.month, first.day, tzinfo=UTC)
+    return [start + DAY * n for n in range(max((last - first).days + 1, 0))]
+
+
+@dataclass
+class RollupRun:
+    """What one run of the periodic roll-up did."""
+
+    stale_found: int = 0
+    days: list[date] = field(default_factory=list)
+    partial: list[date] = field(default_factory=list)
+    blocks: int = 0
+
+
+def spend_rollup_due(*, now: datetime | None = None, days_per_run: int = DAYS_PER_RUN) -> RollupRun:
+    """The workers' periodic job: mark changed periods stale; roll the closed days not rolled whole
+    or stale (newest first, `days_per_run` at most); roll today (and yesterday, within its grace) up
+    to a few minutes ago when that is older than TODAY_EVERY; sum the blocks that became whole."""
+    now = now or timezone.now()
+    run = RollupRun(stale_found=spend_changes_apply(now=now))
+    first = first_hold_at()
+    if first is None:
+        return run
+    periods = {
+        utc(start): (utc(until), stale)
+        for start, until, stale in SpendPeriod.objects.filter(
+            span=Span.DAY, start__gte=midnight(first)
+        ).values_list("start", "until", "stale")
+    }
+    last_whole = midnight(now - DAY_GRACE) - DAY
+    for day in reversed(_days(first.date(), now.date())):
+        until, stale = periods.get(day, (day, True))
+        if day <= last_whole:
+            if (stale or until < day + DAY) and len(run.days) < days_per_run:
+                spend_roll_day(day=day, now=now)
+                run.days.append(day.date())
+        else:
+            target = min(day + DAY, (now - TODAY_GRACE).replace(second=0, microsecond=0))
+            if target > day and (stale or until <= target - TODAY_EVERY):
+                spend_roll_day(day=day, now=now, until=target)
+                run.partial.append(day.date())
+    run.blocks = spend_roll_blocks(days=[_as_day(d) for d in run.days], now=now)
+    return run
+
+
+def _as_day(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def spend_rollup_rebuild(
+    *, first: date, last: date, now: datetime | None = None, only_missing: bool = False
+) -> Iterator[tuple[date, int]]:
+    """Roll every closed day of [first, last] again from the holds, each in its own transaction
+    (so an interrupted rebuild keeps the days it finished), then sum their blocks; yields (day,
+    rows) as it goes. `only_missing`: skip days already rolled whole and fresh (to resume)."""
+    now = now or timezone.now()
+    spend_changes_apply(now=now)
+    days = [d for d in _days(first, last) if d + DAY <= now]
+    if not days:
+        return
+    with transaction.atomic():  # the holds open now, once for every day (each day would repeat it)
+        _lock()
+        _note_open_holds(start=days[0], end=days[-1] + DAY, now=now)
+    whole = _fresh_whole(Span.DAY, days) if only_missing else set()
+    for day in days:
+        if day not in whole:
+            yield day.date(), spend_roll_day(day=day, now=now, note_open=False)
+    spend_roll_blocks(days=days, now=now)
+    if connection.vendor == "postgresql":  # fresh statistics: the planner picks the indexes
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "ANALYZE spend_spendrollup, spend_workloadspend, spend_spendopenhold, spend_spendperiod"
+            )

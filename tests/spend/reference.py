@@ -1,0 +1,157 @@
+"""The slow, obvious spend figures the roll-ups must equal to the cent: every hold the user may
+see is read into Python and costed window by window with `portal.spend.cost` (as spend was
+computed before the roll-ups), open holds of expired workloads clipped at their expiry."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, time, timedelta
+from decimal import Decimal
+
+from django.db.models import Q
+
+from portal.fleet.models import Allocation, GpuMinute, StorageHold
+from portal.spend.cost import (
+    allocation_cost,
+    allocation_gpu_hours,
+    billed_until,
+    hours_to_cents,
+    idle_cost_of,
+    storage_cost,
+    to_cents,
+)
+from portal.spend.selectors import (
+    OTHERS_KEY,
+    STORAGE_KEY,
+    STORAGE_LABEL,
+    SpendRow,
+    allocations_visible_to,
+    month_start,
+    storage_holds_visible_to,
+)
+
+
+def _days(start: datetime, end: datetime):
+    day = start.date()
+    while True:
+        day_start = datetime.combine(day, time.min, tzinfo=start.tzinfo)
+        if day_start >= end:
+            return
+        yield day, max(day_start, start), min(day_start + timedelta(days=1), end)
+        day += timedelta(days=1)
+
+
+def _idle_minutes(hold: Allocation, start: datetime, end: datetime) -> int:
+    """Minutes of [start, end) the hold held and the agents read its device under the threshold."""
+    held_to = hold.ended_at
+    if held_to is None:
+        held_to = min(end, hold.workload.expires_at) if hold.workload_id else end
+    low, high = max(start, hold.started_at), min(end, held_to)
+    if high <= low:
+        return 0
+    device_start = hold.mig_slice.start if hold.mig_slice_id and hold.mig_slice else None
+    minutes = GpuMinute.objects.filter(
+        gpu_id=hold.gpu_id,
+        mig_start=device_start,
+        minute__gte=low,
+        minute__lt=high,
+        utilization_samples__gt=0,
+    )
+    return sum(
+        1 for m in minutes if m.utilization_sum / m.utilization_samples < hold.team.idle_threshold_percent
+    )
+
+
+def _holds(user, team, start: datetime, end: datetime):
+    for holds in (allocations_visible_to(user).select_related("workload"), storage_holds_visible_to(user)):
+        holds = holds.filter(started_at__lt=end).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+        if team is not None:
+            holds = holds.filter(team=team)
+        yield from holds
+
+
+def amounts(*, user, group_by: str, start: datetime, end: datetime, team=None, now: datetime):
+    """Unrounded (cost, gpu_hours, idle_cost) and label by key."""
+    cost: dict[str, Decimal] = defaultdict(Decimal)
+    hours: dict[str, Decimal] = defaultdict(Decimal)
+    idle: dict[str, Decimal] = defaultdict(Decimal)
+    labels: dict[str, str] = {}
+    for hold in _holds(user, team, start, end):
+        gpu = isinstance(hold, Allocation)
+        held_from, held_to = max(hold.started_at, start), min(billed_until(hold, now=now), end)
+        if held_to <= held_from:
+            continue
+        if group_by == "day":
+            windows = [(d.isoformat(), d.isoformat(), a, b) for d, a, b in _days(held_from, held_to)]
+        elif group_by == "user":
+            windows = [(hold.user.username, hold.user.get_full_name() or hold.user.username, start, end)]
+        elif group_by == "team":
+            windows = [(hold.team.slug, hold.team.name, start, end)]
+        elif group_by == "gpu_type":
+            kind = (hold.gpu_type.slug, hold.gpu_type.name) if gpu else (STORAGE_KEY, STORAGE_LABEL)
+            windows = [(*kind, start, end)]
+        else:  # workload
+            key = str(hold.workload_id) if gpu and hold.workload_id else (OTHERS_KEY if gpu else STORAGE_KEY)
+            windows = [(key, key, start, end)]
+        for key, label, low, high in windows:
+            labels[key] = label
+            if gpu:
+                cost[key] += allocation_cost(hold, now=now, start=low, end=high)
+                hours[key] += allocation_gpu_hours(hold, now=now, start=low, end=high)
+                idle[key] += idle_cost_of(
+                    price_per_hour=hold.price_per_hour,
+                    numerator=hold.share_numerator,
+                    denominator=hold.share_denominator,
+                    minutes=_idle_minutes(hold, low, high),
+                )
+            else:
+                cost[key] += storage_cost(hold, now=now, start=low, end=high)
+                hours[key] += 0
+    return {key: (cost[key], hours[key], idle[key], labels[key]) for key in cost}
+
+
+def row(key, label, cost, hours, idle) -> SpendRow:
+    return SpendRow(
+        key=key, label=label, cost=to_cents(cost), gpu_hours=hours_to_cents(hours), idle_cost=to_cents(idle)
+    )
+
+
+def spend_grouped(*, user, group_by, start, end, team=None, now, limit=100) -> list[SpendRow]:
+    found = amounts(user=user, group_by=group_by, start=start, end=end, team=team, now=now)
+    if group_by == "workload":
+        storage = found.pop(STORAGE_KEY, None)
+        no_workload = found.pop(OTHERS_KEY, None)
+        ranked = sorted(found.items(), key=lambda item: (-item[1][0], int(item[0])))
+        top, rest = ranked[:limit], [amount for _, amount in ranked[limit:]]
+        if no_workload:
+            rest.append(no_workload)
+        rows = [(key, amount) for key, amount in top]
+        rows = [row(key, None, c, h, i) for key, (c, h, i, _) in rows]
+        if storage:
+            rows.append(row(STORAGE_KEY, STORAGE_LABEL, *storage[:3]))
+        others = row(
+            OTHERS_KEY, "Everything else", *(sum((a[n] for a in rest), Decimal(0)) for n in range(3))
+        )
+        if others.cost or others.gpu_hours or others.idle_cost:
+            rows.append(others)
+        return rows
+    rows = [row(key, label, c, h, i) for key, (c, h, i, label) in found.items()]
+    if group_by == "day":
+        return sorted(rows, key=lambda r: r.key)
+    return sorted(rows, key=lambda r: (-r.cost, r.key))
+
+
+def team_month_spend(*, team, now: datetime) -> Decimal:
+    start = month_start(now)
+    total = Decimal(0)
+    for hold in Allocation.objects.filter(team=team).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start)):
+        total += allocation_cost(hold, now=now, start=start)
+    for hold in StorageHold.objects.filter(team=team).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=start)
+    ):
+        total += storage_cost(hold, now=now, start=start)
+    return to_cents(total)
+
+
+def as_tuples(rows: list[SpendRow], *, labels: bool = True) -> list[tuple]:
+    return [(r.key, r.label if labels else None, r.cost, r.gpu_hours, r.idle_cost) for r in rows]

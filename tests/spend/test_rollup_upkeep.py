@@ -1,0 +1,314 @@
+"""Roll-ups kept true and cheap: holds changed after their days were rolled (ended in the past,
+an expiry passed or moved, inserted, deleted), the periodic job, the rebuild command, and a
+number of queries that does not grow with the holds."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db.models import F
+
+from portal.fleet.models import Allocation, Gpu, StorageHold
+from portal.spend import selectors
+from portal.spend.models import Level, Span, SpendOpenHold, SpendPeriod, SpendRollup, WorkloadSpend
+from portal.spend.services import spend_changes_apply, spend_roll_day, spend_rollup_due
+from portal.workloads.models import WorkloadState
+from portal.workloads.services.sweep import workloads_expire_overdue
+from tests.rows import make_hold, make_sandbox
+from tests.spend import reference
+
+pytestmark = pytest.mark.django_db
+NOW = datetime(2026, 3, 20, 13, 30, tzinfo=UTC)
+MONTH = {"start": datetime(2026, 3, 1, tzinfo=UTC), "end": NOW}
+
+
+def day(n: int, hour: int = 0) -> datetime:
+    return datetime(2026, 3, n, hour, tzinfo=UTC)
+
+
+@pytest.fixture
+def gpus(fleet) -> list[Gpu]:
+    return list(Gpu.objects.filter(mig_enabled=False).order_by("index"))
+
+
+def figures(user, **window) -> dict[str, list]:
+    """Every grouping, as the roll-ups answer and as the slow definition does."""
+    window = window or MONTH
+    found = {}
+    for group in selectors.GROUPS:
+        got = selectors.spend_grouped(user=user, group_by=group, now=NOW, **window)
+        want = reference.spend_grouped(user=user, group_by=group, now=NOW, **window)
+        labels = group != "workload"
+        found[group] = (reference.as_tuples(got, labels=labels), reference.as_tuples(want, labels=labels))
+    return found
+
+
+def assert_exact(user, team, **window) -> None:
+    for group, (got, want) in figures(user, **window).items():
+        assert got == want, group
+    assert selectors.team_month_spend(team=team, now=NOW) == reference.team_month_spend(team=team, now=NOW)
+
+
+def stale_days() -> set:
+    return {p.start.date() for p in SpendPeriod.objects.filter(span=Span.DAY, stale=True)}
+
+
+def test_the_periodic_job_rolls_closed_days_today_so_far_and_blocks_of_days(
+    gpus, team, researcher, admin_user
+):
+    make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(1, 22), ended_at=day(9, 3))
+    run = spend_rollup_due(now=NOW, days_per_run=100)
+    assert run.days[0] == day(19).date() and run.days[-1] == day(1).date()
+    assert run.partial == [day(20).date()]
+    today = SpendPeriod.objects.get(span=Span.DAY, start=day(20))
+    assert today.until == datetime(2026, 3, 20, 13, 28, tzinfo=UTC)  # a few minutes ago, to the minute
+    assert SpendPeriod.objects.filter(span="2d", stale=False).exists()
+    assert SpendPeriod.objects.filter(span="8d", start=day(8), stale=False).exists()  # aligned since 1970
+    assert_exact(admin_user, team)
+    again = spend_rollup_due(now=NOW, days_per_run=100)
+    assert (again.days, again.partial, again.blocks) == ([], [], 0)  # nothing closed since
+
+
+def test_a_hold_ended_in_the_past_after_its_days_were_rolled_counts_to_its_end_at_once(
+    gpus, team, researcher, admin_user
+):
+    hold = make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(10, 6), ended_at=None)
+    spend_rollup_due(now=NOW, days_per_run=100)
+    assert SpendOpenHold.objects.filter(allocation=hold).exists()
+    before = selectors.team_month_spend(team=team, now=NOW)
+    Allocation.objects.filter(pk=hold.pk).update(ended_at=day(12, 18))  # ended, backdated
+    after = selectors.team_month_spend(team=team, now=NOW)
+    assert after == reference.team_month_spend(team=team, now=NOW) == Decimal("6.88") * 60
+    assert after < before
+    assert_exact(admin_user, team)  # before the workers have seen it
+    assert spend_changes_apply(now=NOW) == 9  # 12 to 19 March, and today
+    assert stale_days() == {day(n).date() for n in range(12, 21)}
+    assert not SpendOpenHold.objects.filter(allocation=hold).exists()
+    assert_exact(admin_user, team)  # stale days from the holds
+    spend_rollup_due(now=NOW, days_per_run=100)
+    assert stale_days() == set()
+    assert_exact(admin_user, team)  # and from the roll-ups again
+
+
+def test_a_workload_past_its_expiry_stops_costing_at_the_expiry_before_the_sweep(
+    gpus, team, researcher, admin_user
+):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type, expires_at=day(15, 12))
+    make_hold(
+        gpu=gpus[0], user=researcher, team=team, workload=sandbox, started_at=day(14, 12), ended_at=None
+    )
+    assert selectors.team_month_spend(team=team, now=NOW) == Decimal("165.12")  # 24 h at 6.88, not 6 days
+    spend_rollup_due(now=NOW, days_per_run=100)
+    assert selectors.team_month_spend(team=team, now=NOW) == Decimal("165.12")
+    assert_exact(admin_user, team)
+    # The sweep ends it at its expiry: nothing rolled changes.
+    assert workloads_expire_overdue(now=NOW) == [sandbox.pk]
+    assert Allocation.objects.get(workload=sandbox).ended_at == day(15, 12)
+    assert spend_changes_apply(now=NOW) == 0
+    assert selectors.team_month_spend(team=team, now=NOW) == Decimal("165.12")
+
+
+def test_moving_the_expiry_of_an_expired_workload_counts_the_time_again(gpus, team, researcher, admin_user):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type, expires_at=day(15, 12))
+    make_hold(
+        gpu=gpus[0], user=researcher, team=team, workload=sandbox, started_at=day(14, 12), ended_at=None
+    )
+    spend_rollup_due(now=NOW, days_per_run=100)
+    sandbox.expires_at = day(17, 12)  # extended before the sweep came by
+    sandbox.save(update_fields=["expires_at"])
+    assert selectors.team_month_spend(team=team, now=NOW) == Decimal("495.36")  # 72 h
+    assert_exact(admin_user, team)
+    spend_rollup_due(now=NOW, days_per_run=100)
+    assert_exact(admin_user, team)
+
+
+def test_holds_inserted_into_rolled_days_or_deleted_from_them_are_reflected(
+    gpus, team, researcher, admin_user
+):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type)
+    make_hold(gpu=gpus[0], user=researcher, team=team, workload=sandbox, started_at=day(3), ended_at=None)
+    spend_rollup_due(now=NOW, days_per_run=100)
+    make_hold(gpu=gpus[1], user=researcher, team=team, started_at=day(4), ended_at=day(5))  # an import
+    StorageHold.objects.create(
+        user=researcher, team=team, what="home", size_gb=73, price_per_gb_month=Decimal("0.1"),
+        started_at=day(2), ended_at=day(6),
+    )  # fmt: skip
+    assert_exact(admin_user, team)
+    sandbox.delete()  # its hold goes with it
+    assert_exact(admin_user, team)
+    spend_rollup_due(now=NOW, days_per_run=100)
+    assert not WorkloadSpend.objects.filter(workload_id=sandbox.pk).exists()
+    assert_exact(admin_user, team)
+
+
+def test_a_requeued_hold_that_was_rolled_costs_nothing(gpus, team, researcher, admin_user):
+    hold = make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(19, 23), ended_at=None)
+    spend_rollup_due(now=NOW, days_per_run=100)
+    Allocation.objects.filter(pk=hold.pk).update(ended_at=F("started_at"))  # never usable
+    assert selectors.team_month_spend(team=team, now=NOW) == Decimal("0.00")
+    assert_exact(admin_user, team)
+
+
+def test_partial_day_edges_and_ranges_inside_one_day_are_exact(
+    gpus, team, other_team, researcher, lead, admin_user
+):
+    make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(2, 7), ended_at=day(11, 4))
+    make_hold(gpu=gpus[1], user=lead, team=team, started_at=day(5, 13), ended_at=None, share=(3, 7))
+    spend_rollup_due(now=NOW, days_per_run=100)
+    for start, end in (
+        (datetime(2026, 3, 3, 5, 17, 3, tzinfo=UTC), datetime(2026, 3, 19, 22, 1, tzinfo=UTC)),
+        (datetime(2026, 3, 6, 1, tzinfo=UTC), datetime(2026, 3, 6, 2, 30, tzinfo=UTC)),
+        (
+            datetime(2026, 3, 20, 9, tzinfo=UTC),
+            datetime(2026, 3, 20, 13, 29, tzinfo=UTC),
+        ),  # within today's roll-up
+        (datetime(2026, 2, 1, tzinfo=UTC), datetime(2026, 4, 1, tzinfo=UTC)),  # past now
+    ):
+        for viewer in (admin_user, lead, researcher):
+            for group, (got, want) in figures(viewer, start=start, end=end).items():
+                assert got == want, (viewer, group, start, end)
+
+
+def test_the_workload_report_names_the_largest_and_sums_the_rest(gpus, team, researcher, admin_user):
+    boxes = [make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(4)]
+    for n, box in enumerate(boxes):
+        make_hold(
+            gpu=gpus[n],
+            user=researcher,
+            team=team,
+            workload=box,
+            started_at=day(2 + n),
+            ended_at=day(3 + n, n),
+        )
+    make_hold(gpu=gpus[5], user=researcher, team=team, started_at=day(8), ended_at=day(8, 2))  # no workload
+    StorageHold.objects.create(
+        user=researcher,
+        team=team,
+        what="home",
+        size_gb=100,
+        price_per_gb_month=Decimal("0.1"),
+        started_at=day(1),
+    )
+    spend_rollup_due(now=NOW, days_per_run=100)
+    rows = selectors.spend_grouped(user=admin_user, group_by="workload", limit=2, now=NOW, **MONTH)
+    assert [r.key for r in rows] == [str(boxes[3].pk), str(boxes[2].pk), "storage", "others"]
+    assert rows[0].label == f"sandbox {boxes[3].name}"
+    assert rows[0].cost == Decimal("6.88") * 27  # 27 h
+    others = Decimal("6.88") * (24 + 25 + 2)  # the two smaller workloads and the hold of none
+    assert rows[-1].cost == others
+    want = reference.spend_grouped(user=admin_user, group_by="workload", limit=2, now=NOW, **MONTH)
+    assert reference.as_tuples(rows, labels=False) == reference.as_tuples(want, labels=False)
+
+
+def test_rebuilding_twice_writes_the_same_rows_and_resumes_where_it_stopped(
+    gpus, team, researcher, admin_user
+):
+    make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(1, 22), ended_at=day(9, 3))
+    sandbox = make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type)
+    make_hold(
+        gpu=gpus[1],
+        user=researcher,
+        team=team,
+        workload=sandbox,
+        started_at=day(4),
+        ended_at=None,
+        share=(1, 7),
+    )
+
+    def rows():
+        fields = (
+            "span",
+            "start",
+            "level",
+            "team_id",
+            "user_id",
+            "gpu_type_id",
+            "storage",
+            "workload_id",
+            "cost",
+        )
+        return sorted(SpendRollup.objects.values_list(*fields), key=str)
+
+    call_command("spend_rollup", "--from", "2026-03-01", "--to", "2026-03-19", stdout=StringIO())
+    first = rows()
+    assert SpendPeriod.objects.filter(span=Span.DAY, stale=False).count() == 19
+    assert SpendRollup.objects.filter(level=Level.FINE, workload=sandbox).count() == 16
+    call_command("spend_rollup", "--from", "2026-03-01", "--to", "2026-03-19", stdout=StringIO())
+    assert rows() == first
+    SpendPeriod.objects.filter(span=Span.DAY, start__gte=day(10)).delete()  # as if it stopped on the 10th
+    SpendRollup.objects.filter(span=Span.DAY, start__gte=day(10)).delete()
+    out = StringIO()
+    call_command("spend_rollup", "--from", "2026-03-01", "--to", "2026-03-19", "--missing", stdout=out)
+    assert out.getvalue().startswith("Rolled 10 days from 2026-03-01 to 2026-03-19")
+    assert rows() == first
+    with pytest.raises(CommandError):
+        call_command("spend_rollup", "--from", "2026-03-19", "--to", "2026-03-01")
+    with pytest.raises(CommandError):
+        call_command("spend_rollup", "--from", "March")
+
+
+@pytest.mark.parametrize("holds", [3, 60])
+def test_reports_read_a_number_of_queries_that_does_not_grow_with_the_holds(
+    gpus,
+    team,
+    other_team,
+    researcher,
+    lead,
+    other_researcher,
+    admin_user,
+    django_assert_max_num_queries,
+    holds,
+):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type)
+    for n in range(holds):
+        start = day(1) + timedelta(hours=7 * n)
+        make_hold(gpu=gpus[n % 8], user=[researcher, lead, other_researcher][n % 3], team=[team, team, other_team][n % 3],
+                  workload=sandbox if n % 2 else None, started_at=start, ended_at=start + timedelta(hours=5))  # fmt: skip
+    spend_rollup_due(now=NOW, days_per_run=100)
+    with django_assert_max_num_queries(4):
+        selectors.team_month_spend(team=team, now=NOW)
+    for group in ("user", "team", "gpu_type", "day"):
+        for viewer in (admin_user, lead):
+            with django_assert_max_num_queries(8):
+                selectors.spend_grouped(user=viewer, group_by=group, now=NOW, **MONTH)
+    with django_assert_max_num_queries(16):
+        selectors.spend_grouped(user=admin_user, group_by="workload", now=NOW, **MONTH)
+
+
+def test_a_day_not_closed_cannot_be_rolled_whole(gpus):
+    with pytest.raises(ValueError, match="cannot roll"):
+        spend_roll_day(day=day(20), now=NOW, until=day(21))
+    with pytest.raises(ValueError, match="UTC day"):
+        spend_roll_day(day=day(19, 5), now=NOW)
+
+
+def test_the_beat_rolls_spend_up_every_five_minutes():
+    from workers.celery import _schedule
+    from workers.tasks.spend import rollup_due
+
+    assert _schedule()["roll-up-spend"] == {"task": rollup_due.name, "schedule": 300.0}
+
+
+def test_the_api_reports_by_workload_within_a_limit(gpus, team, researcher, admin, admin_user):
+    boxes = [
+        make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type, state=WorkloadState.RUNNING)
+        for _ in range(3)
+    ]
+    for n, box in enumerate(boxes):
+        make_hold(
+            gpu=gpus[n], user=researcher, team=team, workload=box, started_at=day(2), ended_at=day(2, n + 1)
+        )
+    response = admin.get(
+        "/api/v1/spend",
+        {"group_by": "workload", "limit": 1, "start": "2026-03-01T00:00:00Z", "end": "2026-03-08T00:00:00Z"},
+    )
+    assert response.status_code == 200, response.json()
+    assert [(r["key"], r["cost"]) for r in response.json()["rows"]] == [
+        (str(boxes[2].pk), "20.64"),
+        ("others", "20.64"),
+    ]
+    assert admin.get("/api/v1/spend", {"group_by": "workload", "limit": 0}).status_code == 400
