@@ -15,15 +15,16 @@ largest `limit` candidates are the largest `limit` workloads. Ties in cost go to
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 
 from django.db import connection
-from django.db.models import BooleanField, Q
+from django.db.models import BooleanField, Q, Sum
 from django.db.models.expressions import RawSQL
 
 from portal.spend.holds import STORAGE, Amount
 from portal.spend.models import Level, Span, SpendPeriod, SpendRollup, WorkloadSpend
-from portal.spend.periods import DAY, runs, utc
-from portal.spend.totals import Scope, live_sums, plan_for, spend_by
+from portal.spend.periods import DAY, fresh_periods, runs, utc
+from portal.spend.totals import Scope, live_sums, plan_for, rolled_sums
 
 PAGE = 200
 DAY_SPAN_SQL = "daterange(spend_workloadspend.first_day, spend_workloadspend.last_day, '[]')"
@@ -69,8 +70,17 @@ def _on_days(days: list[datetime], scope_q: Q | None) -> set[int]:
     return set(rows.values_list("workload_id", flat=True).distinct())
 
 
+def _add_rows(found: dict[int, Amount], rows) -> None:
+    for workload_id, cost, hours, idle in rows:
+        amount = Amount(cost=Decimal(cost), gpu_hours=Decimal(hours), idle_cost=Decimal(idle))
+        if workload_id in found:
+            found[workload_id].add(amount)
+        else:
+            found[workload_id] = amount
+
+
 def _day_rows(*, workload_ids: set[int], days: list[datetime], scope_q: Q | None) -> dict[int, Amount]:
-    """Per workload, the sum of its fine rows on these days."""
+    """Per workload, the sum of its fine rows on these days (added up in SQL on PostgreSQL)."""
     found: dict[int, Amount] = {}
     if not days or not workload_ids:
         return found
@@ -81,10 +91,25 @@ def _day_rows(*, workload_ids: set[int], days: list[datetime], scope_q: Q | None
         rows = SpendRollup.objects.filter(level=Level.FINE, span=Span.DAY, workload_id__in=chunk).filter(when)
         if scope_q is not None:
             rows = rows.filter(scope_q)
-        for workload_id, cost, hours, idle in rows.values_list(
-            "workload_id", "cost", "gpu_hours", "idle_cost"
-        ):
-            found.setdefault(workload_id, Amount()).add(Amount(cost=cost, gpu_hours=hours, idle_cost=idle))
+        if connection.vendor == "postgresql":
+            rows = rows.values("workload_id").annotate(c=Sum("cost"), h=Sum("gpu_hours"), i=Sum("idle_cost"))
+            rows = rows.order_by().values_list("workload_id", "c", "h", "i")
+        else:
+            rows = rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost")
+        with connection.cursor() as cursor:
+            cursor.execute(*rows.query.sql_with_params())
+            _add_rows(found, cursor.fetchall())
+    return found
+
+
+def _totals_inside(*, workload_ids: set[int], first: date, end: date, scope_q: Q | None) -> dict[int, Amount]:
+    """Of these workloads, those whose rolled days lie in [first, end): their totals."""
+    found: dict[int, Amount] = {}
+    for chunk in _chunks(sorted(workload_ids)):
+        rows = WorkloadSpend.objects.filter(workload_id__in=chunk, first_day__gte=first, last_day__lt=end)
+        if scope_q is not None:
+            rows = rows.filter(scope_q)
+        _add_rows(found, rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost"))
     return found
 
 
@@ -95,9 +120,24 @@ def _largest_inside(
     rows = WorkloadSpend.objects.filter(first_day__gte=first, last_day__lt=end).order_by(
         "-cost", "workload_id"
     )
+    if connection.vendor == "postgresql":  # for a short range the GiST index finds them faster
+        rows = rows.filter(
+            RawSQL(  # noqa: S611 (constant SQL, the days are bound parameters)
+                f"{DAY_SPAN_SQL} <@ daterange(%s, %s, '[)')", (first, end), output_field=BooleanField()
+            )
+        )
     if scope_q is not None:
         rows = rows.filter(scope_q)
     found: dict[int, Amount] = {}
+    if connection.vendor != "postgresql":  # SQLite keeps units as text, which sorts as text
+        every = sorted(
+            rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost"),
+            key=lambda r: (-Decimal(r[1]), r[0]),
+        )
+        for workload_id, cost, hours, idle in every:
+            if workload_id not in skip and len(found) < limit:
+                found[workload_id] = Amount(cost=cost, gpu_hours=hours, idle_cost=idle)
+        return found
     offset = 0
     while len(found) < limit:
         page = list(
@@ -119,21 +159,31 @@ def workload_spend(
 ) -> tuple[list[tuple[int, Amount]], Amount, Amount]:
     """The `limit` workloads that cost most within [start, end), largest first; what GPU holds
     beside them cost (other workloads, holds of no workload); and what storage cost."""
-    by_kind = spend_by(keys=("kind",), start=start, end=end, now=now, scope=scope)
+    fresh = fresh_periods(start=start, end=end, now=now, team_id=scope.team_id)
+    by_kind = rolled_sums(
+        plan=plan_for(start=start, end=end, now=now, scope=scope, keys=("kind",), fresh=fresh),
+        keys=("kind",),
+        scope=scope,
+    )
+    plan = plan_for(start=start, end=end, now=now, scope=scope, keys=("workload",), fresh=fresh)
+    # Live stretches (partial-day edges, the minutes since today's roll-up) are the same in both
+    # plans (blocks only stand for runs of fresh days): costed once, by kind and workload.
+    recent: dict[int, Amount] = {}
+    for (kind, workload_id), amount in live_sums(
+        plan=plan, keys=("kind", "workload"), scope=scope, now=now
+    ).items():
+        by_kind.setdefault((kind,), Amount()).add(amount)
+        if workload_id is not None:
+            recent.setdefault(workload_id, Amount()).add(amount)
     storage = by_kind.pop((STORAGE,), Amount())
     gpu_total = Amount()
     for amount in by_kind.values():
         gpu_total.add(amount)
-
-    keys = ("workload",)
-    plan = plan_for(start=start, end=end, now=now, scope=scope, keys=keys)
     scope_q = scope.holds_q()
     days = plan.rolled_days
-    # Live stretches (partial-day edges, the minutes since today's roll-up): exact per workload.
-    live = live_sums(plan=plan, keys=keys, scope=scope, now=now, storage=False)
-    recent = {key[0]: amount for key, amount in live.items() if key[0] is not None}
 
     inside: dict[int, Amount] = {}
+    exact: dict[int, Amount] = {}
     exact_ids = set(recent)
     if days:
         first, stop = min(days).date(), (max(days) + DAY).date()
@@ -145,9 +195,12 @@ def workload_spend(
             ).values_list("start", flat=True)
             if utc(s) not in rolled
         ]
-        exact_ids |= _on_days(not_read, scope_q) | _straddling(first=first, end=stop, scope_q=scope_q)
+        across = _on_days(not_read, scope_q) | _straddling(first=first, end=stop, scope_q=scope_q)
+        # A workload of the live stretches whose rolled days lie inside: its total, plus the live part.
+        exact = _totals_inside(workload_ids=exact_ids - across, first=first, end=stop, scope_q=scope_q)
+        exact_ids |= across
         inside = _largest_inside(first=first, end=stop, scope_q=scope_q, skip=exact_ids, limit=limit)
-    exact = _day_rows(workload_ids=exact_ids, days=days, scope_q=scope_q)
+    exact.update(_day_rows(workload_ids=exact_ids - set(exact), days=days, scope_q=scope_q))
     for workload_id, amount in recent.items():
         exact.setdefault(workload_id, Amount()).add(amount)
 

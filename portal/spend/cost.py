@@ -5,7 +5,8 @@ functions; nothing else multiplies a price by a time.
 GPU: cost = share of a GPU x hours held x price per GPU-hour (the price captured when the hold
 began). Storage: cost = GB x hours held / 730 x price per GB-month. In Decimal, with the time held
 counted exactly in microseconds; sums are rounded to cents only at the end, so many short holds add
-up to the same figure as one long one.
+up to the same figure as one long one. Sums of many holds are kept in exact units (SHARES_BASE),
+so a total is rounded as its exact value would be, even on a half cent.
 
 A hold of a workload that is still open when its workload's `expires_at` has passed stops costing
 at `expires_at`, even before the expiry sweep sets its `ended_at` (which it sets to `expires_at`).
@@ -14,16 +15,20 @@ at `expires_at`, even before the expiry sweep sets its `ended_at` (which it sets
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal, localcontext
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Context, Decimal
 
 CENT = Decimal("0.01")
 SECONDS_PER_HOUR = Decimal(3600)
 HOURS_PER_MONTH = Decimal(730)  # a GB-month, as cloud storage is billed
 MICROSECOND = timedelta(microseconds=1)
 ZERO = Decimal(0)
-# Roll-up rows keep unrounded amounts to this many places: every cost of a hold whose decimal
-# expansion ends (all but those divided by 3, 7, 73...) is kept exactly.
-STORED = Decimal("1e-18")
+# Sums of many holds are kept in units: dollars (or GPU-hours) x SHARES_BASE x 3600. A hold's cost
+# in units is price x numerator x seconds x (SHARES_BASE / denominator): a finite decimal (10
+# places at most) for every share a GPU is cut into (denominators up to 16) and for storage (730),
+# so units add up exactly, where dollars would need 1/7ths and 1/9ths.
+SHARES_BASE = 52_612_560  # lcm(1, ..., 16) x 73
+UNITS = Decimal(SHARES_BASE) * SECONDS_PER_HOUR
+EXACT = Context(prec=90)
 
 
 def to_cents(amount: Decimal) -> Decimal:
@@ -35,11 +40,28 @@ def hours_to_cents(hours: Decimal) -> Decimal:
     return hours.quantize(CENT)
 
 
-def stored(amount: Decimal) -> Decimal:
-    """An unrounded amount as a roll-up row keeps it."""
-    with localcontext() as context:
-        context.prec = 60
-        return amount.quantize(STORED)
+def share_units(amount_seconds: Decimal, denominator: int) -> Decimal:
+    """price x numerator x seconds held (or numerator x seconds, for GPU-hours), added up over
+    holds of one share denominator, in units: exactly."""
+    if SHARES_BASE % denominator:
+        raise ValueError(f"a share of 1/{denominator} is not counted exactly: add it to SHARES_BASE")
+    return EXACT.multiply(amount_seconds, Decimal(SHARES_BASE // denominator))
+
+
+def from_units(units: Decimal) -> Decimal:
+    """Units as dollars (or GPU-hours), unrounded (28 digits)."""
+    return units / UNITS
+
+
+def units_to_cents(units: Decimal, *, rounding: str = ROUND_HALF_UP) -> Decimal:
+    """Units rounded to cents, exactly: a total on a half cent is one in units too (the division
+    then ends within EXACT's digits), and any other lies farther from one than EXACT can err."""
+    return EXACT.divide(units, UNITS).quantize(CENT, rounding=rounding, context=EXACT)
+
+
+def units_to_hours(units: Decimal) -> Decimal:
+    """GPU-hour units to hundredths, half to even (see hours_to_cents), exactly."""
+    return units_to_cents(units, rounding=ROUND_HALF_EVEN)
 
 
 def held_seconds(held: timedelta) -> Decimal:
@@ -47,25 +69,19 @@ def held_seconds(held: timedelta) -> Decimal:
     return Decimal((held.days * 86400 + held.seconds) * 1_000_000 + held.microseconds).scaleb(-6)
 
 
-def per_share_hour(amount_seconds: Decimal, denominator: int) -> Decimal:
-    """What a sum of (price x numerator x seconds held) costs, for shares of one denominator: the
-    division every cost below ends with. Cost is linear in the time held, so the database may add
-    up price x numerator x seconds over many holds and divide once."""
-    return amount_seconds / (Decimal(denominator) * SECONDS_PER_HOUR)
-
-
 def cost_of(*, price_per_hour: Decimal, numerator: int, denominator: int, held: timedelta) -> Decimal:
     """Unrounded cost of holding numerator/denominator of a GPU (or GB/730 of a GB-month) for `held`."""
     if held <= timedelta(0):
         return ZERO
-    return per_share_hour(price_per_hour * numerator * held_seconds(held), denominator)
+    amount_seconds = EXACT.multiply(EXACT.multiply(price_per_hour, numerator), held_seconds(held))
+    return from_units(share_units(amount_seconds, denominator))
 
 
 def gpu_hours_of(*, numerator: int, denominator: int, held: timedelta) -> Decimal:
     """GPU-hours of holding numerator/denominator of a GPU for `held`, unrounded."""
     if held <= timedelta(0):
         return ZERO
-    return per_share_hour(numerator * held_seconds(held), denominator)
+    return from_units(share_units(EXACT.multiply(numerator, held_seconds(held)), denominator))
 
 
 def idle_cost_of(*, price_per_hour: Decimal, numerator: int, denominator: int, minutes: int) -> Decimal:

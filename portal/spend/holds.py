@@ -2,8 +2,8 @@
 
 Cost is linear in the time held, so the database may add up price x share numerator x seconds
 held (and share numerator x seconds, and price x share numerator x idle minutes) over many holds,
-exactly, per key and share denominator; `cost.per_share_hour` then divides each sum once, as
-`cost.cost_of` does for a single hold. No hold is read into Python. The roll-ups are made by these
+exactly, per key and share denominator; `cost.share_units` turns each sum into exact units
+(`cost.cost_of` does the same for a single hold). No hold is read into Python. The roll-ups are made by these
 functions and a report uses them for whatever is not rolled up: one way to cost a hold.
 
 PostgreSQL: one statement for GPU and storage holds, in exact numeric (`_pg_spend`); a GiST index
@@ -38,7 +38,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Greatest, Least
 
 from portal.fleet.models import Allocation, GpuMinute, StorageHold
-from portal.spend.cost import HOURS_PER_MONTH, ZERO, held_seconds, per_share_hour
+from portal.spend.cost import EXACT, HOURS_PER_MONTH, SHARES_BASE, ZERO, from_units, held_seconds, share_units
 
 STORAGE_DENOMINATOR = int(HOURS_PER_MONTH)
 
@@ -105,23 +105,27 @@ class HoldScope:
 
 @dataclass
 class Amount:
-    """Unrounded spend: cost, GPU-hours and the idle part of the cost."""
+    """Spend in exact units (portal.spend.cost): cost, GPU-hours and the idle part of the cost."""
 
     cost: Decimal = ZERO
     gpu_hours: Decimal = ZERO
     idle_cost: Decimal = ZERO
 
     def add(self, other: Amount) -> None:
-        self.cost += other.cost
-        self.gpu_hours += other.gpu_hours
-        self.idle_cost += other.idle_cost
+        self.cost = EXACT.add(self.cost, other.cost)
+        self.gpu_hours = EXACT.add(self.gpu_hours, other.gpu_hours)
+        self.idle_cost = EXACT.add(self.idle_cost, other.idle_cost)
 
     def minus(self, other: Amount) -> Amount:
         return Amount(
-            cost=self.cost - other.cost,
-            gpu_hours=self.gpu_hours - other.gpu_hours,
-            idle_cost=self.idle_cost - other.idle_cost,
+            cost=EXACT.subtract(self.cost, other.cost),
+            gpu_hours=EXACT.subtract(self.gpu_hours, other.gpu_hours),
+            idle_cost=EXACT.subtract(self.idle_cost, other.idle_cost),
         )
+
+    @property
+    def dollars(self) -> Decimal:
+        return from_units(self.cost)
 
     def __bool__(self) -> bool:
         return bool(self.cost or self.gpu_hours or self.idle_cost)
@@ -206,18 +210,18 @@ class _Sums:
         if sums is None:
             self.found[(key, denominator)] = [price_seconds, share_seconds, idle_seconds]
         else:
-            sums[0] += price_seconds
-            sums[1] += share_seconds
-            sums[2] += idle_seconds
+            sums[0] = EXACT.add(sums[0], price_seconds)
+            sums[1] = EXACT.add(sums[1], share_seconds)
+            sums[2] = EXACT.add(sums[2], idle_seconds)
 
     def amounts(self) -> Iterator[tuple[tuple, Amount]]:
         for (key, denominator), (price_seconds, share_seconds, idle_seconds) in self.found.items():
             yield (
                 key,
                 Amount(
-                    cost=per_share_hour(price_seconds, denominator),
-                    gpu_hours=per_share_hour(share_seconds, denominator),
-                    idle_cost=per_share_hour(idle_seconds, denominator),
+                    cost=share_units(price_seconds, denominator),
+                    gpu_hours=share_units(share_seconds, denominator),
+                    idle_cost=share_units(idle_seconds, denominator),
                 ),
             )
 
@@ -255,9 +259,9 @@ def allocation_sums(
         sums.add(
             tuple(row[f] for f in fields),
             row["share_denominator"],
-            price * numerator * seconds,
-            numerator * seconds,
-            price * numerator * 60 * int(row.get("idle") or 0),
+            EXACT.multiply(EXACT.multiply(price, numerator), seconds),
+            EXACT.multiply(numerator, seconds),
+            EXACT.multiply(EXACT.multiply(price, numerator), 60 * int(row.get("idle") or 0)),
         )
     return sums.amounts()
 
@@ -290,48 +294,63 @@ def storage_sums(
     for row in holds.values(*fields, "price_per_gb_month", "size_gb").annotate(held=Sum(held)):
         seconds = held_seconds(row["held"] or timedelta(0))
         sums.add(
-            key_of(row), STORAGE_DENOMINATOR, row["price_per_gb_month"] * row["size_gb"] * seconds, ZERO, ZERO
+            key_of(row),
+            STORAGE_DENOMINATOR,
+            EXACT.multiply(EXACT.multiply(row["price_per_gb_month"], row["size_gb"]), seconds),
+            ZERO,
+            ZERO,
         )
     return sums.amounts()
 
 
-_PG_ALLOCATIONS = """
-SELECT 'a', {keys} x.share_denominator,
-       SUM(x.price_per_hour * x.share_numerator * EXTRACT(EPOCH FROM x.held_to - x.held_from)),
-       SUM(x.share_numerator * EXTRACT(EPOCH FROM x.held_to - x.held_from)),
-       {idle}
-FROM (
+# The holds of the stretch, once (MATERIALIZED); the time they held, the minutes the agents read
+# idle (joined as one set, not counted hold by hold) and storage, in exact units (cost.SHARES_BASE:
+# every share denominator divides it, which `bad` checks), added up by key in the database.
+_PG_SPEND = """
+WITH held AS MATERIALIZED (
   SELECT y.*, GREATEST(y.started_at, %(start)s) AS held_from,
          LEAST(COALESCE(y.ended_at, LEAST(%(now)s, COALESCE(y.expires_at, %(now)s))), %(end)s) AS held_to,
-         LEAST(COALESCE(y.ended_at, y.expires_at, %(end)s), %(end)s) AS idle_to
+         LEAST(COALESCE(y.ended_at, y.expires_at, %(end)s), %(end)s) AS idle_to,
+         %(base)s / y.share_denominator AS per_share
   FROM (
-    SELECT a.team_id, a.user_id, a.gpu_type_id, a.workload_id, a.gpu_id, a.mig_slice_id, a.team_id AS holder,
-           a.share_numerator, a.share_denominator, a.price_per_hour, a.started_at, a.ended_at,
-           (SELECT w.expires_at FROM workloads_workload w WHERE w.id = a.workload_id) AS expires_at
+    SELECT a.team_id, a.user_id, a.gpu_type_id, a.workload_id, a.gpu_id, a.share_numerator, a.share_denominator,
+           a.price_per_hour, a.started_at, a.ended_at, t.idle_threshold_percent AS threshold,
+           COALESCE(s.start, -1) AS slice_start,
+           CASE WHEN a.ended_at IS NULL  -- only an open hold's expiry matters: one index lookup each
+                THEN (SELECT w.expires_at FROM workloads_workload w WHERE w.id = a.workload_id) END AS expires_at
     FROM fleet_allocation a
+    JOIN accounts_team t ON t.id = a.team_id
+    LEFT JOIN fleet_migslice s ON s.id = a.mig_slice_id
     WHERE a.started_at < %(end)s AND (a.ended_at IS NULL OR a.ended_at > %(start)s)
-      AND {span} && tstzrange(%(start)s, %(end)s, '[)') {scope}
+      AND {span} && tstzrange(%(start)s, %(end)s, '[)') {allocation_scope}
   ) y
-) x
-WHERE x.held_to > x.held_from
-GROUP BY {group} x.share_denominator
-"""
-_PG_IDLE = """SUM(x.price_per_hour * x.share_numerator * (
-  SELECT COUNT(*) FROM fleet_gpuminute m
-  WHERE m.gpu_id = x.gpu_id AND m.minute >= x.held_from AND m.minute < x.idle_to AND m.utilization_samples > 0
-    AND m.utilization_sum / m.utilization_samples
-        < (SELECT t.idle_threshold_percent FROM accounts_team t WHERE t.id = x.holder)
-    AND COALESCE(m.mig_start, -1) = COALESCE((SELECT s.start FROM fleet_migslice s WHERE s.id = x.mig_slice_id), -1)
-))"""
-_PG_STORAGE = """
-SELECT 's', {keys} {denominator},
-       SUM(h.price_per_gb_month * h.size_gb * EXTRACT(EPOCH FROM
-           LEAST(COALESCE(h.ended_at, %(now)s), %(end)s) - GREATEST(h.started_at, %(start)s))), 0, 0
-FROM fleet_storagehold h
-WHERE h.started_at < %(end)s AND (h.ended_at IS NULL OR h.ended_at > %(start)s)
-  AND LEAST(COALESCE(h.ended_at, %(now)s), %(end)s) > GREATEST(h.started_at, %(start)s) {scope}
+), parts ({names} storage, cost, hours, idle, bad) AS (
+  SELECT {held_keys} false,
+         SUM(x.price_per_hour * x.share_numerator * EXTRACT(EPOCH FROM x.held_to - x.held_from) * x.per_share),
+         SUM(x.share_numerator * EXTRACT(EPOCH FROM x.held_to - x.held_from) * x.per_share), 0,
+         SUM(CASE WHEN MOD(%(base)s, x.share_denominator) = 0 THEN 0 ELSE 1 END)
+  FROM held x WHERE x.held_to > x.held_from
+  GROUP BY {held_group}
+  {idle}
+  {storage}
+)
+SELECT {names} {storage_flag} SUM(cost), SUM(hours), SUM(idle), SUM(bad) FROM parts
 {group}
 """
+_PG_IDLE = """UNION ALL
+  SELECT {held_keys} false, 0, 0, SUM(x.price_per_hour * x.share_numerator * 60 * x.per_share), 0
+  FROM held x JOIN fleet_gpuminute m ON m.gpu_id = x.gpu_id AND m.minute >= x.held_from AND m.minute < x.idle_to
+  WHERE x.held_to > x.held_from AND m.minute >= %(start)s AND m.minute < %(end)s AND m.utilization_samples > 0
+    AND m.utilization_sum / m.utilization_samples < x.threshold AND COALESCE(m.mig_start, -1) = x.slice_start
+  GROUP BY {held_group}"""
+_PG_STORAGE = """UNION ALL
+  SELECT {storage_keys} true,
+         SUM(h.price_per_gb_month * h.size_gb * %(storage_share)s * EXTRACT(EPOCH FROM
+             LEAST(COALESCE(h.ended_at, %(now)s), %(end)s) - GREATEST(h.started_at, %(start)s))), 0, 0, 0
+  FROM fleet_storagehold h
+  WHERE h.started_at < %(end)s AND (h.ended_at IS NULL OR h.ended_at > %(start)s)
+    AND LEAST(COALESCE(h.ended_at, %(now)s), %(end)s) > GREATEST(h.started_at, %(start)s) {storage_scope}
+  {storage_group}"""
 
 
 def _pg_spend(
@@ -344,42 +363,54 @@ def _pg_spend(
     idle: bool,
     storage: bool,
 ) -> Iterator[tuple[tuple, Amount]]:
-    """`spend_by_key` on PostgreSQL: GPU and storage holds in one statement, in exact numeric."""
+    """`spend_by_key` on PostgreSQL: GPU and storage holds in one statement, in exact numeric,
+    one row per key."""
     scope = scope or HoldScope()
     allocation_scope, params = scope.holds_sql("a")
-    columns = {"team": "x.team_id", "user": "x.user_id", "kind": "x.gpu_type_id", "workload": "x.workload_id"}
-    alloc_keys = "".join(f"{columns[k]}, " for k in keys)
-    sql = _PG_ALLOCATIONS.format(
-        keys=alloc_keys, group=alloc_keys, span=ALLOCATION_SPAN_SQL.replace("fleet_allocation.", "a."),
-        scope=allocation_scope, idle=_PG_IDLE if idle else "0",
-    )  # fmt: skip
-    if storage:
-        storage_scope, more = scope.holds_sql("h")
-        params.update(more)
-        stored = {"team": "h.team_id", "user": "h.user_id"}
-        storage_keys = "".join(f"{stored.get(k, 'NULL::bigint')}, " for k in keys)
-        grouped = [stored[k] for k in keys if k in stored]
-        sql += " UNION ALL " + _PG_STORAGE.format(
-            keys=storage_keys,
-            denominator=STORAGE_DENOMINATOR,
-            scope=storage_scope,
-            group=f"GROUP BY {', '.join(grouped)}" if grouped else "",
+    storage_scope, more = scope.holds_sql("h")
+    params.update(more)
+    held = {"team": "x.team_id", "user": "x.user_id", "kind": "x.gpu_type_id", "workload": "x.workload_id"}
+    stored = {"team": "h.team_id", "user": "h.user_id"}
+    names = "".join(f"k{n}, " for n in range(len(keys)))
+    held_keys = "".join(f"{held[k]}, " for k in keys)
+    held_group = ", ".join([held[k] for k in keys] + ["x.share_denominator"])
+    storage_keys = "".join(f"{stored.get(k, 'NULL::bigint')}, " for k in keys)
+    storage_group = [stored[k] for k in keys if k in stored]
+    by = [f"k{n}" for n in range(len(keys))] + (["storage"] if "kind" in keys else [])
+    sql = _PG_SPEND.format(
+        span=ALLOCATION_SPAN_SQL.replace("fleet_allocation.", "a."),
+        allocation_scope=allocation_scope,
+        names=names,
+        held_keys=held_keys,
+        held_group=held_group,
+        idle=_PG_IDLE.format(held_keys=held_keys, held_group=held_group) if idle else "",
+        storage=_PG_STORAGE.format(
+            storage_keys=storage_keys,
+            storage_scope=storage_scope,
+            storage_group=f"GROUP BY {', '.join(storage_group)}" if storage_group else "",
         )
-    params.update(start=start, end=end, now=now)
-    sums = _Sums()
+        if storage
+        else "",
+        storage_flag="storage," if "kind" in keys else "",
+        group=f"GROUP BY {', '.join(by)}" if by else "",
+    )
+    params.update(
+        start=start, end=end, now=now, base=SHARES_BASE, storage_share=SHARES_BASE // STORAGE_DENOMINATOR
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        for part, *row in cursor.fetchall():
-            key, (denominator, price_seconds, share_seconds, idle_minutes) = (
-                tuple(row[: len(keys)]),
-                row[len(keys) :],
-            )
-            if price_seconds is None:  # storage summed over no hold
-                continue
-            if part == "s":
-                key = tuple(STORAGE if k == "kind" else value for k, value in zip(keys, key, strict=True))
-            sums.add(key, denominator, price_seconds, share_seconds, Decimal(idle_minutes or 0) * 60)
-    return sums.amounts()
+        rows = cursor.fetchall()
+    for row in rows:
+        values, flag = row[: len(keys)], row[len(keys)] if "kind" in keys else False
+        cost, hours, idle_units, bad = row[-4:]
+        if cost is None:  # summed over nothing
+            continue
+        if bad:
+            raise ValueError(f"a share denominator does not divide {SHARES_BASE}: add it to SHARES_BASE")
+        key = tuple(
+            STORAGE if (k == "kind" and flag) else value for k, value in zip(keys, values, strict=True)
+        )
+        yield key, Amount(cost=cost, gpu_hours=hours, idle_cost=idle_units)
 
 
 def spend_by_key(

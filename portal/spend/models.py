@@ -4,10 +4,35 @@ are made and kept true; nothing here is typed in, everything is derived from the
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.db import models
 from django.db.models import Q
 
-AMOUNT = {"max_digits": 30, "decimal_places": 18, "default": 0}
+
+class UnitsField(models.Field):
+    """An exact decimal amount in units (see portal.spend.cost): numeric on PostgreSQL, which adds
+    it exactly; text on SQLite, whose numeric columns keep 15 digits (there sums are made in Python)."""
+
+    description = "Exact decimal (spend units)"
+
+    def db_type(self, connection) -> str:
+        return "text" if connection.vendor == "sqlite" else "numeric(44, 10)"
+
+    def from_db_value(self, value, expression, connection) -> Decimal | None:
+        return None if value is None else Decimal(value)
+
+    def to_python(self, value) -> Decimal | None:
+        return None if value is None else Decimal(value)
+
+    def get_db_prep_value(self, value, connection, prepared=False):
+        if value is None:
+            return None
+        value = Decimal(value)
+        return format(value, "f") if connection.vendor == "sqlite" else value
+
+
+AMOUNT = {"default": Decimal(0)}
 
 
 def _ref(model: str, **kwargs: object) -> models.ForeignKey:
@@ -61,8 +86,9 @@ class SpendPeriod(models.Model):
 
 
 class SpendRollup(models.Model):
-    """What the holds of one key cost within one period, unrounded. Which key fields are set
-    depends on the level; storage rows have `storage` and no GPU type. Blocks have no fine rows."""
+    """What the holds of one key cost within one period, in exact units (portal.spend.cost). Which
+    key fields are set depends on the level; storage rows have `storage` and no GPU type. Blocks
+    have no fine rows."""
 
     span = models.CharField(max_length=5, choices=Span.choices)
     start = models.DateTimeField()
@@ -72,9 +98,9 @@ class SpendRollup(models.Model):
     gpu_type = _ref("fleet.GpuType", null=True)
     storage = models.BooleanField(default=False)
     workload = _ref("workloads.Workload", null=True)
-    cost = models.DecimalField(**AMOUNT)
-    gpu_hours = models.DecimalField(**AMOUNT)
-    idle_cost = models.DecimalField(**AMOUNT)
+    cost = UnitsField(**AMOUNT)
+    gpu_hours = UnitsField(**AMOUNT)
+    idle_cost = UnitsField(**AMOUNT)
 
     class Meta:
         indexes = [
@@ -106,9 +132,9 @@ class WorkloadSpend(models.Model):
     user = _ref("accounts.User")
     first_day = models.DateField()
     last_day = models.DateField()
-    cost = models.DecimalField(**AMOUNT)
-    gpu_hours = models.DecimalField(**AMOUNT)
-    idle_cost = models.DecimalField(**AMOUNT)
+    cost = UnitsField(**AMOUNT)
+    gpu_hours = UnitsField(**AMOUNT)
+    idle_cost = UnitsField(**AMOUNT)
 
     class Meta:
         constraints = [

@@ -8,7 +8,7 @@ user and 30 days some 8, whatever the number of holds.
 A report over [start, end) is split into fresh periods and live stretches (the rest: partial-day
 edges, the minutes since today's roll-up, stale periods), which are costed from the holds. Before
 trusting a period a report also looks for changes to the holds that the workers have not seen yet
-(`changes_not_rolled`), so a hold ended in the past is reflected at once, not at the next roll-up.
+(`changes`), so a hold ended in the past is reflected at once, not at the next roll-up.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
-from portal.spend.models import Span
+from portal.spend.models import Span, SpendWatermark
 
 DAY = timedelta(days=1)
 EPOCH = date(1970, 1, 1)
@@ -92,6 +92,7 @@ FROM (
          (SELECT {allocation_end} FROM fleet_allocation a WHERE a.id = s.allocation_id) AS end_now,
          (SELECT a.ended_at FROM fleet_allocation a WHERE a.id = s.allocation_id) AS ended
   FROM spend_spendopenhold s WHERE s.allocation_id IS NOT NULL {team_s}
+  {offset}
 ) open_allocations WHERE end_now IS NULL OR {least}(end_now, through) <> seen
 UNION ALL
 SELECT s.held_from, {least}(s.end_seen, s.through),
@@ -102,12 +103,10 @@ WHERE s.storage_hold_id IS NOT NULL {team_s}
   AND (h.id IS NULL OR {least}(COALESCE(h.ended_at, %(now)s), s.through) <> {least}(s.end_seen, s.through))
 UNION ALL
 SELECT a.started_at, a.started_at, {allocation_end}, NULL, NULL, NULL, NULL FROM fleet_allocation a
-WHERE a.id > COALESCE((SELECT allocation_id_seen FROM spend_spendwatermark ORDER BY id LIMIT 1), 0)
-  AND a.started_at < %(before)s {team_a}
+WHERE a.id > %(allocation_seen)s AND a.started_at < %(before)s {team_a}
 UNION ALL
 SELECT h.started_at, h.started_at, COALESCE(h.ended_at, %(now)s), NULL, NULL, NULL, NULL FROM fleet_storagehold h
-WHERE h.id > COALESCE((SELECT storage_hold_id_seen FROM spend_spendwatermark ORDER BY id LIMIT 1), 0)
-  AND h.started_at < %(before)s {team_h}
+WHERE h.id > %(storage_seen)s AND h.started_at < %(before)s {team_h}
 """
 
 
@@ -117,10 +116,14 @@ def _moment(value) -> datetime:
     return parse_datetime(value).replace(tzinfo=UTC)  # SQLite: text, UTC
 
 
-def _changes_sql(*, now: datetime, before: datetime, team_id: int | None) -> tuple[str, dict]:
+def _changes_sql(
+    *, now: datetime, before: datetime, team_id: int | None, seen: tuple[int, int]
+) -> tuple[str, dict]:
     least = "LEAST" if connection.vendor == "postgresql" else "MIN"
     team = "AND {alias}.team_id = %(team)s" if team_id is not None else ""
     sql = _CHANGES_SQL.format(
+        # PostgreSQL: kept a subquery, each lookup runs once a row, not once for each use of its column
+        offset="OFFSET 0" if connection.vendor == "postgresql" else "",
         least=least,
         allocation_end=_ALLOCATION_END.format(least=least),
         team_s=team.format(alias="s"),
@@ -128,7 +131,8 @@ def _changes_sql(*, now: datetime, before: datetime, team_id: int | None) -> tup
         team_h=team.format(alias="h"),
     )
     adapt = connection.ops.adapt_datetimefield_value
-    return sql, {"now": adapt(now), "before": adapt(before), "team": team_id}
+    params = {"now": adapt(now), "before": adapt(before), "team": team_id}
+    return sql, {**params, "allocation_seen": seen[0], "storage_seen": seen[1]}
 
 
 def _stretch(held_from, seen, now_clipped) -> Interval:
@@ -154,12 +158,22 @@ class Change:
     ended: bool = False
 
 
-def changes(*, now: datetime, before: datetime, team_id: int | None = None) -> list[Change]:
+def changes(
+    *, now: datetime, before: datetime, team_id: int | None = None, seen: tuple[int, int] | None = None
+) -> list[Change]:
     """The holds changed since their time was rolled: open holds the roll-ups counted whose billed
     end has moved before the end of what was rolled (ended in the past, an expiry moved) or that are
     gone; holds inserted (ids above the watermark) that started before `before`. One statement:
-    an index lookup per remembered open hold, and the newest holds. `team_id`: only that team's."""
-    sql, params = _changes_sql(now=now, before=before, team_id=team_id)
+    an index lookup per remembered open hold, and the newest holds. `team_id`: only that team's.
+    `seen`: the watermark's ids, if the caller has read them."""
+    if seen is None:
+        mark = (
+            SpendWatermark.objects.order_by("pk")
+            .values_list("allocation_id_seen", "storage_hold_id_seen")
+            .first()
+        )
+        seen = mark or (0, 0)
+    sql, params = _changes_sql(now=now, before=before, team_id=team_id, seen=seen)
     found = []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -177,14 +191,6 @@ def changes(*, now: datetime, before: datetime, team_id: int | None = None) -> l
     return found
 
 
-def changes_not_rolled(*, now: datetime, before: datetime, team_id: int | None = None) -> list[Interval]:
-    """Stretches of time whose roll-ups the holds may no longer agree with (see `changes`),
-    found before the workers have marked them stale."""
-    return [
-        c.stretch for c in changes(now=now, before=before, team_id=team_id) if c.stretch[1] > c.stretch[0]
-    ]
-
-
 @dataclass
 class Plan:
     """Where a report's figures come from: roll-up rows of these periods (by span), and the
@@ -198,30 +204,33 @@ class Plan:
         return self.rolled.get(Span.DAY, [])
 
 
+# The periods, and the holds watermark (a constant for the next statement: with it the planner
+# estimates the holds newer than it from statistics, instead of guessing a third of the table).
 _PERIODS_SQL = """
-SELECT 'p', span, start, until, NULL FROM spend_spendperiod
+SELECT 'p', span, start, until, NULL, NULL FROM spend_spendperiod
 WHERE start >= %(first)s AND start < %(end)s AND NOT stale
-UNION ALL SELECT 'c', NULL, held_from, seen, now_clipped FROM ({changes}) changes
-"""  # the periods, and the changes to the holds not rolled yet, in one round trip
+UNION ALL SELECT 'w', NULL, NULL, NULL, allocation_id_seen, storage_hold_id_seen FROM spend_spendwatermark
+"""
 
 
 def fresh_periods(
     *, start: datetime, end: datetime, now: datetime, team_id: int | None = None
 ) -> dict[tuple[str, datetime], datetime]:
     """The periods within [start, end) whose roll-ups a report may read now: (span, start) -> the
-    end of what their rows cover (a day's `until`; today's is before its end). One round trip:
-    the periods and the changes to the holds not rolled yet (`changes_not_rolled`)."""
-    sql, params = _changes_sql(now=now, before=end, team_id=team_id)
+    end of what their rows cover (a day's `until`; today's is before its end). Two round trips:
+    the periods, then the changes to the holds not rolled yet (`changes`)."""
     adapt = connection.ops.adapt_datetimefield_value
-    params.update(first=adapt(midnight(start)), end=adapt(end))
-    periods, changed = [], []
+    periods, seen = [], (0, 0)
     with connection.cursor() as cursor:
-        cursor.execute(_PERIODS_SQL.format(changes=sql), params)
-        for kind, span, first, second, third in cursor.fetchall():
+        cursor.execute(_PERIODS_SQL, {"first": adapt(midnight(start)), "end": adapt(end)})
+        for kind, span, first, until, allocation_seen, storage_seen in cursor.fetchall():
             if kind == "p":
-                periods.append((span, _moment(first), _moment(second)))
+                periods.append((span, _moment(first), _moment(until)))
             else:
-                changed.append(_stretch(first, second, third))
+                seen = (allocation_seen, storage_seen)
+    if not periods:
+        return {}
+    changed = [c.stretch for c in changes(now=now, before=end, team_id=team_id, seen=seen)]
     days = {period_start: until for span, period_start, until in periods if span == Span.DAY}
     bad = affected_days(changed, days)
     return {

@@ -29,9 +29,10 @@ from portal.spend.cost import (
     SECONDS_PER_HOUR,
     allocation_cost,
     hold_cost,
-    hours_to_cents,
     storage_cost,
     to_cents,
+    units_to_cents,
+    units_to_hours,
 )
 from portal.spend.holds import STORAGE, Amount, without_jit
 from portal.spend.totals import Scope, spend_by
@@ -115,9 +116,9 @@ def _row(key: str, label: str, amount: Amount) -> SpendRow:
     return SpendRow(
         key=key,
         label=label,
-        cost=to_cents(amount.cost),
-        gpu_hours=hours_to_cents(amount.gpu_hours),
-        idle_cost=to_cents(amount.idle_cost),
+        cost=units_to_cents(amount.cost),
+        gpu_hours=units_to_hours(amount.gpu_hours),
+        idle_cost=units_to_cents(amount.idle_cost),
     )
 
 
@@ -129,7 +130,10 @@ def _labels(group_by: str, ids: set) -> dict:
             for pk, slug, name in Team.objects.filter(pk__in=ids).values_list("pk", "slug", "name")
         }
     if group_by == "user":
-        users = User.objects.filter(pk__in=ids).values_list("pk", "username", "first_name", "last_name")
+        users = (
+            User.objects.all() if len(ids) > 200 else User.objects.filter(pk__in=ids)
+        )  # no list of thousands
+        users = users.values_list("pk", "username", "first_name", "last_name")
         return {pk: (username, f"{first} {last}".strip() or username) for pk, username, first, last in users}
     if group_by == "gpu_type":
         types = GpuType.objects.filter(pk__in=ids - {STORAGE})
@@ -207,10 +211,11 @@ def team_month_spend(*, team: Team, now: datetime | None = None) -> Decimal:
     """What the team has spent since the first of this month (UTC), GPU and storage, in cents:
     the month's rolled days and hours, and the holds for the rest (a handful of queries)."""
     now = now or timezone.now()
-    found = spend_by(
-        keys=(), start=month_start(now), end=FOREVER, now=now, scope=Scope(team_id=team.pk), idle=False
-    )
-    return to_cents(found.get((), Amount()).cost)
+    with without_jit():
+        found = spend_by(
+            keys=(), start=month_start(now), end=FOREVER, now=now, scope=Scope(team_id=team.pk), idle=False
+        )
+    return units_to_cents(found.get((), Amount()).cost)
 
 
 def teams_month_spend(*, now: datetime | None = None) -> dict[int, Decimal]:
@@ -221,7 +226,7 @@ def teams_month_spend(*, now: datetime | None = None) -> dict[int, Decimal]:
         found = spend_by(
             keys=("team",), start=month_start(now), end=FOREVER, now=now, scope=Scope(), idle=False
         )
-    return {team_id: to_cents(amount.cost) for (team_id,), amount in found.items()}
+    return {team_id: units_to_cents(amount.cost) for (team_id,), amount in found.items()}
 
 
 def spend_teams(user: User) -> list[Team]:

@@ -49,12 +49,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Max, Min, Sum, Value
+from django.db.models import Max, Value
 from django.utils import timezone
 
 from portal.fleet.models import Allocation, StorageHold
-from portal.spend.cost import stored
-from portal.spend.holds import STORAGE, Amount, allocation_billed_until, overlapping_allocations, spend_by_key
+from portal.spend.cost import EXACT, ZERO
+from portal.spend.holds import (
+    STORAGE,
+    Amount,
+    allocation_billed_until,
+    overlapping_allocations,
+    spend_by_key,
+    without_jit,
+)
 from portal.spend.models import (
     Level,
     Span,
@@ -138,9 +145,9 @@ def _rollup_rows(*, start: datetime, fine: dict[tuple, Amount]) -> Iterator[tupl
             if total is None:
                 summed[sub] = [amount.cost, amount.gpu_hours, amount.idle_cost]
             else:
-                total[0] += amount.cost
-                total[1] += amount.gpu_hours
-                total[2] += amount.idle_cost
+                total[0] = EXACT.add(total[0], amount.cost)
+                total[1] = EXACT.add(total[1], amount.gpu_hours)
+                total[2] = EXACT.add(total[2], amount.idle_cost)
         for sub, (cost, hours, idle) in summed.items():
             values = dict(zip(keys, sub, strict=True))
             kind = values.get("kind")
@@ -153,9 +160,9 @@ def _rollup_rows(*, start: datetime, fine: dict[tuple, Amount]) -> Iterator[tupl
                 None if kind == STORAGE else kind,
                 kind == STORAGE,
                 values.get("workload"),
-                stored(cost),
-                stored(hours),
-                stored(idle),
+                cost,
+                hours,
+                idle,
             )
 
 
@@ -238,32 +245,32 @@ def _refresh_workload_spend(workload_ids: Iterable[int | None]) -> None:
             cursor.execute("DELETE FROM spend_workloadspend WHERE workload_id = ANY(%s)", [ids])
             cursor.execute(_REFRESH_WORKLOADS_SQL, {"fine": Level.FINE, "ids": ids})
         return
-    for chunk in _chunks(ids):
+    for chunk in _chunks(ids):  # SQLite keeps units as text: added up here
         WorkloadSpend.objects.filter(workload_id__in=chunk).delete()
-        totals = (
-            SpendRollup.objects.filter(level=Level.FINE, workload_id__in=chunk)
-            .values("workload_id", "team_id", "user_id")
-            .annotate(
-                first=Min("start"),
-                last=Max("start"),
-                total_cost=Sum("cost"),
-                total_hours=Sum("gpu_hours"),
-                total_idle=Sum("idle_cost"),
+        totals: dict[tuple, list] = {}
+        for workload_id, team_id, user_id, start, cost, hours, idle in SpendRollup.objects.filter(
+            level=Level.FINE, workload_id__in=chunk
+        ).values_list("workload_id", "team_id", "user_id", "start", "cost", "gpu_hours", "idle_cost"):
+            day = utc(start).date()
+            found = totals.setdefault((workload_id, team_id, user_id), [day, day, ZERO, ZERO, ZERO])
+            found[0], found[1] = min(found[0], day), max(found[1], day)
+            found[2], found[3], found[4] = (
+                EXACT.add(found[2], cost),
+                EXACT.add(found[3], hours),
+                EXACT.add(found[4], idle),
             )
-            .order_by()
-        )
         WorkloadSpend.objects.bulk_create(
             WorkloadSpend(
-                workload_id=row["workload_id"],
-                team_id=row["team_id"],
-                user_id=row["user_id"],
-                first_day=utc(row["first"]).date(),
-                last_day=utc(row["last"]).date(),
-                cost=row["total_cost"],
-                gpu_hours=row["total_hours"],
-                idle_cost=row["total_idle"],
+                workload_id=workload_id,
+                team_id=team_id,
+                user_id=user_id,
+                first_day=first,
+                last_day=last,
+                cost=cost,
+                gpu_hours=hours,
+                idle_cost=idle,
             )
-            for row in totals
+            for (workload_id, team_id, user_id), (first, last, cost, hours, idle) in totals.items()
         )
 
 
@@ -322,7 +329,7 @@ def spend_changes_apply(*, now: datetime | None = None) -> int:
     before the end of what was rolled, a hold vanished, a hold was inserted into rolled time), and
     forget the open holds that have ended. Returns the number of stale stretches found."""
     now = now or timezone.now()
-    with transaction.atomic():
+    with without_jit(), transaction.atomic():
         return _apply_changes(now=now, watermark=_lock())
 
 
@@ -340,7 +347,7 @@ def spend_roll_day(
     until = min(until or day + DAY, day + DAY)
     if until > now or until <= day:
         raise ValueError(f"cannot roll {day:%Y-%m-%d} up to {until} at {now}")
-    with transaction.atomic():
+    with without_jit(), transaction.atomic():
         _apply_changes(now=now, watermark=_lock())
         if note_open:
             _note_open_holds(start=day, end=until, now=now)
@@ -365,6 +372,48 @@ def _fresh_whole(span: str, starts: list[datetime]) -> set[datetime]:
     return {utc(start) for start, until in found if utc(until) == period_end(utc(start), span)}
 
 
+_BLOCK_SQL = """
+INSERT INTO spend_spendrollup (span, start, level, team_id, user_id, gpu_type_id, storage, workload_id, cost,
+                               gpu_hours, idle_cost)
+SELECT %(span)s, %(start)s, level, team_id, user_id, gpu_type_id, storage, NULL, SUM(cost), SUM(gpu_hours),
+       SUM(idle_cost)
+FROM spend_spendrollup WHERE span = %(child)s AND start = ANY(%(starts)s) AND level = ANY(%(levels)s)
+GROUP BY level, team_id, user_id, gpu_type_id, storage
+"""
+
+
+def _sum_block(*, span: str, start: datetime, parts: list[tuple[str, datetime]]) -> None:
+    """Write a block's rows: its halves' rows added up by level and key (in SQL on PostgreSQL)."""
+    child, starts = parts[0][0], [s for _, s in parts]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _BLOCK_SQL,
+                {
+                    "span": span,
+                    "start": start,
+                    "child": child,
+                    "starts": starts,
+                    "levels": list(BLOCK_LEVELS),
+                },
+            )
+        return
+    totals: dict[tuple, list] = {}  # SQLite keeps units as text: added up here
+    for *key, cost, hours, idle in SpendRollup.objects.filter(
+        span=child, start__in=starts, level__in=BLOCK_LEVELS
+    ).values_list("level", "team_id", "user_id", "gpu_type_id", "storage", "cost", "gpu_hours", "idle_cost"):
+        found = totals.setdefault(tuple(key), [ZERO, ZERO, ZERO])
+        found[0], found[1], found[2] = (
+            EXACT.add(found[0], cost),
+            EXACT.add(found[1], hours),
+            EXACT.add(found[2], idle),
+        )
+    _insert_rollups(
+        (span, start, level, team, user, gpu_type, storage, None, cost, hours, idle)
+        for (level, team, user, gpu_type, storage), (cost, hours, idle) in totals.items()
+    )
+
+
 def spend_roll_blocks(*, days: Iterable[datetime], now: datetime | None = None) -> int:
     """Sum again every block that holds one of `days`, is not fresh, and whose halves are rolled
     whole and fresh, smallest first (each block from its halves' rows). Returns how many."""
@@ -377,37 +426,10 @@ def spend_roll_blocks(*, days: Iterable[datetime], now: datetime | None = None) 
             parts = halves(start, span)
             if len(_fresh_whole(parts[0][0], [s for _, s in parts])) < 2:
                 continue
-            with transaction.atomic():
+            with without_jit(), transaction.atomic():
                 _lock()
                 SpendRollup.objects.filter(span=span, start=start).delete()
-                sums = (
-                    SpendRollup.objects.filter(
-                        span=parts[0][0], start__in=[s for _, s in parts], level__in=BLOCK_LEVELS
-                    )
-                    .values("level", "team_id", "user_id", "gpu_type_id", "storage")
-                    .annotate(
-                        total_cost=Sum("cost"), total_hours=Sum("gpu_hours"), total_idle=Sum("idle_cost")
-                    )
-                    .order_by()
-                )
-                SpendRollup.objects.bulk_create(
-                    (
-                        SpendRollup(
-                            span=span,
-                            start=start,
-                            level=row["level"],
-                            team_id=row["team_id"],
-                            user_id=row["user_id"],
-                            gpu_type_id=row["gpu_type_id"],
-                            storage=row["storage"],
-                            cost=row["total_cost"],
-                            gpu_hours=row["total_hours"],
-                            idle_cost=row["total_idle"],
-                        )
-                        for row in sums
-                    ),
-                    batch_size=2000,
-                )
+                _sum_block(span=span, start=start, parts=parts)
                 SpendPeriod.objects.update_or_create(
                     span=span,
                     start=start,
@@ -465,7 +487,10 @@ def spend_rollup_due(*, now: datetime | None = None, days_per_run: int = DAYS_PE
                 spend_roll_day(day=day, now=now)
                 run.days.append(day.date())
         else:
-            target = min(day + DAY, (now - TODAY_GRACE).replace(second=0, microsecond=0))
+            # Not to the end: the day is rolled whole only after DAY_GRACE (late holds and readings).
+            target = min(
+                day + DAY - timedelta(minutes=1), (now - TODAY_GRACE).replace(second=0, microsecond=0)
+            )
             if target > day and (stale or until <= target - TODAY_EVERY):
                 spend_roll_day(day=day, now=now, until=target)
                 run.partial.append(day.date())
@@ -492,11 +517,20 @@ def spend_rollup_rebuild(
         _lock()
         _note_open_holds(start=days[0], end=days[-1] + DAY, now=now)
     whole = _fresh_whole(Span.DAY, days) if only_missing else set()
+    rolled = 0
     for day in days:
         if day not in whole:
             yield day.date(), spend_roll_day(day=day, now=now, note_open=False)
+            rolled += 1
+            if rolled in (1, 4, 16, 64, 256):  # the tables grow fast: statistics for the planner
+                _analyze()
     spend_roll_blocks(days=days, now=now)
-    if connection.vendor == "postgresql":  # fresh statistics: the planner picks the indexes
+    _analyze()
+
+
+def _analyze() -> None:
+    """PostgreSQL: fresh statistics of the roll-up tables, so the planner picks their indexes."""
+    if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
                 "ANALYZE spend_spendrollup, spend_workloadspend, spend_spendopenhold, spend_spendperiod"

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from decimal import Context, Decimal
+from decimal import Decimal
 
 from django.db import connection
 from django.db.models import Q, Sum
 from django.db.models.functions import TruncDate
 
 from portal.fleet.models import StorageHold
+from portal.spend.cost import EXACT
 from portal.spend.holds import STORAGE, Amount, HoldScope, overlapping_allocations, spend_by_key
 from portal.spend.models import Level, SpendRollup
 from portal.spend.periods import DAY, Plan, fresh_periods, make_plan, midnight, runs, utc
@@ -82,17 +83,20 @@ def rolled_sums(
         if by_day:
             rows = rows.annotate(day=TruncDate("start", tzinfo=UTC))
         totals = {"total_cost": Sum("cost"), "total_hours": Sum("gpu_hours"), "total_idle": Sum("idle_cost")}
-        if fields:
+        if connection.vendor != "postgresql":  # SQLite keeps units as text: added up below
+            rows = rows.order_by().values_list(*fields, "cost", "gpu_hours", "idle_cost")
+        elif fields:
             rows = rows.values(*fields).annotate(**totals).order_by()
-            query = rows.values_list(
-                *fields, "total_cost", "total_hours", "total_idle"
-            ).query.sql_with_params()
-            with connection.cursor() as cursor:  # rows straight from the cursor: thousands, not models
-                cursor.execute(*query)
-                found_rows = cursor.fetchall()
+            rows = rows.values_list(*fields, "total_cost", "total_hours", "total_idle")
         else:
             total = rows.aggregate(**totals)
+            rows = None
+        if rows is None:
             found_rows = [(total["total_cost"], total["total_hours"], total["total_idle"])]
+        else:
+            with connection.cursor() as cursor:  # rows straight from the cursor: thousands, not models
+                cursor.execute(*rows.query.sql_with_params())
+                found_rows = cursor.fetchall()
         for *key_values, cost, hours, idle in found_rows:
             if cost is None:  # a sum over no rows
                 continue
@@ -106,27 +110,19 @@ def rolled_sums(
             if by_day:
                 day = values["day"]
                 key += (date.fromisoformat(day) if isinstance(day, str) else day,)
+            cost, hours, idle = Decimal(cost), Decimal(hours), Decimal(idle)
             total = sums.get(key)
             if total is None:
-                sums[key] = [_decimal(cost), _decimal(hours), _decimal(idle)]
+                sums[key] = [cost, hours, idle]
             else:
-                total[0] += _decimal(cost)
-                total[1] += _decimal(hours)
-                total[2] += _decimal(idle)
+                total[0], total[1], total[2] = (
+                    EXACT.add(total[0], cost),
+                    EXACT.add(total[1], hours),
+                    EXACT.add(total[2], idle),
+                )
     for key, (cost, hours, idle) in sums.items():
         found[key] = Amount(cost=cost, gpu_hours=hours, idle_cost=idle)
     return found
-
-
-_SQLITE_DECIMAL = Context(prec=15)  # SQLite adds decimals as REAL: 15 significant digits hold
-
-
-def _decimal(value) -> Decimal:
-    if isinstance(value, Decimal):
-        return value
-    if isinstance(value, float):
-        return _SQLITE_DECIMAL.create_decimal_from_float(value)
-    return Decimal(value)
 
 
 def live_sums(
@@ -157,11 +153,14 @@ def plan_for(
     scope: Scope,
     keys: tuple[str, ...],
     by_day: bool = False,
+    fresh: dict | None = None,
 ) -> Plan:
-    """Which periods a report of `keys` over [start, end) reads from roll-ups, and which it costs live."""
+    """Which periods a report of `keys` over [start, end) reads from roll-ups, and which it costs
+    live. `fresh`: the fresh periods, if the caller has read them for the same range."""
     if by_day and end > (horizon := midnight(now) + DAY) and not _billed_past(horizon, end):
         end = max(start, horizon)  # no day past tomorrow holds anything: do not cost them one by one
-    fresh = fresh_periods(start=start, end=end, now=now, team_id=scope.team_id)
+    if fresh is None:
+        fresh = fresh_periods(start=start, end=end, now=now, team_id=scope.team_id)
     blocks = not by_day and all(level != Level.FINE for level, _ in scope.rollup_parts(keys))
     return make_plan(start=utc(start), end=utc(end), fresh=fresh, blocks=blocks, split_days=by_day)
 

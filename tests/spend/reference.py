@@ -1,25 +1,20 @@
 """The slow, obvious spend figures the roll-ups must equal to the cent: every hold the user may
-see is read into Python and costed window by window with `portal.spend.cost` (as spend was
-computed before the roll-ups), open holds of expired workloads clipped at their expiry."""
+see is read into Python and costed window by window, as spend was computed before the roll-ups
+(open holds of expired workloads clipped at their expiry), but in exact fractions: share x hours x
+price, rounded once. (Decimal's 28 digits, as the code before had them, can tip a total that lies
+exactly on a half cent, made of sevenths, either way; the fraction cannot.)"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, time, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
+from fractions import Fraction
 
 from django.db.models import Q
 
 from portal.fleet.models import Allocation, GpuMinute, StorageHold
-from portal.spend.cost import (
-    allocation_cost,
-    allocation_gpu_hours,
-    billed_until,
-    hours_to_cents,
-    idle_cost_of,
-    storage_cost,
-    to_cents,
-)
+from portal.spend.cost import billed_until
 from portal.spend.selectors import (
     OTHERS_KEY,
     STORAGE_KEY,
@@ -29,6 +24,24 @@ from portal.spend.selectors import (
     month_start,
     storage_holds_visible_to,
 )
+
+
+def _seconds(low: datetime, high: datetime) -> Fraction:
+    held = high - low
+    return Fraction((held.days * 86400 + held.seconds) * 1_000_000 + held.microseconds, 1_000_000)
+
+
+def _cost(price, numerator: int, denominator: int, seconds: Fraction) -> Fraction:
+    return Fraction(price) * numerator * seconds / (denominator * 3600)
+
+
+def _round(value: Fraction, rounding=ROUND_HALF_UP) -> Decimal:
+    """Exactly: a fraction rounded to hundredths."""
+    hundredths = value * 100
+    whole = hundredths.numerator // hundredths.denominator
+    rest = hundredths - whole
+    up = rest > Fraction(1, 2) or (rest == Fraction(1, 2) and (rounding == ROUND_HALF_UP or whole % 2 == 1))
+    return Decimal(whole + (1 if up else 0)).scaleb(-2)
 
 
 def _days(start: datetime, end: datetime):
@@ -71,10 +84,10 @@ def _holds(user, team, start: datetime, end: datetime):
 
 
 def amounts(*, user, group_by: str, start: datetime, end: datetime, team=None, now: datetime):
-    """Unrounded (cost, gpu_hours, idle_cost) and label by key."""
-    cost: dict[str, Decimal] = defaultdict(Decimal)
-    hours: dict[str, Decimal] = defaultdict(Decimal)
-    idle: dict[str, Decimal] = defaultdict(Decimal)
+    """Exact (cost, gpu_hours, idle_cost) and label by key."""
+    cost: dict[str, Fraction] = defaultdict(Fraction)
+    hours: dict[str, Fraction] = defaultdict(Fraction)
+    idle: dict[str, Fraction] = defaultdict(Fraction)
     labels: dict[str, str] = {}
     for hold in _holds(user, team, start, end):
         gpu = isinstance(hold, Allocation)
@@ -84,35 +97,38 @@ def amounts(*, user, group_by: str, start: datetime, end: datetime, team=None, n
         if group_by == "day":
             windows = [(d.isoformat(), d.isoformat(), a, b) for d, a, b in _days(held_from, held_to)]
         elif group_by == "user":
-            windows = [(hold.user.username, hold.user.get_full_name() or hold.user.username, start, end)]
+            windows = [
+                (hold.user.username, hold.user.get_full_name() or hold.user.username, held_from, held_to)
+            ]
         elif group_by == "team":
-            windows = [(hold.team.slug, hold.team.name, start, end)]
+            windows = [(hold.team.slug, hold.team.name, held_from, held_to)]
         elif group_by == "gpu_type":
             kind = (hold.gpu_type.slug, hold.gpu_type.name) if gpu else (STORAGE_KEY, STORAGE_LABEL)
-            windows = [(*kind, start, end)]
+            windows = [(*kind, held_from, held_to)]
         else:  # workload
             key = str(hold.workload_id) if gpu and hold.workload_id else (OTHERS_KEY if gpu else STORAGE_KEY)
-            windows = [(key, key, start, end)]
+            windows = [(key, key, held_from, held_to)]
         for key, label, low, high in windows:
             labels[key] = label
+            seconds = _seconds(low, high)
             if gpu:
-                cost[key] += allocation_cost(hold, now=now, start=low, end=high)
-                hours[key] += allocation_gpu_hours(hold, now=now, start=low, end=high)
-                idle[key] += idle_cost_of(
-                    price_per_hour=hold.price_per_hour,
-                    numerator=hold.share_numerator,
-                    denominator=hold.share_denominator,
-                    minutes=_idle_minutes(hold, low, high),
-                )
+                n, d = hold.share_numerator, hold.share_denominator
+                cost[key] += _cost(hold.price_per_hour, n, d, seconds)
+                hours[key] += Fraction(n) * seconds / (d * 3600)
+                idle[key] += _cost(hold.price_per_hour, n, d, Fraction(60 * _idle_minutes(hold, low, high)))
             else:
-                cost[key] += storage_cost(hold, now=now, start=low, end=high)
+                cost[key] += _cost(hold.price_per_gb_month, hold.size_gb, 730, seconds)
                 hours[key] += 0
     return {key: (cost[key], hours[key], idle[key], labels[key]) for key in cost}
 
 
 def row(key, label, cost, hours, idle) -> SpendRow:
     return SpendRow(
-        key=key, label=label, cost=to_cents(cost), gpu_hours=hours_to_cents(hours), idle_cost=to_cents(idle)
+        key=key,
+        label=label,
+        cost=_round(cost),
+        gpu_hours=_round(hours, ROUND_HALF_EVEN),
+        idle_cost=_round(idle),
     )
 
 
@@ -130,7 +146,7 @@ def spend_grouped(*, user, group_by, start, end, team=None, now, limit=100) -> l
         if storage:
             rows.append(row(STORAGE_KEY, STORAGE_LABEL, *storage[:3]))
         others = row(
-            OTHERS_KEY, "Everything else", *(sum((a[n] for a in rest), Decimal(0)) for n in range(3))
+            OTHERS_KEY, "Everything else", *(sum((a[n] for a in rest), Fraction(0)) for n in range(3))
         )
         if others.cost or others.gpu_hours or others.idle_cost:
             rows.append(others)
@@ -143,14 +159,23 @@ def spend_grouped(*, user, group_by, start, end, team=None, now, limit=100) -> l
 
 def team_month_spend(*, team, now: datetime) -> Decimal:
     start = month_start(now)
-    total = Decimal(0)
+    total = Fraction(0)
     for hold in Allocation.objects.filter(team=team).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start)):
-        total += allocation_cost(hold, now=now, start=start)
+        held_from, held_to = max(hold.started_at, start), billed_until(hold, now=now)
+        if held_to > held_from:
+            total += _cost(
+                hold.price_per_hour,
+                hold.share_numerator,
+                hold.share_denominator,
+                _seconds(held_from, held_to),
+            )
     for hold in StorageHold.objects.filter(team=team).filter(
         Q(ended_at__isnull=True) | Q(ended_at__gt=start)
     ):
-        total += storage_cost(hold, now=now, start=start)
-    return to_cents(total)
+        held_from, held_to = max(hold.started_at, start), billed_until(hold, now=now)
+        if held_to > held_from:
+            total += _cost(hold.price_per_gb_month, hold.size_gb, 730, _seconds(held_from, held_to))
+    return _round(total)
 
 
 def as_tuples(rows: list[SpendRow], *, labels: bool = True) -> list[tuple]:

@@ -269,13 +269,13 @@ def test_reports_read_a_number_of_queries_that_does_not_grow_with_the_holds(
         make_hold(gpu=gpus[n % 8], user=[researcher, lead, other_researcher][n % 3], team=[team, team, other_team][n % 3],
                   workload=sandbox if n % 2 else None, started_at=start, ended_at=start + timedelta(hours=5))  # fmt: skip
     spend_rollup_due(now=NOW, days_per_run=100)
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(6):
         selectors.team_month_spend(team=team, now=NOW)
     for group in ("user", "team", "gpu_type", "day"):
         for viewer in (admin_user, lead):
-            with django_assert_max_num_queries(8):
+            with django_assert_max_num_queries(9):
                 selectors.spend_grouped(user=viewer, group_by=group, now=NOW, **MONTH)
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(18):
         selectors.spend_grouped(user=admin_user, group_by="workload", now=NOW, **MONTH)
 
 

@@ -193,3 +193,27 @@ def test_rolled_up_figures_equal_every_hold_costed_one_by_one(
             spend_rollup_due(now=NOW, days_per_run=100)
             assert not SpendPeriod.objects.filter(stale=True, span=Span.DAY).exists()
             assert_same_figures(people, ranges, viewers=people["viewers"][:1])
+
+
+def test_a_total_exactly_on_a_half_cent_made_of_sevenths_rounds_up(people, admin_user):
+    """Seven holds of a seventh of a GPU at $1/h for 18 s, each on its own day: each costs
+    1/1400 of a dollar (0.000714285...), together exactly half a cent: 0.01, not 0.00."""
+    _clear()
+    researcher, team = people["holders"][0]
+    for n in range(7):
+        start = BASE + timedelta(days=n, hours=5)
+        Allocation.objects.create(
+            gpu=people["gpus"][0], mig_profile="1g.10gb", team=team, user=researcher,
+            gpu_type=people["gpus"][0].gpu_type, share_numerator=1, share_denominator=7,
+            price_per_hour=Decimal("1.0000"), started_at=start, ended_at=start + timedelta(seconds=18),
+            released_at=start + timedelta(seconds=18),
+        )  # fmt: skip
+    spend_rollup_due(now=NOW, days_per_run=100)
+    window = {"start": BASE, "end": NOW, "now": NOW}
+    (row,) = selectors.spend_grouped(user=admin_user, group_by="team", **window)
+    assert row.cost == Decimal("0.01")
+    assert row.gpu_hours == Decimal("0.00")  # 7 x 18 s / 7 = 18 s of a GPU
+    assert selectors.team_month_spend(team=team, now=NOW) == Decimal("0.01")
+    assert [r.cost for r in selectors.spend_grouped(user=admin_user, group_by="day", **window)] == [
+        Decimal("0.00")
+    ] * 7
