@@ -43,6 +43,10 @@ def _schedule() -> dict:
             "task": "fleet.repair_drift_all",
             "schedule": settings.PORTAL_DRIFT_SECONDS,
         },
+        "reconcile-orphans": {  # objects the database does not know: reported; removed once confirmed
+            "task": "fleet.reconcile_orphans_all",
+            "schedule": settings.PORTAL_DRIFT_SECONDS,
+        },
         "simulate-telemetry": {  # only simulated clusters: real ones have node agents
             "task": "fleet.simulate_telemetry",
             "schedule": settings.PORTAL_SIM_TELEMETRY_SECONDS,

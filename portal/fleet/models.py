@@ -415,7 +415,9 @@ class GpuPeriod(models.Model):
     queries read rows, not raw samples. Minutes are kept for days, hours for a year and more
     (PORTAL_TELEMETRY_MINUTE_DAYS, PORTAL_TELEMETRY_HOUR_DAYS)."""
 
-    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the (gpu, minute) and (gpu, hour) indexes serve lookups by GPU, and
+    # with a second one the planner may scan all of a GPU's days for an hour of them (idle cost).
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+", db_index=False)
     device = models.CharField(max_length=64, help_text="The GPU's UUID, or its MIG device's.")
     mig_start = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text="A MIG device's placement start on its GPU; null for a whole GPU."
@@ -459,3 +461,57 @@ class GpuHour(GpuPeriod):
 
     def __str__(self) -> str:
         return f"{self.device} at {self.hour:%Y-%m-%d %H}h"
+
+
+class ClusterOrphan(models.Model):
+    """An object the portal made on a cluster (by its labels) that the database does not know,
+    as found by the orphan reconcile: a namespace of a workload the database has no row for
+    (after a restore from an older backup, say), or a volume no row names. It is removed only
+    after an admin confirmed it and the grace period passed; a home volume (a user's data) is
+    reported and never removed by the portal."""
+
+    class Kind(models.TextChoices):
+        NAMESPACE = "namespace", "namespace"
+        VOLUME = "volume", "dataset volume copy"
+        HOME_VOLUME = "home_volume", "home volume"
+
+    class Outcome(models.TextChoices):
+        OPEN = "", "open"
+        REMOVED = "removed", "removed by the portal"
+        GONE = "gone", "gone, or known again"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="orphans")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    name = models.CharField(max_length=253)
+    namespace = models.CharField(max_length=253, blank=True, help_text="Empty for cluster-wide objects.")
+    workload_id = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="The workload id its labels name, if any."
+    )
+    reason = models.CharField(max_length=300, help_text="Why the database does not know it.")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    removed_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True, default="")
+    last_error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["cluster_id", "kind", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "kind", "name"],
+                condition=Q(removed_at__isnull=True),
+                name="one_open_orphan_per_object",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.name} on cluster {self.cluster_id}"
+
+    @property
+    def keeps_data(self) -> bool:
+        """A home volume holds a user's files: the portal reports it and never removes it."""
+        return self.kind == self.Kind.HOME_VOLUME

@@ -303,6 +303,7 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     driver.apply_workload(dataclasses.replace(changed, user_identity=""))  # deletes the RoleBinding
     driver.workload_status(changed)
     driver.managed_namespaces()
+    driver.managed_volumes()  # the orphan reconcile: the portal's volumes the database may not know
     driver.discover_gpu_nodes()
     driver.apply_mig_layout("gpu-h100-a", {0: [("1g.10gb", 0)]})  # creates the ConfigMap
     driver.apply_mig_layout("gpu-h100-a", {0: [("3g.40gb", 0)]})  # reads and patches it

@@ -42,16 +42,17 @@ def writes(fake: FakeKube) -> list[tuple[str, str, str]]:
     return [(r.verb, r.resource, r.name) for r in fake.requests if r.verb in WRITES]
 
 
-def test_a_namespace_whose_sandbox_row_is_gone_is_deleted_and_audited(fake_kube, request_on_kube):
+def test_a_namespace_whose_sandbox_row_is_gone_is_left_to_the_orphan_reconcile(fake_kube, request_on_kube):
+    # The database may have been restored from an older backup: the orphan reconcile reports the
+    # namespace and removes it only once an admin confirms (tests/fleet/test_orphans.py).
     lost = request_on_kube(**WHOLE)
     request_on_kube(**{**WHOLE, "name": "kept"})
     Workload.objects.filter(pk=lost.pk).delete()
+    fake_kube.requests.clear()
     report = repair_drift(lost.cluster_id)
-    assert report.orphans_deleted == [lost.namespace]
-    assert fake_kube.get("Namespace", lost.namespace) is None
-    event = AuditEvent.objects.get(action="namespace.orphan_deleted")
-    assert event.object_type == "cluster" and event.object_id == str(lost.cluster_id)
-    assert event.detail == f"namespace {lost.namespace}: sandbox {lost.pk} is unknown to the portal"
+    assert report.orphans_deleted == [] and report.unknown == [lost.namespace]
+    assert fake_kube.get("Namespace", lost.namespace) is not None
+    assert not AuditEvent.objects.filter(action="namespace.orphan_deleted").exists()
 
 
 def test_a_namespace_naming_a_sandbox_newer_than_any_here_is_left_alone(fake_kube, kube_cluster):
@@ -182,10 +183,13 @@ def test_a_recreated_workload_is_the_one_the_reconciler_applied(fake_kube, runni
     assert after == before
 
 
-def test_a_serving_namespace_of_an_ended_workload_is_deleted_too(fake_kube, request_on_kube):
+def test_a_namespace_named_for_another_workload_with_the_same_id_is_not_deleted(fake_kube, request_on_kube):
     ended = request_on_kube(**WHOLE)
     Workload.objects.filter(pk=ended.pk).update(state=S.EXPIRED)
     name = f"dpl-vision-llama-{ended.pk}"
     add_namespace(fake_kube, name, managed(str(ended.pk), kind="deployment"))
-    assert sorted(repair_drift(ended.cluster_id).orphans_deleted) == sorted([ended.namespace, name])
-    assert fake_kube.get("Namespace", name) is None
+    report = repair_drift(ended.cluster_id)
+    assert report.orphans_deleted == [ended.namespace]
+    # Not the namespace of the workload with that id (as after a restore issued the id again):
+    # left to the orphan reconcile, removed only once an admin confirms.
+    assert report.unknown == [name] and fake_kube.get("Namespace", name) is not None

@@ -111,6 +111,17 @@ class ManagedNamespace:
 
 
 @dataclass(frozen=True)
+class ManagedVolume:
+    """A cluster-wide volume the portal labelled as its own: a user's home (`home_owner`), or a
+    read-only copy of a dataset's volume made for one workload (`workload_id`)."""
+
+    name: str
+    workload_id: int | None = None
+    home_owner: str = ""
+    claim: str = ""  # "namespace/name" of the claim it is bound or reserved to, if any
+
+
+@dataclass(frozen=True)
 class DiscoveredGpuNode:
     name: str
     product: str  # nvidia.com/gpu.product
@@ -164,6 +175,13 @@ class ClusterDriver(Protocol):
 
     def managed_namespaces(self) -> list[ManagedNamespace]:
         """Every namespace the portal labelled as its own."""
+
+    def managed_volumes(self) -> list[ManagedVolume]:
+        """Every PersistentVolume the portal labelled as its own (homes, dataset copies)."""
+
+    def delete_volume(self, volume_name: str) -> bool:
+        """Delete a volume object, never its storage (its reclaim policy is left as it is);
+        True once it is gone."""
 
     def discover_gpu_nodes(self) -> list[DiscoveredGpuNode]:
         """GPU nodes as the GPU Operator advertises them."""

@@ -25,6 +25,7 @@ from workers.drivers.base import (
     DiscoveredGpuNode,
     DriverError,
     ManagedNamespace,
+    ManagedVolume,
     MigLayout,
     MigLayoutState,
     WorkloadStatus,
@@ -62,7 +63,7 @@ from workers.manifests import (
 )
 from workers.manifests.claims import claim_name, uses_dra
 from workers.manifests.datasets import copied_volume_name
-from workers.manifests.names import KIND_KEY
+from workers.manifests.names import HOME_OWNER_KEY, KIND_KEY
 from workers.manifests.serving import (
     HF_TOKEN_SECRET,
     METRICS_PATH,
@@ -89,7 +90,8 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "serviceaccounts/token"): frozenset({"create"}),  # its short-lived tokens, in kubeconfigs
     ("", "persistentvolumeclaims"): frozenset({"create", "get", "patch"}),  # the claim on a home
     # homes: kept, moved, deleted; datasets: a read-only copy of a claim's volume per sandbox
-    ("", "persistentvolumes"): frozenset({"create", "get", "patch", "delete"}),
+    # list: the orphan reconcile finds the portal's volumes its database does not know
+    ("", "persistentvolumes"): frozenset({"create", "get", "list", "patch", "delete"}),
     ("", "pods"): frozenset({"list", "delete"}),  # delete: a sandbox restarted on its owner's request
     ("", "pods/log"): frozenset({"get"}),  # the end of a sandbox's log, on its page
     ("", "pods/proxy"): frozenset({"get"}),  # model servers' runtime metrics, replica by replica
@@ -417,6 +419,37 @@ class KubernetesDriver(SandboxPartsMixin):
                 )
             )
         return found
+
+    def managed_volumes(self) -> list[ManagedVolume]:
+        found = []
+        for volume in self.api.list("PersistentVolume", label_selector=f"{MANAGED_BY_KEY}={MANAGED_BY}"):
+            labels = volume.get("metadata", {}).get("labels") or {}
+            raw_id = labels.get(SANDBOX_ID_KEY, "")
+            ref = (volume.get("spec") or {}).get("claimRef") or {}
+            found.append(
+                ManagedVolume(
+                    name=volume["metadata"]["name"],
+                    workload_id=int(raw_id) if raw_id.isdigit() else None,
+                    home_owner=labels.get(HOME_OWNER_KEY, ""),
+                    claim=f"{ref['namespace']}/{ref['name']}"
+                    if ref.get("namespace") and ref.get("name")
+                    else "",
+                )
+            )
+        return found
+
+    def delete_volume(self, volume_name: str) -> bool:
+        """Delete the volume object only: a reclaim policy other than Retain is set to Retain
+        first, so the storage behind it stays."""
+        volume = self.api.get("PersistentVolume", volume_name)
+        if volume is None:
+            return True
+        if volume["spec"].get("persistentVolumeReclaimPolicy") != "Retain":
+            self.api.patch(
+                "PersistentVolume", volume_name, {"spec": {"persistentVolumeReclaimPolicy": "Retain"}}
+            )
+        self.api.delete("PersistentVolume", volume_name)
+        return self.api.get("PersistentVolume", volume_name) is None
 
     # --- model serving metrics ------------------------------------------------------------------
 

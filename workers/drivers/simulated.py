@@ -19,6 +19,7 @@ from workers.drivers.base import (
     HomeState,
     KubectlToken,
     ManagedNamespace,
+    ManagedVolume,
     MigLayout,
     MigLayoutState,
     PodInsight,
@@ -238,6 +239,13 @@ class SimulatedDriver:
                 )
             )
         return result
+
+    def managed_volumes(self) -> list[ManagedVolume]:
+        return []  # the simulated cluster keeps no volume objects (homes bind at once, by name)
+
+    def delete_volume(self, volume_name: str) -> bool:
+        self._maybe_fail()
+        return True
 
     def discover_gpu_nodes(self) -> list[DiscoveredGpuNode]:
         return []  # the simulated fleet is the one seeded in the database

@@ -1,10 +1,14 @@
 """Drift repair: make a cluster hold exactly the workload namespaces the database intends.
 
 Two kinds of drift are repaired. A namespace the portal labelled as its own whose workload (a
-sandbox or a deployment) has ended, is unknown, or lives on another cluster is an orphan and is
-deleted. A running workload whose objects are gone from the cluster (someone deleted the namespace
-by hand) is applied again. Workloads that are starting or ending are left to their own reconciler. Running it twice changes
-nothing the second time.
+sandbox or a deployment) has ended or lives on another cluster is deleted. A running workload whose
+objects are gone from the cluster (someone deleted the namespace by hand, or the database was
+restored from a backup older than the workload's end) is applied again while it has time left, and
+fails, saying why, when it cannot be. A namespace naming a workload the database does not know (or
+another workload's id, after a restore) is no business of this repair: the orphan reconcile
+(workers/reconcile/orphans.py) reports it and removes it only when an admin confirms. Workloads
+that are starting or ending are left to their own reconciler. Running it twice changes nothing
+the second time.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
 from portal.fleet.models import Cluster
 from portal.workloads.models import END_STATES, Workload, WorkloadState
+from portal.workloads.services import workload_mark_failed
 from workers.drivers.base import ClusterDriver, DriverError, ManagedNamespace
 from workers.reconcile.clusters import driver_for
-from workers.reconcile.workloads import workload_spec
+from workers.reconcile.workloads import namespace_for, workload_spec
 from workers.spec import GpuClaim, WorkloadSpec
 
 log = logging.getLogger(__name__)
@@ -39,11 +44,13 @@ class DriftReport:
     orphans_deleted: list[str] = field(default_factory=list)  # namespaces asked to go
     repaired: list[int] = field(default_factory=list)  # workload ids applied again
     skipped: list[str] = field(default_factory=list)  # labelled namespaces of kinds not handled here
+    unknown: list[str] = field(default_factory=list)  # namespaces left to the orphan reconcile
+    failed: list[int] = field(default_factory=list)  # workload ids lost and not re-created
     errors: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.orphans_deleted or self.repaired)
+        return bool(self.orphans_deleted or self.repaired or self.failed)
 
 
 def clusters_to_repair() -> list[int]:
@@ -85,6 +92,9 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
             )
             continue
         workload = workloads.get(namespace.workload_id)
+        if workload is None or not owns_namespace(workload, namespace.name):
+            report.unknown.append(namespace.name)  # the orphan reconcile's: removed on an admin's word
+            continue
         why = _orphaned(namespace, workload, cluster)
         if why:
             _delete_orphan(driver, cluster, namespace, workload, why, report, now)
@@ -95,7 +105,7 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
     )
     for workload in running:
         # workload_spec builds a sandbox's or a deployment's objects, by its kind.
-        _restore(driver, workload, report)
+        _restore(driver, workload, report, now)
     if report.changed or report.errors:
         log.info(
             "drift repair on cluster %s: deleted %s, re-applied %s, errors %s",
@@ -107,18 +117,20 @@ def repair_drift(cluster_id: int, *, now: datetime | None = None) -> DriftReport
     return report
 
 
-def _orphaned(namespace: ManagedNamespace, workload: Workload | None, cluster: Cluster) -> str:
-    """Why the namespace should not exist, or "" when its workload still wants it."""
-    if workload is None:
-        return f"{namespace.kind} {namespace.workload_id} is unknown to the portal"
+def owns_namespace(workload: Workload, name: str) -> bool:
+    """Whether the namespace is the workload's own, not one of another workload that carried the
+    same id (ids are issued again after a restore from an older backup)."""
+    return name == (workload.namespace or namespace_for(workload))
+
+
+def _orphaned(namespace: ManagedNamespace, workload: Workload, cluster: Cluster) -> str:
+    """Why the namespace of a known workload should not exist, or "" when its workload wants it."""
     if workload.state in END_STATES:
         return f"{workload.kind} {workload.pk} is {workload.state}"
     if workload.cluster_id is None:
         return f"{workload.kind} {workload.pk} is {workload.state} and placed on no cluster"
     if workload.cluster_id != cluster.pk:
         return f"{workload.kind} {workload.pk} is placed on another cluster"
-    if workload.namespace and workload.namespace != namespace.name:
-        return f"{workload.kind} {workload.pk} lives in namespace {workload.namespace}"
     return ""  # live here: queued, starting, running or ending, each handled by its own reconciler
 
 
@@ -132,7 +144,7 @@ def _delete_orphan(
     now: datetime,
 ) -> None:
     try:
-        driver.delete_workload(_namespace_only(namespace, now))
+        driver.delete_workload(namespace_only_spec(namespace, now))
     except DriverError as error:
         report.errors.append(f"deleting namespace {namespace.name}: {error.message}")
         return
@@ -151,7 +163,7 @@ def _delete_orphan(
         )
 
 
-def _namespace_only(namespace: ManagedNamespace, now: datetime) -> WorkloadSpec:
+def namespace_only_spec(namespace: ManagedNamespace, now: datetime) -> WorkloadSpec:
     """A spec that names only the namespace: drivers delete a workload by deleting its namespace,
     and an orphan may have no row to build a full spec from."""
     return WorkloadSpec(
@@ -171,8 +183,9 @@ def _namespace_only(namespace: ManagedNamespace, now: datetime) -> WorkloadSpec:
     )
 
 
-def _restore(driver: ClusterDriver, workload: Workload, report: DriftReport) -> None:
-    """Apply a running workload again when the cluster holds none of its objects."""
+def _restore(driver: ClusterDriver, workload: Workload, report: DriftReport, now: datetime) -> None:
+    """Apply a running workload again when the cluster holds none of its objects; fail it, saying
+    why, when it has no time left or the cluster refuses it for good (its home volume gone)."""
     try:
         spec = workload_spec(workload)
         status = driver.workload_status(spec)
@@ -180,8 +193,18 @@ def _restore(driver: ClusterDriver, workload: Workload, report: DriftReport) -> 
             return  # present (or still being deleted by hand: applied on a later run, once gone)
         if not Workload.objects.filter(pk=workload.pk, state=WorkloadState.RUNNING).exists():
             return  # ended meanwhile: its teardown removed the objects on purpose
+    except DriverError as error:
+        report.errors.append(f"{workload.kind} {workload.pk}: {error.message}")
+        return
+    if workload.expires_at <= now:
+        _lost(workload, "its time was up", report, now)
+        return
+    try:
         driver.apply_workload(spec)
     except DriverError as error:
+        if not error.retryable:  # refused for good (its home volume gone, say): it cannot come back
+            _lost(workload, error.message, report, now)
+            return
         report.errors.append(f"{workload.kind} {workload.pk}: {error.message}")
         return
     report.repaired.append(workload.pk)
@@ -195,3 +218,16 @@ def _restore(driver: ClusterDriver, workload: Workload, report: DriftReport) -> 
         team=workload.team,
         detail=f"{status.message}; applied namespace {spec.namespace} again",
     )
+
+
+LOST = (
+    "Lost from the cluster (its objects are gone, as after a restore from an older backup) "
+    "and not re-created: {why}."
+)
+
+
+def _lost(workload: Workload, why: str, report: DriftReport, now: datetime) -> None:
+    """A running workload that is gone from the cluster and cannot come back ends as failed,
+    through the normal path (billing stops, its owner is told, its GPUs go back)."""
+    report.failed.append(workload.pk)
+    workload_mark_failed(workload_id=workload.pk, message=LOST.format(why=why.rstrip(".")), now=now)

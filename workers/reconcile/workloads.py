@@ -139,7 +139,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         memory_gb=workload.memory_gb,
         storage_gb=workload.storage_gb,
         gpu=claims[0] if claims else _shape_claim(workload),
-        expires_at=workload.expires_at,
+        expires_at=workload.expiry_from(timezone.now()),  # set once running; until then, if it started now
         access_host=f"{namespace}.{domain}",
         user_identity=workload.owner.cluster_identity,
         serving=serving,

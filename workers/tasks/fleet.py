@@ -1,4 +1,4 @@
-"""Fleet jobs: applying MIG layouts, discovering GPU nodes, repairing drift. Each takes ids,
+"""Fleet jobs: applying MIG layouts, discovering GPU nodes, repairing drift, orphans. Each takes ids,
 calls one reconcile function, and returns."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from workers.reconcile.discovery import clusters_to_discover, discover_cluster
 from workers.reconcile.drift import clusters_to_repair
 from workers.reconcile.drift import repair_drift as repair_cluster_drift
 from workers.reconcile.mig import mig_layouts_due, reconcile_node_mig
+from workers.reconcile.orphans import clusters_to_check
+from workers.reconcile.orphans import reconcile_orphans as reconcile_cluster_orphans
 from workers.reconcile.telemetry_sim import simulate_telemetry
 
 
@@ -55,6 +57,18 @@ def repair_drift(cluster_id: int) -> None:
 def repair_drift_all() -> None:
     for cluster_id in clusters_to_repair():
         repair_drift.delay(cluster_id)
+
+
+@shared_task(name="fleet.reconcile_orphans", ignore_result=True)
+def reconcile_orphans(cluster_id: int) -> None:
+    """Record what the cluster holds that the database does not know; remove what admins confirmed."""
+    reconcile_cluster_orphans(cluster_id)
+
+
+@shared_task(name="fleet.reconcile_orphans_all", ignore_result=True)
+def reconcile_orphans_all() -> None:
+    for cluster_id in clusters_to_check():
+        reconcile_orphans.delay(cluster_id)
 
 
 @shared_task(name="fleet.simulate_telemetry", ignore_result=True)
