@@ -1,13 +1,20 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
-from portal.accounts.models import ApiToken, Membership, Notification, Team, User
+from portal.accounts.forms import PortalAdminAuthenticationForm
+from portal.accounts.models import ApiToken, GroupRule, Membership, Notification, OidcIdentity, Team, User
+
+# The admin's sign-in refuses passwords too while PORTAL_LOCAL_LOGIN is off (break-glass aside).
+admin.site.login_form = PortalAdminAuthenticationForm
 
 
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
+    # "Granted by a group rule" memberships follow the user's groups at each single sign-on; set
+    # the source to "by hand" to keep one whatever the groups say.
+    fields = ("user", "role", "source")
 
 
 @admin.register(User)
@@ -43,3 +50,22 @@ class ApiTokenAdmin(admin.ModelAdmin):
 @admin.register(Notification)
 class NotificationAdmin(admin.ModelAdmin):
     list_display = ("user", "message", "created_at", "read_at")
+
+
+@admin.register(GroupRule)
+class GroupRuleAdmin(admin.ModelAdmin):
+    """Single sign-on: which groups of the provider's group claim grant which team role, or
+    platform admin. Applied at each user's next sign-in."""
+
+    list_display = ("group", "team", "role")
+    list_filter = ("role", "team")
+    search_fields = ("group", "team__slug")
+    autocomplete_fields = ["team"]
+
+
+@admin.register(OidcIdentity)
+class OidcIdentityAdmin(admin.ModelAdmin):
+    list_display = ("user", "subject", "issuer", "admin_by_rule", "last_sign_in_at")
+    search_fields = ("user__username", "subject")
+    readonly_fields = ("issuer", "subject", "groups", "admin_by_rule", "created_at", "last_sign_in_at")
+    autocomplete_fields = ["user"]

@@ -3,8 +3,38 @@
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
 
+from portal.accounts.backends import local_password_allowed
 from portal.accounts.models import ApiToken
+
+
+def _refuse_password_sign_in(username: str | None) -> None:
+    """With local sign-in off, say so plainly instead of "wrong password" (and count no failure)."""
+    if not local_password_allowed(username):
+        raise ValidationError(
+            f"Password sign-in is switched off: use “Sign in with {settings.PORTAL_OIDC_PROVIDER_NAME}”.",
+            code="local_login_off",
+        )
+
+
+class PortalAuthenticationForm(AuthenticationForm):
+    """The portal's sign-in form: refuses passwords while PORTAL_LOCAL_LOGIN is off."""
+
+    def clean(self):
+        _refuse_password_sign_in(self.cleaned_data.get("username"))
+        return super().clean()
+
+
+class PortalAdminAuthenticationForm(AdminAuthenticationForm):
+    """The admin's sign-in form, under the same rule (break-glass accounts sign in here)."""
+
+    def clean(self):
+        _refuse_password_sign_in(self.cleaned_data.get("username"))
+        return super().clean()
 
 
 class TokenCreateForm(forms.Form):

@@ -4,6 +4,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from encrypted_fields.fields import EncryptedCharField
@@ -100,9 +101,15 @@ class Membership(models.Model):
         RESEARCHER = "researcher"
         LEAD = "lead"
 
+    class Source(models.TextChoices):
+        MANUAL = "manual", "Set by hand"
+        SSO = "sso", "Granted by a group rule at single sign-on"
+
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices, default=Role.RESEARCHER)
+    # Group rules add, change and remove only the memberships they granted; one set by hand stays.
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "team"], name="membership_unique")]
@@ -173,3 +180,75 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team} passed {self.threshold} % in {self.month:%Y-%m}"
+
+
+class OidcIdentity(models.Model):
+    """The identity provider's account a user signs in with: its issuer and subject (`sub`), never
+    the e-mail alone. Remembers the groups of the last sign-in and whether the group rules made the
+    user a platform admin (so that losing the group takes only that away)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identity"
+    )
+    issuer = models.CharField(max_length=300)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True)
+    admin_by_rule = models.BooleanField(
+        default=False, help_text="Platform admin because a group rule said so (taken away with the group)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "OpenID Connect identity"
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
+class GroupRule(models.Model):
+    """Maps a group of the identity provider's group claim to a role: member or lead of a team, or
+    platform admin (no team). Applied at every single sign-on; a pattern may use shell globs
+    (`gpu-*`), matched case-sensitively."""
+
+    class Role(models.TextChoices):
+        MEMBER = "researcher", "Member (researcher) of the team"
+        LEAD = "lead", "Lead of the team"
+        ADMIN = "admin", "Platform admin"
+
+    group = models.CharField(
+        max_length=255, help_text="A value of the group claim, or a glob such as gpu-* or */ml-lead."
+    )
+    team = models.ForeignKey(
+        Team,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="group_rules",
+        help_text="The team it grants (empty for platform admin).",
+    )
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        ordering = ["group", "team__slug", "role"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(role="admin", team__isnull=True)
+                    | (~models.Q(role="admin") & models.Q(team__isnull=False))
+                ),
+                name="group_rule_team_unless_admin",
+            ),
+            models.UniqueConstraint(fields=["group", "team", "role"], name="group_rule_unique"),
+        ]
+
+    def __str__(self) -> str:
+        target = self.team.slug if self.team_id else "the platform"
+        return f"{self.group} → {self.get_role_display()} ({target})"
+
+    def clean(self) -> None:
+        if self.role == self.Role.ADMIN and self.team_id is not None:
+            raise ValidationError({"team": "A platform admin rule names no team."})
+        if self.role != self.Role.ADMIN and self.team_id is None:
+            raise ValidationError({"team": "A member or lead rule names its team."})

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import re
 import secrets
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from portal.accounts.models import ApiToken, Notification, Team, User
+from portal.accounts.models import ApiToken, GroupRule, Membership, Notification, OidcIdentity, Team, User
 from portal.accounts.selectors import is_lead
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, NotFound, ValidationFailed
@@ -137,3 +141,153 @@ def team_hf_token_set(*, user: User, team_slug: str, token: str) -> Team:
     )
     audit_record(actor=user, action=action, obj=team, detail=detail)
     return team
+
+
+# --- Single sign-on -----------------------------------------------------------------------------
+
+USERNAME_ALLOWED = re.compile(r"[^\w.@+-]")
+
+
+def claim_groups(value: Any) -> list[str]:
+    """The group claim as a sorted list of strings (a provider may send one string or a list)."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        return []
+    return sorted({str(group) for group in value if isinstance(group, str | int) and str(group)})
+
+
+def _free_username(claims: Mapping[str, Any]) -> str:
+    """A username from the claims (preferred_username, else the e-mail's local part), made unique."""
+    email = str(claims.get("email") or "")
+    wanted = str(claims.get("preferred_username") or email.split("@")[0] or "")
+    base = (
+        USERNAME_ALLOWED.sub("", wanted)[:140]
+        or "sso-" + hashlib.sha256(str(claims["sub"]).encode()).hexdigest()[:12]
+    )
+    username, suffix = base, 1
+    while User.objects.filter(username__iexact=username).exists():
+        suffix += 1
+        username = f"{base}-{suffix}"
+    return username
+
+
+def _sso_user_for(*, claims: Mapping[str, Any]) -> tuple[User, str]:
+    """The user a first sign-in belongs to: an active local account with the same e-mail when the
+    provider says it verified that e-mail (and the account has no identity yet), else a new user
+    without a usable password."""
+    email = str(claims.get("email") or "")
+    if email and claims.get("email_verified") is True:
+        matches = list(
+            User.objects.filter(email__iexact=email, is_active=True, oidc_identity__isnull=True)[:2]
+        )
+        if len(matches) == 1:
+            return matches[0], "linked by verified e-mail"
+    user = User(username=_free_username(claims), email=email)
+    user.set_unusable_password()
+    user.save()
+    return user, "created"
+
+
+def _profile_update(user: User, claims: Mapping[str, Any]) -> None:
+    """The provider owns the name and e-mail of its users: copy what it sends."""
+    changed = []
+    for field, claim in (("email", "email"), ("first_name", "given_name"), ("last_name", "family_name")):
+        value = claims.get(claim)
+        if isinstance(value, str) and value and getattr(user, field) != value[:150]:
+            setattr(user, field, value[:150])
+            changed.append(field)
+    if changed:
+        user.save(update_fields=changed)
+
+
+def _group_rules_apply(*, user: User, identity: OidcIdentity, groups: list[str]) -> None:
+    """Make the memberships granted by rules (and platform admin) what the rules say for `groups`:
+    grant, change or take away only what a rule granted; a membership set by hand is left alone."""
+    matched = [
+        rule
+        for rule in GroupRule.objects.select_related("team")
+        if any(fnmatch.fnmatchcase(group, rule.group) for group in groups)
+    ]
+    wanted: dict[int, tuple[Team, str]] = {}
+    for rule in matched:
+        if rule.role == GroupRule.Role.ADMIN or rule.team is None:
+            continue
+        if wanted.get(rule.team_id, (None, ""))[1] != Membership.Role.LEAD:
+            wanted[rule.team_id] = (rule.team, rule.role)
+    existing = {
+        m.team_id: m for m in Membership.objects.select_for_update().filter(user=user).select_related("team")
+    }
+    for team_id, (team, role) in wanted.items():
+        membership = existing.get(team_id)
+        if membership is None:
+            membership = Membership.objects.create(
+                user=user, team=team, role=role, source=Membership.Source.SSO
+            )
+            audit_record(actor=user, action="membership.sso_grant", obj=membership, team=team, to_state=role)
+        elif membership.source == Membership.Source.SSO and membership.role != role:
+            from_role, membership.role = membership.role, role
+            membership.save(update_fields=["role"])
+            audit_record(
+                actor=user,
+                action="membership.sso_role",
+                obj=membership,
+                team=team,
+                from_state=from_role,
+                to_state=role,
+            )
+    for team_id, membership in existing.items():
+        if membership.source == Membership.Source.SSO and team_id not in wanted:
+            audit_record(
+                actor=user,
+                action="membership.sso_revoke",
+                obj=membership,
+                team=membership.team,
+                from_state=membership.role,
+                detail="no group rule grants it any more",
+            )
+            membership.delete()
+    wants_admin = any(rule.role == GroupRule.Role.ADMIN for rule in matched)
+    if wants_admin and not user.is_staff:
+        user.is_staff, identity.admin_by_rule = True, True
+        user.save(update_fields=["is_staff"])
+        audit_record(actor=user, action="user.sso_admin_grant", obj=user, to_state="admin")
+    elif not wants_admin and identity.admin_by_rule:
+        user.is_staff, identity.admin_by_rule = False, False
+        user.save(update_fields=["is_staff"])
+        audit_record(actor=user, action="user.sso_admin_revoke", obj=user, from_state="admin")
+
+
+@transaction.atomic
+def sso_sign_in(*, issuer: str, claims: Mapping[str, Any], groups_claim: str) -> User:
+    """The user the identity provider vouched for (found by issuer and subject, made at the first
+    sign-in), with name, e-mail, team memberships and platform admin brought up to date from the
+    claims and the group rules. A deactivated user is refused."""
+    subject = str(claims.get("sub") or "")
+    if not subject:
+        raise ValidationFailed("The identity provider sent no subject (sub).")
+    groups = claim_groups(claims.get(groups_claim))
+    identity = (
+        OidcIdentity.objects.select_for_update()
+        .select_related("user")
+        .filter(issuer=issuer, subject=subject)
+        .first()
+    )
+    if identity is None:
+        user, how = _sso_user_for(claims=claims)
+        identity = OidcIdentity.objects.create(user=user, issuer=issuer, subject=subject)
+        audit_record(
+            actor=user, action="user.sso_link", obj=user, detail=f"{how}: subject {subject} at {issuer}"
+        )
+    user = identity.user
+    if not user.is_active:
+        raise NotAllowed(f"The portal account {user.username} is deactivated: ask a platform admin.")
+    _profile_update(user, claims)
+    _group_rules_apply(user=user, identity=identity, groups=groups)
+    identity.groups = groups
+    identity.last_sign_in_at = timezone.now()
+    identity.save(update_fields=["groups", "last_sign_in_at", "admin_by_rule"])
+    audit_record(
+        actor=user, action="user.sso_sign_in", obj=user, detail=f"groups: {', '.join(groups) or 'none'}"
+    )
+    return user

@@ -4,21 +4,38 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.views import LoginView
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal.accounts.forms import TokenCreateForm
-from portal.accounts.models import ApiToken, Team
-from portal.accounts.selectors import is_lead, recent_notifications, tokens_of
+from portal.accounts.forms import PortalAuthenticationForm, TokenCreateForm
+from portal.accounts.models import ApiToken, Membership, Team
+from portal.accounts.selectors import recent_notifications, tokens_of, user_role
 from portal.accounts.services import notifications_mark_read, team_hf_token_set, token_create, token_revoke
 from portal.core.errors import DomainError
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
 
 TOKEN_FIELDS = ("name", "expires_days", "scope")
+
+
+class PortalLoginView(LoginView):
+    """The sign-in page: "Sign in with <provider>" when single sign-on is configured, the password
+    form unless PORTAL_LOCAL_LOGIN is off."""
+
+    authentication_form = PortalAuthenticationForm
+    redirect_authenticated_user = True
+    template_name = "registration/login.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["sso_enabled"] = bool(settings.PORTAL_OIDC_ISSUER)
+        context["sso_provider_name"] = settings.PORTAL_OIDC_PROVIDER_NAME
+        context["local_login"] = settings.PORTAL_LOCAL_LOGIN
+        return context
 
 
 def sign_in_locked_out(
@@ -96,7 +113,10 @@ def notifications_read(request: HttpRequest) -> HttpResponse:
 def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
     """A team's settings for its leads (and platform admins): the Hugging Face token."""
     team = get_object_or_404(Team, slug=slug)
-    if not (request.user.is_platform_admin or is_lead(user=request.user, team=team)):
+    role = user_role(user=request.user, team=team)
+    if role is None and not request.user.is_platform_admin:
+        raise Http404("No such team.")  # as for a team that does not exist: never that it does
+    if not (request.user.is_platform_admin or role == Membership.Role.LEAD):
         raise PermissionDenied("Team settings are for the team's leads and platform admins.")
     errors: list[str] = []
     if request.method == "POST":
