@@ -79,6 +79,29 @@ SECURE_REDIRECT_EXEMPT = [
 # the header is ignored). Per-address rate limits and sign-in lockouts count the client they name.
 PORTAL_TRUSTED_PROXY_COUNT = env_int("PORTAL_TRUSTED_PROXY_COUNT", 0, minimum=0)
 
+# --- Browser security -------------------------------------------------------------------------
+# A strict Content Security Policy (django-csp): scripts, styles and connections from the portal's
+# own origin only, no inline script or style, no eval (htmx is configured for it in base.html), no
+# framing. The Swagger UI page relaxes it for its own inline style only (portal/core/docs.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "object-src": ["'none'"],
+    },
+}
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -93,6 +116,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "axes",
+    "csp",
     "portal.core",
     "portal.accounts",
     "portal.fleet",
@@ -112,6 +136,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -169,7 +194,10 @@ LOGOUT_REDIRECT_URL = "login"
 # address it comes from is locked out, before any password is checked.
 AUTHENTICATION_BACKENDS = [
     "portal.accounts.backends.SignInLockoutBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Passwords, refused while PORTAL_LOCAL_LOGIN is off (but for PORTAL_BREAK_GLASS_USERS).
+    "portal.accounts.backends.LocalPasswordBackend",
+    # Single sign-on (OpenID Connect): does nothing while PORTAL_OIDC_ISSUER is unset.
+    "portal.accounts.oidc.PortalOIDCBackend",
 ]
 # Sign-in lockout: PORTAL_LOGIN_FAILURE_LIMIT failed sign-ins for one username, or from one address,
 # each within PORTAL_LOGIN_LOCKOUT_MINUTES of the last, lock it out for that long. A platform admin
@@ -182,6 +210,39 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = False
 AXES_LOCKOUT_CALLABLE = "portal.accounts.views.sign_in_locked_out"
 AXES_CLIENT_IP_CALLABLE = "portal.core.proxies.client_address"
+
+# --- Single sign-on (OpenID Connect, mozilla-django-oidc; docs/sso.md) -----------------------
+# Off while PORTAL_OIDC_ISSUER is unset. Endpoints come from the issuer's
+# /.well-known/openid-configuration, read at the first sign-in and kept an hour, unless all of
+# PORTAL_OIDC_AUTHORIZATION_ENDPOINT, _TOKEN_ENDPOINT and _JWKS_ENDPOINT are given.
+PORTAL_OIDC_ISSUER = env_str("PORTAL_OIDC_ISSUER", "").rstrip("/")
+PORTAL_OIDC_PROVIDER_NAME = env_str("PORTAL_OIDC_PROVIDER_NAME", "single sign-on")
+PORTAL_OIDC_GROUPS_CLAIM = env_str("PORTAL_OIDC_GROUPS_CLAIM", "groups")
+PORTAL_OIDC_AUTHORIZATION_ENDPOINT = env_str("PORTAL_OIDC_AUTHORIZATION_ENDPOINT", "")
+PORTAL_OIDC_TOKEN_ENDPOINT = env_str("PORTAL_OIDC_TOKEN_ENDPOINT", "")
+PORTAL_OIDC_USERINFO_ENDPOINT = env_str("PORTAL_OIDC_USERINFO_ENDPOINT", "")
+PORTAL_OIDC_JWKS_ENDPOINT = env_str("PORTAL_OIDC_JWKS_ENDPOINT", "")
+PORTAL_OIDC_END_SESSION_ENDPOINT = env_str("PORTAL_OIDC_END_SESSION_ENDPOINT", "")
+# Password sign-in on /login/ and /admin/login/; off: single sign-on only, but for the break-glass
+# accounts named (comma-separated usernames), for when the identity provider is down.
+PORTAL_LOCAL_LOGIN = env_bool("PORTAL_LOCAL_LOGIN", True)
+PORTAL_BREAK_GLASS_USERS = env_list("PORTAL_BREAK_GLASS_USERS", [])
+if PORTAL_OIDC_ISSUER and not PORTAL_OIDC_ISSUER.startswith(("https://", "http://")):
+    raise ConfigError(f"PORTAL_OIDC_ISSUER must be the issuer URL, https://... (got {PORTAL_OIDC_ISSUER!r})")
+if not PORTAL_LOCAL_LOGIN and not PORTAL_OIDC_ISSUER:
+    raise ConfigError("PORTAL_LOCAL_LOGIN is off but PORTAL_OIDC_ISSUER is unset: nobody could sign in")
+OIDC_RP_CLIENT_ID = env_str("PORTAL_OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("PORTAL_OIDC_CLIENT_SECRET", "")
+if PORTAL_OIDC_ISSUER and not OIDC_RP_CLIENT_ID:
+    raise ConfigError("PORTAL_OIDC_ISSUER is set: set PORTAL_OIDC_CLIENT_ID (and its secret) too")
+OIDC_RP_SCOPES = env_str("PORTAL_OIDC_SCOPES", "openid email profile")
+OIDC_RP_SIGN_ALGO = env_str("PORTAL_OIDC_SIGN_ALGO", "RS256")
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+OIDC_STORE_ID_TOKEN = True  # the hint for the provider's logout
+OIDC_TIMEOUT = env_float("PORTAL_OIDC_TIMEOUT_SECONDS", 10.0, minimum=1.0)
+OIDC_AUTHENTICATE_CLASS = "portal.accounts.oidc.PortalOIDCAuthenticateView"
+OIDC_CALLBACK_CLASS = "portal.accounts.oidc.PortalOIDCCallbackView"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -222,6 +283,11 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.core.api.exception_handler",
     # DRF's JSON parser, refusing bodies nested too deep to be a request (a 400, not a 500).
+    # JSON, and DRF's browsable pages with the one relaxation they need (inline style).
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "portal.core.renderers.BrowsableAPIRenderer",
+    ],
     "DEFAULT_PARSER_CLASSES": [
         "portal.core.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
@@ -251,6 +317,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "portal.core.schema.add_error_responses",
+        "portal.core.schema.require_decimal_digits",
     ],
 }
 
@@ -297,6 +364,9 @@ PORTAL_RECONCILE_SECONDS = env_float("PORTAL_RECONCILE_SECONDS", 3.0, minimum=1.
 # missing objects of running sandboxes) is repaired.
 PORTAL_DISCOVERY_SECONDS = env_float("PORTAL_DISCOVERY_SECONDS", 300.0, minimum=10.0)
 PORTAL_DRIFT_SECONDS = env_float("PORTAL_DRIFT_SECONDS", 120.0, minimum=10.0)
+# Objects the portal made on a cluster that its database does not know (after a restore from an
+# older backup): removed only after an admin confirmed, and this long after the confirmation.
+PORTAL_ORPHAN_GRACE_MINUTES = env_int("PORTAL_ORPHAN_GRACE_MINUTES", 60, minimum=0)
 PORTAL_EXPIRY_WARNING_MINUTES = env_int("PORTAL_EXPIRY_WARNING_MINUTES", 30, minimum=1)
 PORTAL_MAX_ATTEMPTS = env_int("PORTAL_MAX_ATTEMPTS", 5, minimum=1)
 # A queued request waiting longer than this reserves its GPU type: nothing smaller is placed
@@ -359,5 +429,8 @@ LOGGING = {
         "celery": {"level": env_str("CELERY_LOG_LEVEL", "WARNING")},
         # django-axes: failed sign-ins and lockouts (WARNING), not its every step.
         "axes": {"level": "WARNING"},
+        # The embedded server's access log: pages poll every few seconds, so only 4xx (WARNING) and
+        # 5xx (ERROR) lines by default; PORTAL_REQUEST_LOG_LEVEL=INFO logs every request.
+        "django.server": {"level": env_str("PORTAL_REQUEST_LOG_LEVEL", "WARNING")},
     },
 }

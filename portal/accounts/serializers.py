@@ -49,7 +49,11 @@ class TokenCreatedSerializer(TokenSerializer):
 class TokenCreateSerializer(serializers.Serializer):
     name = StrictCharField(max_length=100)
     expires_days = StrictIntegerField(
-        required=False, allow_null=True, help_text="Days until it expires (1-3650); never when absent."
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=3650,
+        help_text="Days until it expires (1-3650); never when absent.",
     )
     scope = serializers.ChoiceField(
         choices=ApiToken.Scope.choices,

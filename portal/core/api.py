@@ -18,6 +18,7 @@ from django.core.exceptions import (
 )
 from django.db import IntegrityError, transaction
 from django.http import Http404
+from django_filters import BooleanFilter
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, status
@@ -34,7 +35,9 @@ class StrictFilterBackend(DjangoFilterBackend):
     """django-filter for the API, strict: a filter given with no value (`?state=`) is a 400 on
     every list, where the HTML pages (whose forms send empty fields) read it as "any"."""
 
-    def filter_queryset(self, request, queryset, view):
+    def get_filterset(self, request, queryset, view):
+        # Here rather than in filter_queryset: views that run their FilterSet by hand (the
+        # catalog's) are as strict.
         filterset_class = self.get_filterset_class(view, queryset)
         if filterset_class is not None:
             empty = {
@@ -46,7 +49,16 @@ class StrictFilterBackend(DjangoFilterBackend):
                 raise ValidationFailed(
                     f"{next(iter(empty))}: Give a value, or leave the parameter out.", fields=empty
                 )
-        return super().filter_queryset(request, queryset, view)
+            # django-filter reads a yes/no it does not know as "any": refuse it instead.
+            unknown = {
+                name: ["true or false."]
+                for name, declared in filterset_class.base_filters.items()
+                if isinstance(declared, BooleanFilter)
+                and request.query_params.get(name, "true") not in ("true", "false")
+            }
+            if unknown:
+                raise ValidationFailed(f"{next(iter(unknown))}: true or false.", fields=unknown)
+        return super().get_filterset(request, queryset, view)
 
 
 class Pagination(PageNumberPagination):
@@ -71,6 +83,15 @@ class Pagination(PageNumberPagination):
             name, (message,) = next(iter(bad.items()))
             raise ValidationFailed(f"{name}: {message}", fields=bad)
         return super().paginate_queryset(queryset, request, view)
+
+    def get_schema_operation_parameters(self, view):
+        """`page` and `page_size` with the bounds enforced above, so the schema says them too."""
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            parameter["schema"]["minimum"] = 1
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"]["maximum"] = self.max_page_size
+        return parameters
 
 
 def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -145,9 +166,11 @@ def idempotent_create(request: Request, scope: str, create: Callable[[], Respons
     it, and a create that fails leaves no key, so the retry runs afresh. The same key with a
     different body is a 409, so a client bug cannot silently get the result of another request.
     """
-    key = request.headers.get("Idempotency-Key", "").strip()
-    if not key:
+    if "Idempotency-Key" not in request.headers:
         return create()
+    key = request.headers["Idempotency-Key"].strip()
+    if not key:  # a client whose key generator failed: retries would create twice, unnoticed
+        raise exceptions.ValidationError({"Idempotency-Key": ["Must not be empty: send a key or no header."]})
     if len(key) > 200:
         raise exceptions.ValidationError({"Idempotency-Key": ["At most 200 characters."]})
     body_hash = hashlib.sha256(json.dumps(request.data, sort_keys=True, default=str).encode()).hexdigest()
@@ -194,5 +217,5 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     str,
     OpenApiParameter.HEADER,
     required=False,
-    description="Retry-safe create: the same key and body return the first result.",
+    description="Retry-safe create: the same key and body return the first result. 1-200 characters; an empty key is a 400.",
 )

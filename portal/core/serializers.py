@@ -92,3 +92,18 @@ class StrictBooleanField(serializers.BooleanField):
         if _in_json(self) and not isinstance(data, bool):
             self.fail("strict")
         return super().to_internal_value(data)
+
+
+class QuerySerializer(serializers.Serializer):
+    """Query parameters, as strict as the API's filters: a parameter given empty (`?team=`) is a
+    400 naming it, where DRF would read it as left out."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        empty = {
+            name: ["Give a value, or leave the parameter out."]
+            for name in self.fields
+            if name in data and data.get(name) == ""
+        }
+        if empty:
+            raise serializers.ValidationError(empty)
+        return super().to_internal_value(data)

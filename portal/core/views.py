@@ -78,3 +78,11 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
         )
         return JsonResponse(body, status=status)
     return defaults.bad_request(request, exception)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler404: an API path that names no route (an id that is not a number, a slug with a
+    character a slug cannot hold) is a 404 in the API's error shape; elsewhere the portal's page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("not_found", "No such API endpoint or object."), status=404)
+    return defaults.page_not_found(request, exception)

@@ -30,13 +30,13 @@ def test_admins_see_slices_at_their_start_with_profile_and_holder(
 
     page = admin_client.get("/fleet/").content.decode()
 
-    slice_html = page.split(f'style="grid-column: {start + 1} / span 1"')[1].split("</span>\n")[0]
+    slice_html = page.split(f'at-{start + 1} span-1"')[1].split("</span>\n")[0]
     assert "<b>1g.10gb</b>" in slice_html
     assert f'href="/sandboxes/{sandbox.pk}/">mig-small</a>' in slice_html
     assert "alice" in slice_html
-    assert 'class="slice held"' in page
-    assert 'class="slice whole held"' in page and "whole-box" in page
-    assert page.count('class="slice whole free-whole"') == 7  # the other whole H100s
+    assert 'class="slice held at-' in page
+    assert 'class="slice whole held at-1 span-8"' in page and "whole-box" in page
+    assert page.count('class="slice whole free-whole at-1 span-8"') == 7  # the other whole H100s
     assert "MIG · 1 held · 6 free" in page and "MIG · not cut" in page
     assert "MIG mode: layouts" in page
     assert "1g.10gb: 8" in page  # every MIG GPU can still take a 1g.10gb

@@ -1,0 +1,96 @@
+"""What the tenancy matrices share: the object routes of the URL configuration, one object of team
+vision for each kind of route, and the three callers who must not learn that it exists."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from portal.accounts.models import ApiToken, Membership
+from portal.accounts.services import token_create
+from portal.workloads.models import Approval
+from tests.factories import MembershipFactory, UserFactory
+from tests.rows import make_deployment, make_sandbox
+
+# A route's object is named by its `pk` or `slug` (<int:pk>, <slug:slug>, <str:slug>); other
+# parameters (a month, a file format, a host behind the sandbox gate) name no object.
+PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
+OBJECT_NAMES = {"pk", "slug"}
+EXAMPLES = {"month": "2026-03", "fmt": "csv", "kind": "user", "target": "alice"}
+# What an object route's path begins with, and so which object of team vision to try.
+OBJECT_KINDS = {
+    "spend/statement": "team",
+    "tokens": "token",
+    "sandboxes": "sandbox",
+    "approvals": "approval",
+    "deployments": "deployment",
+    "teams": "team",
+    "fleet": "node",
+    "catalog": "catalog",
+}
+ROLES = ("researcher_of_another_team", "lead_of_another_team", "anonymous")
+
+
+def routes(patterns=None, prefix: str = "") -> Iterator[tuple[str, URLPattern]]:
+    """Every route of the URL configuration with the pattern that serves it."""
+    for entry in get_resolver().url_patterns if patterns is None else patterns:
+        if isinstance(entry, URLResolver):
+            yield from routes(entry.url_patterns, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            yield prefix + str(entry.pattern), entry
+
+
+def object_routes(*, api: bool) -> list[tuple[str, URLPattern]]:
+    """The routes that name one object, of the API (`api/v1/`) or of the web pages."""
+    found = {}
+    for route, pattern in routes():
+        if not OBJECT_NAMES & set(PARAMETER.findall(route)) or route.startswith("admin/"):
+            continue
+        if route.startswith("api/v1/") == api and not route.startswith(("api/schema", "api/docs")):
+            found[route] = pattern
+    return sorted(found.items())
+
+
+def kind_of(route: str) -> str | None:
+    path = route.removeprefix("api/v1/")
+    begins = [prefix for prefix in OBJECT_KINDS if path == prefix or path.startswith(prefix + "/")]
+    return OBJECT_KINDS[max(begins, key=len)] if begins else None
+
+
+def url_for(route: str, value: object) -> str:
+    """The route with its object parameter filled in (and any other with an example)."""
+
+    def fill(match: re.Match) -> str:
+        name = match.group(1)
+        return str(value) if name in OBJECT_NAMES else EXAMPLES[name]
+
+    return "/" + PARAMETER.sub(fill, route)
+
+
+def team_objects(*, researcher, team, gpus, fleet) -> dict[str, object]:
+    """One object of each kind, of team vision (a sandbox and a deployment of its researcher, an
+    approval waiting for its lead, the researcher's token), as the value its route takes."""
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=gpus[0])
+    deployment = make_deployment(owner=researcher, team=team, gpu=gpus[1])
+    approval = Approval.objects.create(
+        workload=sandbox, team=team, kind=Approval.Kind.CREATE, requested_by=researcher
+    )
+    token, _ = token_create(user=researcher, name="laptop", scope=ApiToken.Scope.WORKLOADS)
+    return {
+        "token": token.pk,
+        "sandbox": sandbox.pk,
+        "deployment": deployment.pk,
+        "approval": approval.pk,
+        "team": team.slug,
+        "node": fleet["whole"].pk,
+        "catalog": deployment.serving.model.slug,
+    }
+
+
+def lead_of(team):
+    """A lead of `team` (the other team's lead: dave of nlp)."""
+    user = UserFactory(username="dave")
+    MembershipFactory(user=user, team=team, role=Membership.Role.LEAD)
+    return user
