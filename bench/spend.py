@@ -7,7 +7,8 @@
 Builds its own PostgreSQL database (`gpu_portal_bench_spend` on 127.0.0.1 unless --database-url
 names another; it is dropped first), loads N GPU holds over the year before now, spread over 60
 teams, 1,500 users, five GPU types (whole GPUs and MIG slices), workloads of one to eight holds and
-a few long-running deployments, with prices from a price book that changes every quarter (and 1 %
+a few long-running deployments (two thirds of workloads labelled with one of 40 projects per
+team), with prices from a price book that changes every quarter (and 1 %
 of holds at odd prices), log-normal durations, open holds (some of workloads already expired, not
 yet swept), every user's home as storage holds, and the node agents' minutes for the last
 --telemetry-hours (whole GPUs, 40 % of them idle). Loading uses COPY with the tables' indexes
@@ -15,7 +16,7 @@ dropped and built again after.
 
 Then it rolls up the year as `manage.py spend_rollup` does, runs the periodic roll-up once (today's
 hours), and times, as a platform admin: a team's month-to-date spend, the budget check of a request,
-and the spend report by user, team, GPU type, day and workload over 1, 30 and 365 days, both ending
+and the spend report by user, team, GPU type, day, workload and project over 1, 30 and 365 days, both ending
 now (partial-day edges) and in whole days (as the web form asks). Finally it checks a sample of
 figures against the slow definition: every hold in Python, as spend was computed before roll-ups,
 but in exact fractions.
@@ -221,8 +222,9 @@ def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime) -> dict:
     workload_columns, workload_defaults = _defaults(
         Workload,
         ["id", "kind", "name", "team_id", "owner_id", "gpu_type_id", "gpu_count", "replicas", "mig_profile",
-         "state", "expires_at", "created_at", "started_at", "ended_at"],
+         "state", "expires_at", "created_at", "started_at", "ended_at", "project"],
     )  # fmt: skip
+    labels = random.Random(seed + 1)  # its own stream: the holds stay those of earlier runs of a seed
     workloads: list[tuple] = []
     allocation_columns = [
         "gpu_id", "mig_slice_id", "mig_profile", "replica", "workload_id", "team_id", "user_id", "gpu_type_id",
@@ -263,7 +265,8 @@ def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime) -> dict:
             workloads.append(
                 (workload_id, "deployment" if long_running or count > 2 else "sandbox", f"w{workload_id}", team_id,
                  user_id, gpu_type.pk, 1 if profile else count, count if profile else 1, profile,
-                 "running" if is_open else "terminated", expires, start, start, None if is_open else end)
+                 "running" if is_open else "terminated", expires, start, start, None if is_open else end,
+                 f"project-{labels.randrange(40)}" if labels.random() < 2 / 3 else "")
             )  # fmt: skip
             for replica in range(count):
                 pool = gpus_of[gpu_type.pk]
@@ -461,7 +464,7 @@ def verify(*, seed: int, samples: int) -> tuple[int, int]:
     from portal.accounts.models import Team, User
     from portal.fleet.models import Allocation, GpuMinute, StorageHold
     from portal.spend.cost import billed_until
-    from portal.spend.selectors import GROUPS, month_start, spend_grouped, team_month_spend
+    from portal.spend.selectors import GROUPS, NO_PROJECT_KEY, month_start, spend_grouped, team_month_spend
 
     rng = random.Random(seed + 1)
     admin = User.objects.get(username="admin")
@@ -499,7 +502,9 @@ def verify(*, seed: int, samples: int) -> tuple[int, int]:
                     day += timedelta(days=1)
             else:
                 key = {"user": hold.user.username, "team": hold.team.slug, "gpu_type": hold.gpu_type.slug,
-                       "workload": str(hold.workload_id)}[group_by]  # fmt: skip
+                       "workload": str(hold.workload_id),
+                       "project": (hold.workload.project if hold.workload_id else "") or NO_PROJECT_KEY,
+                       }[group_by]  # fmt: skip
                 windows = [(key, start, end)]
             for key, low, high in windows:
                 amount = amounts[key]
@@ -525,6 +530,7 @@ def verify(*, seed: int, samples: int) -> tuple[int, int]:
                     "team": hold.team.slug,
                     "gpu_type": "storage",
                     "workload": "storage",
+                    "project": "storage",
                 }[group_by]
                 amounts[key][0] += _cost(
                     hold.price_per_gb_month, hold.size_gb, 730, _seconds(held_from, held_to)

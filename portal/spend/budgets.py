@@ -1,5 +1,6 @@
-"""Budgets people can trust: where a team stands this month, where it will end at this pace, and
-the day its budget runs out.
+"""Budgets people can trust: where a team (or one of its users or project labels, see
+`portal.spend.target_budgets`) stands this month, where it will end at this pace, and the day its
+budget runs out.
 
 The forecast is the money already spent this month plus what the team's live holds will cost
 until the month ends, each only until its workload's expiry (what is scheduled to run), and its
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.accounts.models import Team, User
@@ -19,9 +21,17 @@ from portal.accounts.selectors import is_lead
 from portal.audit.services import audit_record
 from portal.core.errors import NotAllowed, NotFound, ValidationFailed
 from portal.fleet.models import Allocation, StorageHold
-from portal.spend.selectors import HOURS_PER_MONTH, SECONDS_PER_HOUR, team_month_spend, to_cents
+from portal.spend.models import Budget
+from portal.spend.selectors import (
+    HOURS_PER_MONTH,
+    SECONDS_PER_HOUR,
+    team_month_spend,
+    team_month_spend_by,
+    to_cents,
+)
 
 DEFAULT_THRESHOLDS = (50, 80, 100)
+ZERO_CENTS = Decimal("0.00")
 
 
 def month_bounds(now: datetime) -> tuple[datetime, datetime]:
@@ -35,12 +45,17 @@ def thresholds_of(team: Team) -> list[int]:
 
 @dataclass(frozen=True)
 class Forecast:
+    """Where a budget stands this month: the team's own, or one of a user or a project label within
+    the team (`kind`, `target`: the username or label), which use the team's thresholds and policy."""
+
     team: Team
     budget: Decimal
     spent: Decimal  # this month so far, cents
     hourly: Decimal  # what the live holds cost an hour now
     month_end: Decimal  # spent + what the live holds and storage will cost until the month ends, cents
     runs_out_at: datetime | None  # when spend reaches the budget at this pace (None: not this month)
+    kind: str = "team"
+    target: str = ""
 
     @property
     def left(self) -> Decimal:
@@ -63,23 +78,33 @@ class Forecast:
         return self.budget > 0 and self.spent >= self.budget
 
 
-def budget_forecast(*, team: Team, now: datetime | None = None, spent: Decimal | None = None) -> Forecast:
-    """The team's month so far and to come: two queries besides the month's spend."""
-    now = now or timezone.now()
+def _forecast(
+    *, team: Team, budget: Decimal, spent: Decimal, holds: Q, storage: Q | None, now: datetime, **target: str
+) -> Forecast:
+    """A budget's month so far and to come, for the live GPU holds `holds` selects (and storage
+    holds `storage` selects, if any): two queries."""
     _, end = month_bounds(now)
-    spent = team_month_spend(team=team, now=now) if spent is None else spent
     # (cost an hour, until when) for each live GPU hold, stopping at its workload's expiry
     streams: list[tuple[Decimal, datetime]] = []
-    for price, numerator, denominator, expires in Allocation.objects.filter(
-        team=team, ended_at__isnull=True
-    ).values_list("price_per_hour", "share_numerator", "share_denominator", "workload__expires_at"):
+    for price, numerator, denominator, expires, ttl_hours in Allocation.objects.filter(
+        holds, team=team, ended_at__isnull=True
+    ).values_list(
+        "price_per_hour",
+        "share_numerator",
+        "share_denominator",
+        "workload__expires_at",
+        "workload__ttl_hours",
+    ):
+        if expires is None and ttl_hours is not None:  # placed, not running yet: its lifetime is to come
+            expires = now + timedelta(seconds=float(ttl_hours * 3600))
         until = min(expires or end, end)
         if until > now:
             streams.append((price * numerator / denominator, until))
-    for price, size in StorageHold.objects.filter(team=team, ended_at__isnull=True).values_list(
-        "price_per_gb_month", "size_gb"
-    ):
-        streams.append((price * size / HOURS_PER_MONTH, end))
+    if storage is not None:
+        for price, size in StorageHold.objects.filter(storage, team=team, ended_at__isnull=True).values_list(
+            "price_per_gb_month", "size_gb"
+        ):
+            streams.append((price * size / HOURS_PER_MONTH, end))
     hourly = sum((rate for rate, _ in streams), Decimal(0))
     to_come = sum(
         (rate * Decimal((until - now).total_seconds()) / SECONDS_PER_HOUR for rate, until in streams),
@@ -87,12 +112,48 @@ def budget_forecast(*, team: Team, now: datetime | None = None, spent: Decimal |
     )
     return Forecast(
         team=team,
-        budget=team.monthly_budget,
+        budget=budget,
         spent=spent,
         hourly=hourly,
         month_end=to_cents(spent + to_come),
-        runs_out_at=_runs_out(team.monthly_budget - spent, streams, now),
+        runs_out_at=_runs_out(budget - spent, streams, now),
+        **target,
     )
+
+
+def budget_forecast(*, team: Team, now: datetime | None = None, spent: Decimal | None = None) -> Forecast:
+    """The team's month so far and to come: two queries besides the month's spend."""
+    now = now or timezone.now()
+    spent = team_month_spend(team=team, now=now) if spent is None else spent
+    return _forecast(team=team, budget=team.monthly_budget, spent=spent, holds=Q(), storage=Q(), now=now)
+
+
+def target_forecasts(
+    *, team: Team, budgets: list[Budget], now: datetime | None = None
+) -> list[tuple[Budget, Forecast]]:
+    """Each user or project budget of the team (`budgets`), where it stands and will end this
+    month: the month's spend by user and by project once each, then two queries a budget. A
+    user's budget counts their GPU work and storage in the team; a project's its workloads' GPU
+    work (storage belongs to no project)."""
+    now = now or timezone.now()
+    spent = {
+        kind: team_month_spend_by(team=team, key=kind, now=now)
+        if any(b.kind == kind for b in budgets)
+        else {}
+        for kind in Budget.Kind.values
+    }
+    found = []
+    for budget in budgets:
+        if budget.kind == Budget.Kind.USER:
+            holds, storage = Q(user_id=budget.user_id), Q(user_id=budget.user_id)
+            used = spent["user"].get(budget.user_id, ZERO_CENTS)
+        else:
+            holds, storage = Q(workload__project=budget.project), None
+            used = spent["project"].get(budget.project, ZERO_CENTS)
+        forecast = _forecast(team=team, budget=budget.monthly_amount, spent=used, holds=holds, storage=storage,
+                             now=now, kind=budget.kind, target=budget.target)  # fmt: skip
+        found.append((budget, forecast))
+    return found
 
 
 def _runs_out(left: Decimal, streams: list[tuple[Decimal, datetime]], now: datetime) -> datetime | None:
@@ -117,7 +178,7 @@ def budget_forecasts(teams: list[Team], *, now: datetime | None = None) -> list[
 
 
 def budget_alerts_due(forecast: Forecast, sent: set[int]) -> list[int]:
-    """The thresholds the team has passed this month and not yet been told of, lowest first."""
+    """The thresholds the budget has passed this month and not yet been told of, lowest first."""
     if forecast.budget <= 0:
         return []
     return [

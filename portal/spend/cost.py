@@ -109,7 +109,8 @@ def billed_until(hold, *, now: datetime) -> datetime:
     if hold.ended_at is not None:
         return hold.ended_at
     workload_id = getattr(hold, "workload_id", None)
-    if workload_id is not None and hold.workload.expires_at < now:
+    # (A workload that has not started running has no expiry yet.)
+    if workload_id is not None and hold.workload.expires_at is not None and hold.workload.expires_at < now:
         return hold.workload.expires_at
     return now
 

@@ -65,6 +65,7 @@ class Level(models.IntegerChoices):
     TEAM_KIND = 2, "team and GPU type (or storage)"
     USER = 3, "team and user"
     FINE = 4, "team, user, GPU type (or storage) and workload"
+    PROJECT = 5, "team, user and project label (or storage)"
 
 
 class SpendPeriod(models.Model):
@@ -98,6 +99,8 @@ class SpendRollup(models.Model):
     gpu_type = _ref("fleet.GpuType", null=True)
     storage = models.BooleanField(default=False)
     workload = _ref("workloads.Workload", null=True)
+    # Project level only: the workloads' project label ("" for none, and on storage rows).
+    project = models.CharField(max_length=40, blank=True, default="")
     cost = UnitsField(**AMOUNT)
     gpu_hours = UnitsField(**AMOUNT)
     idle_cost = UnitsField(**AMOUNT)
@@ -185,3 +188,71 @@ class SpendWatermark(models.Model):
 
     def __str__(self) -> str:
         return f"holds checked up to {self.allocation_id_seen} / {self.storage_hold_id_seen}"
+
+
+class Budget(models.Model):
+    """A team's monthly budget for one of its users, or for one project label: optional, beside
+    the team's own, set by its leads. It uses the team's alert thresholds and 100 % policy; under
+    "stop" only that user's (or project's) running work ends, at `stop_at`."""
+
+    class Kind(models.TextChoices):
+        USER = "user", "User"
+        PROJECT = "project", "Project"
+
+    team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    user = models.ForeignKey(
+        "accounts.User", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    project = models.CharField(max_length=40, blank=True, default="")
+    monthly_amount = models.DecimalField(max_digits=12, decimal_places=2)
+    stop_at = models.DateTimeField(
+        null=True, blank=True, help_text="Under the stop policy: when its running work ends."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["kind", "project", "user_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "user"], condition=Q(kind="user"), name="spend_budget_one_per_user"
+            ),
+            models.UniqueConstraint(
+                fields=["team", "project"], condition=Q(kind="project"), name="spend_budget_one_per_project"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind="user", user__isnull=False, project="")
+                | (Q(kind="project", user__isnull=True) & ~Q(project="")),
+                name="spend_budget_target_of_its_kind",
+            ),
+            models.CheckConstraint(condition=Q(monthly_amount__gte=0), name="spend_budget_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.kind} {self.target}: {self.monthly_amount}"
+
+    @property
+    def target(self) -> str:
+        """The username or project label it is for."""
+        return self.project if self.kind == self.Kind.PROJECT else self.user.username
+
+
+class BudgetAlertSent(models.Model):
+    """A user's or project's budget passed `threshold` percent in `month`: told once each (the
+    constraint keeps two workers from telling twice)."""
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
+    month = models.DateField(help_text="The first day of the month.")
+    threshold = models.PositiveSmallIntegerField()
+    spent = models.DecimalField(max_digits=14, decimal_places=2)
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["budget", "month", "threshold"], name="spend_budget_alert_once_a_month"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.budget} passed {self.threshold} % in {self.month:%Y-%m}"

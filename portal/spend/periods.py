@@ -198,6 +198,9 @@ class Plan:
 
     rolled: dict[str, list[datetime]] = field(default_factory=dict)
     live: list[Interval] = field(default_factory=list)
+    # Stretches to take away: a range that starts or ends late in a rolled day reads the whole day
+    # and subtracts the few hours outside the range, rather than costing the many inside.
+    minus: list[Interval] = field(default_factory=list)
 
     @property
     def rolled_days(self) -> list[datetime]:
@@ -259,6 +262,16 @@ def make_plan(
             _live(plan, moment, end, merge=True)
             break
         day = midnight(moment)
+        whole = fresh.get((Span.DAY, day)) == day + DAY
+        if moment > day and whole and day + DAY <= end and moment - day < day + DAY - moment:
+            plan.rolled.setdefault(Span.DAY, []).append(day)  # the day, less [midnight, start)
+            plan.minus.append((day, moment))
+            moment = day + DAY
+            continue
+        if moment == day and whole and day + DAY > end and day + DAY - end < end - day:
+            plan.rolled.setdefault(Span.DAY, []).append(day)  # the day, less [end, midnight)
+            plan.minus.append((end, day + DAY))
+            break
         if moment == day:
             taken = None
             if blocks:

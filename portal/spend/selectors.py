@@ -41,6 +41,7 @@ __all__ = [
     "CENT",
     "GROUPS",
     "HOURS_PER_MONTH",
+    "NO_PROJECT_KEY",
     "SECONDS_PER_HOUR",
     "Budget",
     "SpendRow",
@@ -55,13 +56,15 @@ __all__ = [
     "storage_cost",
     "team_budgets",
     "team_month_spend",
+    "team_month_spend_by",
     "teams_month_spend",
     "to_cents",
 ]
 
 STORAGE_KEY, STORAGE_LABEL = STORAGE, "Persistent storage (homes)"
 OTHERS_KEY, OTHERS_LABEL = "others", "Everything else"
-GROUPS = ("user", "team", "gpu_type", "day", "workload")
+NO_PROJECT_KEY = NO_PROJECT_LABEL = "(no project)"
+GROUPS = ("user", "team", "gpu_type", "day", "workload", "project")
 WORKLOAD_LIMIT = 100  # workloads named in the workload report; the rest share one row
 # A month-to-date figure counts a hold ended in the future up to that end, as it always has.
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
@@ -153,11 +156,13 @@ def spend_grouped(
     now: datetime | None = None,
     limit: int = WORKLOAD_LIMIT,
 ) -> list[SpendRow]:
-    """Spend within [start, end) grouped by user, team, GPU type, day or workload, largest first
+    """Spend within [start, end) grouped by user, team, GPU type, day, workload or project label, largest first
     (days in order); storage counts with its user, team and day, and as its own row among GPU
     types and workloads. By workload: the `limit` workloads that cost most, then storage, then
     one row for everything else (other workloads and holds of no workload), when it comes to a cent
-    or a hundredth of a GPU-hour. Keys with nothing held in the range have no row."""
+    or a hundredth of a GPU-hour. By project: holds of no workload or of workloads without a
+    label share the row NO_PROJECT_KEY, storage has its own. Keys with nothing held in the range
+    have no row."""
     if group_by not in GROUPS:
         raise ValueError(group_by)
     with without_jit():
@@ -184,6 +189,11 @@ def _grouped(
         if rest.cost or rest.gpu_hours or rest.idle_cost:  # a cent or a hundredth of a GPU-hour
             rows.append(rest)
         return rows
+    if group_by == "project":
+        found = spend_by(keys=("project",), start=start, end=end, now=now, scope=scope)
+        names = {STORAGE: (STORAGE_KEY, STORAGE_LABEL), "": (NO_PROJECT_KEY, NO_PROJECT_LABEL)}
+        rows = [_row(*names.get(project, (project, project)), amount) for (project,), amount in found.items()]
+        return sorted(rows, key=lambda r: (-r.cost, r.key))
     if group_by == "day":
         found = spend_by(keys=(), start=start, end=end, now=now, scope=scope, by_day=True)
         rows = [_row(day.isoformat(), day.isoformat(), amount) for (day,), amount in found.items()]
@@ -227,6 +237,23 @@ def teams_month_spend(*, now: datetime | None = None) -> dict[int, Decimal]:
             keys=("team",), start=month_start(now), end=FOREVER, now=now, scope=Scope(), idle=False
         )
     return {team_id: units_to_cents(amount.cost) for (team_id,), amount in found.items()}
+
+
+def team_month_spend_by(*, team: Team, key: str, now: datetime | None = None) -> dict:
+    """What the team has spent since the first of this month (UTC) by user id or by project
+    label (`key`: "user" or "project"; "" holds of no project), in cents, as `team_month_spend`
+    counts it: from the roll-ups' user or project level (a handful of queries)."""
+    now = now or timezone.now()
+    with without_jit():
+        found = spend_by(
+            keys=(key,),
+            start=month_start(now),
+            end=FOREVER,
+            now=now,
+            scope=Scope(team_id=team.pk),
+            idle=False,
+        )
+    return {target: units_to_cents(amount.cost) for (target,), amount in found.items()}
 
 
 def spend_teams(user: User) -> list[Team]:

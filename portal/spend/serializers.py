@@ -9,6 +9,10 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from portal.accounts.models import Team
+from portal.core.errors import NotFound
+from portal.core.serializers import QuerySerializer
+from portal.spend.budget_api import TeamBudgetSerializer
+from portal.spend.budgets import Forecast, budget_alerts_due
 from portal.spend.forms import FIRST_DAY, LAST_DAY
 from portal.spend.selectors import GROUPS, WORKLOAD_LIMIT
 
@@ -24,7 +28,7 @@ def within_report_range(value: datetime) -> datetime:
     return value
 
 
-class SpendQuerySerializer(serializers.Serializer):
+class SpendQuerySerializer(QuerySerializer):
     """`group_by` (default team), `start` (default the first of this month, UTC), `end` (default
     now), `team` (a slug: only that team's spend), `limit` (by workload: how many to name)."""
 
@@ -46,8 +50,8 @@ class SpendQuerySerializer(serializers.Serializer):
         if not user.is_platform_admin:
             teams = teams.filter(memberships__user=user)
         team = teams.first()
-        if team is None:
-            raise serializers.ValidationError(f"You are not a member of a team called {slug!r}.")
+        if team is None:  # a team the caller may not see answers as one that does not exist
+            raise NotFound(f"You are not a member of a team called {slug!r}.")
         return team
 
     def validate_start(self, value: datetime) -> datetime:
@@ -77,12 +81,78 @@ class SpendRowSerializer(serializers.Serializer):
     )
 
 
+class SpendBudgetSerializer(TeamBudgetSerializer):
+    """This month's budget state of the team a report concerns (as `/teams/{slug}/budget`)."""
+
+    forecast_percent = serializers.IntegerField(
+        help_text="`forecast_month_end` as a percentage of the budget."
+    )
+    thresholds_crossed = serializers.SerializerMethodField(
+        help_text="The alert thresholds this month's spend has reached, lowest first."
+    )
+
+    def get_thresholds_crossed(self, forecast: Forecast) -> list[int]:
+        return budget_alerts_due(forecast, set())
+
+
 class SpendReportSerializer(serializers.Serializer):
     group_by = serializers.ChoiceField(choices=GROUPS)
     start = serializers.DateTimeField()
     end = serializers.DateTimeField()
     team = serializers.CharField(allow_null=True)
     currency = serializers.CharField()
+    budget = SpendBudgetSerializer(
+        allow_null=True,
+        required=False,
+        help_text="When the report concerns one team (`team`, or a member's only team): its budget "
+        "state this month (UTC), whatever the report's range. Null otherwise.",
+    )
     total = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="The sum of the rows.")
     gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=2)
     rows = SpendRowSerializer(many=True)
+
+
+class TeamStatementSerializer(serializers.Serializer):
+    """A team's monthly statement (UTC month): the figures of `/spend/statement/<team>/<month>/`."""
+
+    team = serializers.CharField(source="team.slug")
+    team_name = serializers.CharField(source="team.name")
+    month = serializers.DateField(format="%Y-%m", help_text="YYYY-MM")
+    start = serializers.DateTimeField(help_text="The first of the month, 00:00 UTC; inclusive.")
+    end = serializers.DateTimeField(help_text="The first of the next month, 00:00 UTC; exclusive.")
+    scope = serializers.SerializerMethodField(
+        help_text="`team`: the whole team (its leads, admins); `own`: the caller's own spend in it."
+    )
+    to_date = serializers.BooleanField(help_text="The month is still running: figures up to `generated_at`.")
+    generated_at = serializers.DateTimeField()
+    currency = serializers.SerializerMethodField()
+    total = serializers.DecimalField(source="total.cost", max_digits=14, decimal_places=2)
+    gpu_hours = serializers.DecimalField(source="total.gpu_hours", max_digits=14, decimal_places=2)
+    idle_cost = serializers.DecimalField(
+        source="total.idle_cost", max_digits=14, decimal_places=2,
+        help_text="The part of `total` paid for GPU minutes the node agents read idle (where they reported).",
+    )  # fmt: skip
+    gpu_cost = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="`total` less `storage`.")
+    storage = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="Persistent homes.")
+    budget = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        allow_null=True,
+        help_text="The team's monthly budget (scope `team`).",
+    )
+    used_percent = serializers.IntegerField(allow_null=True, help_text="`total` as a percentage of `budget`.")
+    left = serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True)
+    forecast = SpendBudgetSerializer(
+        allow_null=True, help_text="The running month only (scope `team`): forecast to the month's end."
+    )
+    by_user = SpendRowSerializer(many=True)
+    by_gpu_type = SpendRowSerializer(many=True, help_text="Storage has its own row, `storage`.")
+    by_workload = SpendRowSerializer(
+        many=True, help_text="The workloads that cost most, then `storage` and `others` (the rest)."
+    )
+
+    def get_scope(self, statement: Any) -> str:
+        return "team" if statement.whole_team else "own"
+
+    def get_currency(self, statement: Any) -> str:
+        return "USD"

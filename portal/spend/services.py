@@ -4,11 +4,12 @@ Why: a report used to read every hold of its range into Python (a team's month-t
 million holds took 14 s, the spend API over 30 days 83 s), and the month-to-date figure is on the
 path of every request, extension and approval (the budget check).
 
-What: the workers sum closed time into roll-up rows (`SpendRollup`) per UTC day, at four levels:
-team; team and kind (a GPU type, or storage); team and user; team, user, kind and workload. Today
-is rolled too, up to a few minutes ago, every TODAY_EVERY. Days are summed into blocks of 2, 4 ...
-256 days aligned since 1970 (the three coarse levels), so any run of whole days is a handful of
-periods: a year by team reads about 16 rows a team, by user 16 a user, whatever the number of holds
+What: the workers sum closed time into roll-up rows (`SpendRollup`) per UTC day, at five levels:
+team; team and kind (a GPU type, or storage); team and user; team, user, kind and workload; team,
+user and the workload's project label (storage apart; read from the workloads when the day is
+rolled, see `portal.spend.totals`). Today is rolled too, up to a few minutes ago, every
+TODAY_EVERY. Days are summed into blocks of 2, 4 ... 256 days aligned since 1970 (all levels but
+the fine one), so any run of whole days is a handful of periods: a year by team reads about 16 rows a team, by user 16 a user, whatever the number of holds
 (`periods.make_plan` picks them). Whatever no fresh period covers, the partial-day edges of a range
 and the minutes since today's roll-up, is costed from the holds in SQL (`holds.spend_by_key`); a
 GiST index over each allocation's span (PostgreSQL) finds the holds of any stretch of time, last
@@ -85,13 +86,17 @@ from portal.spend.periods import (
 )
 
 CANONICAL = ("team", "user", "kind", "workload")
+# A day's finest sums (CANONICAL) with what each key derives: its workload's project label, and
+# whether it is storage (the project level keeps storage apart from work of no project).
+DERIVED = (*CANONICAL, "project", "storage")
 LEVEL_KEYS = {
     Level.TEAM: ("team",),
     Level.TEAM_KIND: ("team", "kind"),
     Level.USER: ("team", "user"),
     Level.FINE: CANONICAL,
+    Level.PROJECT: ("team", "user", "project", "storage"),
 }
-BLOCK_LEVELS = (Level.TEAM, Level.TEAM_KIND, Level.USER)
+BLOCK_LEVELS = (Level.TEAM, Level.TEAM_KIND, Level.USER, Level.PROJECT)
 # A day is rolled whole this long after it has closed (holds and readings written in transactions
 # that began before its end have committed by then); today (and yesterday until then) is rolled
 # up to a few minutes ago, again every TODAY_EVERY.
@@ -129,17 +134,31 @@ def _key_fields(keys: tuple[str, ...], key: tuple) -> dict:
 
 
 ROLLUP_COLUMNS = (
-    "span", "start", "level", "team_id", "user_id", "gpu_type_id", "storage", "workload_id", "cost", "gpu_hours",
-    "idle_cost",
+    "span", "start", "level", "team_id", "user_id", "gpu_type_id", "storage", "workload_id", "project", "cost",
+    "gpu_hours", "idle_cost",
 )  # fmt: skip
 
 
-def _rollup_rows(*, start: datetime, fine: dict[tuple, Amount]) -> Iterator[tuple]:
-    """The rows (ROLLUP_COLUMNS) of every level for one day, from its finest sums."""
+def _projects(workload_ids: Iterable[int | None]) -> dict[int, str]:
+    """The project label of each of these workloads that has one."""
+    workloads = Allocation.workload.field.related_model.objects  # no import upwards (layers)
+    found: dict[int, str] = {}
+    for chunk in _chunks(sorted({w for w in workload_ids if w is not None})):
+        found.update(workloads.filter(pk__in=chunk).exclude(project="").values_list("pk", "project"))
+    return found
+
+
+def _rollup_rows(*, start: datetime, fine: dict[tuple, Amount], projects: dict[int, str]) -> Iterator[tuple]:
+    """The rows (ROLLUP_COLUMNS) of every level for one day, from its finest sums and the
+    project label of each workload (`projects`; none: "")."""
+    derived = {
+        (*key, projects.get(key[3], "") if key[2] != STORAGE else "", key[2] == STORAGE): amount
+        for key, amount in fine.items()
+    }
     for level, keys in LEVEL_KEYS.items():
-        index = [CANONICAL.index(k) for k in keys]
+        index = [DERIVED.index(k) for k in keys]
         summed: dict[tuple, list] = {}
-        for key, amount in fine.items():
+        for key, amount in derived.items():
             sub = tuple(key[i] for i in index)
             total = summed.get(sub)
             if total is None:
@@ -158,8 +177,9 @@ def _rollup_rows(*, start: datetime, fine: dict[tuple, Amount]) -> Iterator[tupl
                 values["team"],
                 values.get("user"),
                 None if kind == STORAGE else kind,
-                kind == STORAGE,
+                values.get("storage", kind == STORAGE),
                 values.get("workload"),
+                values.get("project", ""),
                 cost,
                 hours,
                 idle,
@@ -355,7 +375,8 @@ def spend_roll_day(
         rows = SpendRollup.objects.filter(span=Span.DAY, start=day)
         touched = set(rows.filter(level=Level.FINE).values_list("workload_id", flat=True).distinct())
         rows.delete()
-        written = _insert_rollups(_rollup_rows(start=day, fine=fine))
+        projects = _projects(key[3] for key in fine)
+        written = _insert_rollups(_rollup_rows(start=day, fine=fine, projects=projects))
         SpendPeriod.objects.update_or_create(
             span=Span.DAY, start=day, defaults={"until": until, "stale": False, "rolled_at": now}
         )
@@ -373,12 +394,12 @@ def _fresh_whole(span: str, starts: list[datetime]) -> set[datetime]:
 
 
 _BLOCK_SQL = """
-INSERT INTO spend_spendrollup (span, start, level, team_id, user_id, gpu_type_id, storage, workload_id, cost,
-                               gpu_hours, idle_cost)
-SELECT %(span)s, %(start)s, level, team_id, user_id, gpu_type_id, storage, NULL, SUM(cost), SUM(gpu_hours),
-       SUM(idle_cost)
+INSERT INTO spend_spendrollup (span, start, level, team_id, user_id, gpu_type_id, storage, workload_id, project,
+                               cost, gpu_hours, idle_cost)
+SELECT %(span)s, %(start)s, level, team_id, user_id, gpu_type_id, storage, NULL, project, SUM(cost),
+       SUM(gpu_hours), SUM(idle_cost)
 FROM spend_spendrollup WHERE span = %(child)s AND start = ANY(%(starts)s) AND level = ANY(%(levels)s)
-GROUP BY level, team_id, user_id, gpu_type_id, storage
+GROUP BY level, team_id, user_id, gpu_type_id, storage, project
 """
 
 
@@ -401,7 +422,9 @@ def _sum_block(*, span: str, start: datetime, parts: list[tuple[str, datetime]])
     totals: dict[tuple, list] = {}  # SQLite keeps units as text: added up here
     for *key, cost, hours, idle in SpendRollup.objects.filter(
         span=child, start__in=starts, level__in=BLOCK_LEVELS
-    ).values_list("level", "team_id", "user_id", "gpu_type_id", "storage", "cost", "gpu_hours", "idle_cost"):
+    ).values_list(
+        "level", "team_id", "user_id", "gpu_type_id", "storage", "project", "cost", "gpu_hours", "idle_cost"
+    ):
         found = totals.setdefault(tuple(key), [ZERO, ZERO, ZERO])
         found[0], found[1], found[2] = (
             EXACT.add(found[0], cost),
@@ -409,8 +432,8 @@ def _sum_block(*, span: str, start: datetime, parts: list[tuple[str, datetime]])
             EXACT.add(found[2], idle),
         )
     _insert_rollups(
-        (span, start, level, team, user, gpu_type, storage, None, cost, hours, idle)
-        for (level, team, user, gpu_type, storage), (cost, hours, idle) in totals.items()
+        (span, start, level, team, user, gpu_type, storage, None, project, cost, hours, idle)
+        for (level, team, user, gpu_type, storage, project), (cost, hours, idle) in totals.items()
     )
 
 

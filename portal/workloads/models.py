@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -59,6 +60,25 @@ END_STATES = (
 )
 
 
+PROJECT_MAX_LENGTH = 40
+PROJECT_HELP = "Lowercase letters, digits and hyphens, at most 40 (e.g. llm-eval)."
+# "storage" names the persistent-storage row of spend reports grouped by project.
+RESERVED_PROJECTS = frozenset({"storage"})
+
+
+def project_label_error(label: str) -> str:
+    """Why `label` is not a valid project label ("" when it is, or when it is empty: no project)."""
+    if not label:
+        return ""
+    if len(label) > PROJECT_MAX_LENGTH or not all(
+        c.isascii() and (c.islower() or c.isdigit() or c == "-") for c in label
+    ):
+        return f"A project label is 1-{PROJECT_MAX_LENGTH} lowercase letters, digits and hyphens (e.g. llm-eval)."
+    if label in RESERVED_PROJECTS:
+        return f"{label!r} is reserved; choose another project label."
+    return ""
+
+
 class WorkloadKind(models.TextChoices):
     """What a workload is for; each kind has its own app (portal.sandboxes, portal.deployments)."""
 
@@ -87,6 +107,13 @@ class Workload(models.Model):
         help_text="Sandboxes only.",
     )
     purpose = models.CharField(max_length=300, blank=True)
+    project = models.CharField(
+        max_length=PROJECT_MAX_LENGTH,
+        blank=True,
+        default="",
+        validators=[RegexValidator(r"^[a-z0-9-]*$", PROJECT_HELP)],
+        help_text="An optional project label its spend is grouped and budgeted by; set when requested.",
+    )
     shared_with = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,
@@ -106,7 +133,19 @@ class Workload(models.Model):
     state = models.CharField(max_length=20, choices=WorkloadState.choices, db_index=True)
     message = models.CharField(max_length=500, blank=True)
     priority = models.SmallIntegerField(default=0, help_text="Higher is placed first in the queue.")
-    expires_at = models.DateTimeField()
+    # Set when it starts running (started_at + ttl_hours), or at request time when the request
+    # named its end; null while it waits for approval, in the queue or its first start.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    ttl_hours = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="How long it runs, counted from when it starts running (extensions included).",
+    )
+    # A running deployment being scaled: the replicas it served before. The row is provisioning
+    # for the reconciler meanwhile, but it still serves, so it shows as running.
+    scaling_from = models.PositiveSmallIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -161,6 +200,7 @@ class Workload(models.Model):
             models.Index(fields=["state", "expires_at"]),
             models.Index(fields=["team", "state"]),
             models.Index(fields=["owner", "state"]),
+            models.Index(fields=["team", "project"], name="workload_team_project", condition=~Q(project="")),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -207,8 +247,30 @@ class Workload(models.Model):
 
     @property
     def lifetime_hours(self) -> Decimal:
-        seconds = Decimal((self.expires_at - self.created_at).total_seconds())
+        """How long it runs once started: the hours asked for (extensions included)."""
+        if self.ttl_hours is not None:
+            return self.ttl_hours.quantize(Decimal("0.01"))
+        if self.expires_at is None:
+            return Decimal(0)
+        began = self.started_at or self.created_at
+        seconds = Decimal((self.expires_at - began).total_seconds())
         return (seconds / Decimal(3600)).quantize(Decimal("0.01"))
+
+    def expiry_from(self, moment: datetime) -> datetime:
+        """Its expiry, or, while it has none yet, when it would expire if it started at `moment`."""
+        if self.expires_at is not None:
+            return self.expires_at
+        return moment + timedelta(seconds=float((self.ttl_hours or 0) * 3600))
+
+    @property
+    def is_scaling(self) -> bool:
+        """A running deployment whose replicas are being changed: it serves meanwhile."""
+        return self.scaling_from is not None and self.state == WorkloadState.PROVISIONING
+
+    @property
+    def shown_state(self) -> str:
+        """The state its pages and the API show: running while a running deployment is rescaled."""
+        return WorkloadState.RUNNING if self.is_scaling else self.state
 
 
 class WorkloadInsight(models.Model):

@@ -16,6 +16,7 @@ from django.db.models import Q
 from portal.fleet.models import Allocation, GpuMinute, StorageHold
 from portal.spend.cost import billed_until
 from portal.spend.selectors import (
+    NO_PROJECT_KEY,
     OTHERS_KEY,
     STORAGE_KEY,
     STORAGE_LABEL,
@@ -105,6 +106,10 @@ def amounts(*, user, group_by: str, start: datetime, end: datetime, team=None, n
         elif group_by == "gpu_type":
             kind = (hold.gpu_type.slug, hold.gpu_type.name) if gpu else (STORAGE_KEY, STORAGE_LABEL)
             windows = [(*kind, held_from, held_to)]
+        elif group_by == "project":
+            project = hold.workload.project if gpu and hold.workload_id else ""
+            key = (project or NO_PROJECT_KEY) if gpu else STORAGE_KEY
+            windows = [(key, STORAGE_LABEL if key == STORAGE_KEY else key, held_from, held_to)]
         else:  # workload
             key = str(hold.workload_id) if gpu and hold.workload_id else (OTHERS_KEY if gpu else STORAGE_KEY)
             windows = [(key, key, held_from, held_to)]
