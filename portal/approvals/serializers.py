@@ -27,7 +27,7 @@ class ApprovalSandboxSerializer(serializers.Serializer):
     name = StrictCharField()
     owner = StrictCharField()
     state = StrictCharField()
-    expires_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True, help_text="Null until it starts running.")
     gpu = GpuSerializer()
 
 

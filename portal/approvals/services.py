@@ -15,7 +15,7 @@ from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.deployments.services import deployment_apply_scale
 from portal.workloads.models import Approval, Workload, WorkloadState
-from portal.workloads.policy import extended_expiry, extended_lifetime, within_max_lifetime
+from portal.workloads.policy import extended_lifetime, within_max_lifetime
 from portal.workloads.services import workload_apply_extension, workload_approve, workload_reject
 
 
@@ -100,6 +100,4 @@ def _extend(approval: Approval, workload: Workload, user: User, *, now: datetime
     lifetime = extended_lifetime(workload=workload, hours=hours)
     if not within_max_lifetime(team=workload.team, lifetime_hours=lifetime):
         raise ValidationFailed("The extension would pass the team's maximum lifetime.")
-    workload_apply_extension(
-        workload=workload, new_expiry=extended_expiry(workload=workload, hours=hours), actor=user, hours=hours
-    )
+    workload_apply_extension(workload=workload, actor=user, hours=hours)

@@ -28,9 +28,11 @@ from portal.workloads.api import (
     WorkloadCostView,
     WorkloadDetailView,
     WorkloadExtendView,
+    WorkloadExtensionWithdrawView,
     WorkloadListView,
     WorkloadTerminateView,
     WorkloadUtilizationView,
+    WorkloadWithdrawView,
     parse_step,
     parse_when,
 )
@@ -38,6 +40,8 @@ from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.serializers import ExtendSerializer
 from portal.workloads.services import workload_keep
 
+NOT_A_REQUEST = OpenApiResponse(description="It is not a request waiting to start.")
+NO_EXTENSION = OpenApiResponse(description="No extension waits for a lead.")
 ENDED = OpenApiResponse(description="The deployment has ended (or, for scale, is not placed yet).")
 
 
@@ -115,6 +119,22 @@ class DeploymentExtendView(_Deployment, WorkloadExtendView):
 @extend_schema_view(post=extend_schema(request=None, responses={200: DeploymentSerializer, 409: ENDED}))
 class DeploymentTerminateView(_Deployment, WorkloadTerminateView):
     """End a deployment now: billing stops at once, the endpoint goes away."""
+
+
+@extend_schema_view(
+    post=extend_schema(request=None, responses={200: DeploymentSerializer, 409: NOT_A_REQUEST})
+)
+class DeploymentWithdrawView(_Deployment, WorkloadWithdrawView):
+    """Withdraw a request that waits for approval or in the queue: it ends at once (as
+    `terminated`); nothing was billed, its quota is free again and its approval is closed.
+    409 once it is placed (terminate it instead) or ended."""
+
+
+@extend_schema_view(
+    post=extend_schema(request=None, responses={200: DeploymentSerializer, 409: NO_EXTENSION})
+)
+class DeploymentExtensionWithdrawView(_Deployment, WorkloadExtensionWithdrawView):
+    """Withdraw the extension that waits for a lead; its approval is closed, the expiry stays."""
 
 
 class DeploymentCostView(_Deployment, WorkloadCostView):

@@ -25,6 +25,14 @@ urlpatterns = [
     ),
     path("deployments/<int:pk>/extend", api.DeploymentExtendView.as_view(), name="api-deployment-extend"),
     path(
+        "deployments/<int:pk>/withdraw", api.DeploymentWithdrawView.as_view(), name="api-deployment-withdraw"
+    ),
+    path(
+        "deployments/<int:pk>/extension/withdraw",
+        api.DeploymentExtensionWithdrawView.as_view(),
+        name="api-deployment-extension-withdraw",
+    ),
+    path(
         "deployments/<int:pk>/terminate",
         api.DeploymentTerminateView.as_view(),
         name="api-deployment-terminate",

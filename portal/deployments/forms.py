@@ -14,6 +14,7 @@ from portal.catalog.sizing import Sizing
 from portal.deployments.selectors import fit_label, fit_value, parse_fit_value
 from portal.deployments.services import DEFAULT_TTL_HOURS
 from portal.workloads.forms import ServiceForm, name_field, number_input
+from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH
 from portal.workloads.services import MAX_REPLICAS
 
 # Keys of DomainError.fields (the API's names) -> form fields.
@@ -32,6 +33,7 @@ SERVICE_FIELDS = {
     "ttl_hours": "ttl_hours",
     "expires_at": "ttl_hours",
     "purpose": "purpose",
+    "project": "project",
 }
 SIZING_FIELDS = ("dtype", "context", "concurrency")
 
@@ -72,6 +74,13 @@ class DeployForm(ServiceForm):
         max_length=300,
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "What is it for? Leads read this."}),
+    )
+    project = forms.CharField(
+        label="Project (optional)",
+        max_length=PROJECT_MAX_LENGTH,
+        required=False,
+        help_text=PROJECT_HELP + " Spend can be grouped and budgeted by it.",
+        widget=forms.TextInput(attrs={"placeholder": "llm-eval", "autocomplete": "off"}),
     )
 
     def __init__(self, *args: Any, teams: list[Team], entries: list[CatalogModel], **kwargs: Any) -> None:
@@ -140,6 +149,7 @@ class DeployForm(ServiceForm):
             "replicas": data["replicas"],
             "ttl_hours": data["ttl_hours"],
             "purpose": data.get("purpose") or "",
+            "project": (data.get("project") or "").strip(),
         }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -202,6 +202,7 @@ class DeploymentRow:
     approval: Approval | None
     endpoint: str | None
     example: str | None
+    actions: list[str] = field(default_factory=list)  # what can be done to it now
 
     @property
     def ready_replicas(self) -> int:
@@ -333,6 +334,7 @@ def deploy_estimate(
         ),
         now=now,
         replicas=replicas,
+        user_id=user.pk,
     )
     assert decision.quota_left is not None
     hourly = fit.price_per_hour * replicas  # shown as the fit list shows it, in cents per replica

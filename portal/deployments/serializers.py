@@ -102,7 +102,10 @@ class DeploymentSerializer(WorkloadSerializer):
     concurrency = StrictIntegerField(source="serving.concurrency", read_only=True)
     # Labelled by value, so the schema names this enum DeploymentStateEnum instead of colliding
     # with the sandbox's (same states, two components).
-    state = serializers.ChoiceField(choices=[(s.value, s.value) for s in WorkloadState], read_only=True)
+    # Running while a running deployment is rescaled (see scaling_from and scaling_to).
+    state = serializers.ChoiceField(
+        source="shown_state", choices=[(s.value, s.value) for s in WorkloadState], read_only=True
+    )
     ready_replicas = serializers.SerializerMethodField()
     endpoint = serializers.SerializerMethodField()
     example = serializers.SerializerMethodField()

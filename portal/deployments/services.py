@@ -100,6 +100,7 @@ def deployment_request(
     context: int | None = None,
     concurrency: int | None = None,
     purpose: str = "",
+    project: str = "",
     now: datetime | None = None,
 ) -> Workload:
     """Deploy a catalog model: sized, placed (default: the cheapest fit) and served by replicas.
@@ -147,6 +148,7 @@ def deployment_request(
         ),
         lifetime=Lifetime(ttl_hours=ttl_hours, expires_at=expires_at),
         purpose=purpose,
+        project=project,
         replicas=replicas,
         # The cache the checkpoint downloads into: in its own dtype or the one served, the larger.
         storage_gb=cache_gb(entry.shape(), (request.precision, choice.default_dtype)),
@@ -250,6 +252,9 @@ def _rescaled(workload: Workload, *, replicas: int, actor: User | None, now: dat
     if replicas and workload.idle_parked_replicas is not None:
         Workload.objects.filter(pk=workload.pk).update(idle_parked_replicas=None)  # serving again
         workload.idle_parked_replicas = None
+    # A running deployment keeps serving while its replicas change: it shows as running, scaling
+    # from the replicas it served (kept across a second scale before the first is done).
+    scaling_from = previous if workload.state == S.RUNNING else workload.scaling_from
     move(
         workload=workload,
         to=S.PROVISIONING,
@@ -258,7 +263,8 @@ def _rescaled(workload: Workload, *, replicas: int, actor: User | None, now: dat
         event="scaled",
         detail=f"{previous} -> {replicas} replicas",
         replicas=replicas,
-        message=f"Scaling from {previous} to {replicas} replicas.",
+        scaling_from=scaling_from,
+        message=f"Scaling from {scaling_from if scaling_from is not None else previous} to {replicas} replicas.",
         attempts=0,
         next_attempt_at=None,  # due at once
     )

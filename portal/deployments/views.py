@@ -30,7 +30,7 @@ from portal.deployments.serving_stats import deployment_serving_now, runtime_lab
 from portal.workloads.forms import ExtendForm
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import workload_keep
-from portal.workloads.views import workload_list_context
+from portal.workloads.views import actions_changed, workload_list_context
 
 
 @login_required
@@ -159,14 +159,19 @@ def deployment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     except NotFound as error:
         raise Http404(error.message) from error
     workload = row.deployment
-    context = {"row": row, "deployment": workload, "steps": progress_steps(workload, row.approval)}
+    context = {
+        "row": row,
+        "deployment": workload,
+        "steps": progress_steps(workload, row.approval),
+        "scale_form": ScaleForm(initial={"replicas": workload.replicas}),
+        "extend_form": ExtendForm(),
+        "actions_changed": actions_changed(request, row.actions),
+    }
     if row.serving is not None and workload.started_at is not None and workload.is_live:
         label = runtime_label(row.serving.runtime)
         serving_now = deployment_serving_now(workload, now=timezone.now())
         context.update(runtime_label=label, serving_lines=serving_lines(serving_now, runtime=label))
     if not wants_fragment(request):
-        context["scale_form"] = ScaleForm(initial={"replicas": workload.replicas})
-        context["extend_form"] = ExtendForm()
         context["audit_trail"] = workload_audit_trail(workload)
     return page(request, "deployments/detail.html", context, fragment="deployments/partials/detail_live.html")
 

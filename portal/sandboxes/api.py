@@ -43,15 +43,19 @@ from portal.workloads.api import (
     WorkloadCostView,
     WorkloadDetailView,
     WorkloadExtendView,
+    WorkloadExtensionWithdrawView,
     WorkloadListView,
     WorkloadTerminateView,
     WorkloadUtilizationView,
+    WorkloadWithdrawView,
 )
 from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.selectors import workloads_visible_to, workloads_with_details
 from portal.workloads.serializers import ExtendSerializer
 from portal.workloads.services import sandbox_keep
 
+NOT_A_REQUEST = OpenApiResponse(description="It is not a request waiting to start.")
+NO_EXTENSION = OpenApiResponse(description="No extension waits for a lead.")
 ENDED = OpenApiResponse(description="The sandbox has ended.")
 
 
@@ -108,6 +112,18 @@ class SandboxExtendView(_Sandbox, WorkloadExtendView):
 @extend_schema_view(post=extend_schema(request=None, responses={200: SandboxSerializer, 409: ENDED}))
 class SandboxTerminateView(_Sandbox, WorkloadTerminateView):
     """End a sandbox now; billing stops at once."""
+
+
+@extend_schema_view(post=extend_schema(request=None, responses={200: SandboxSerializer, 409: NOT_A_REQUEST}))
+class SandboxWithdrawView(_Sandbox, WorkloadWithdrawView):
+    """Withdraw a request that waits for approval or in the queue: it ends at once (as
+    `terminated`); nothing was billed, its quota is free again and its approval is closed.
+    409 once it is placed (terminate it instead) or ended."""
+
+
+@extend_schema_view(post=extend_schema(request=None, responses={200: SandboxSerializer, 409: NO_EXTENSION}))
+class SandboxExtensionWithdrawView(_Sandbox, WorkloadExtensionWithdrawView):
+    """Withdraw the extension that waits for a lead; its approval is closed, the expiry stays."""
 
 
 class SandboxSharingView(_Sandbox, WorkloadApi):

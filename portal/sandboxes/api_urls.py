@@ -8,6 +8,12 @@ urlpatterns = [
     path("sandboxes/estimate", api.SandboxEstimateView.as_view(), name="api-sandbox-estimate"),
     path("sandboxes/<int:pk>", api.SandboxDetailView.as_view(), name="api-sandbox"),
     path("sandboxes/<int:pk>/extend", api.SandboxExtendView.as_view(), name="api-sandbox-extend"),
+    path("sandboxes/<int:pk>/withdraw", api.SandboxWithdrawView.as_view(), name="api-sandbox-withdraw"),
+    path(
+        "sandboxes/<int:pk>/extension/withdraw",
+        api.SandboxExtensionWithdrawView.as_view(),
+        name="api-sandbox-extension-withdraw",
+    ),
     path("sandboxes/<int:pk>/terminate", api.SandboxTerminateView.as_view(), name="api-sandbox-terminate"),
     path("sandboxes/<int:pk>/sharing", api.SandboxSharingView.as_view(), name="api-sandbox-sharing"),
     path("sandboxes/<int:pk>/keep", api.SandboxKeepView.as_view(), name="api-sandbox-keep"),

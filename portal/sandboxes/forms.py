@@ -14,6 +14,7 @@ from portal.fleet.models import GpuType
 from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.selectors import RequestChoices
 from portal.workloads.forms import ServiceForm, name_field, number_input, radio_field
+from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH
 
 # Keys of DomainError.fields (the API's names) -> form fields.
 SERVICE_FIELDS = {
@@ -29,6 +30,7 @@ SERVICE_FIELDS = {
     "memory_gb": "memory_gb",
     "storage_gb": "storage_gb",
     "purpose": "purpose",
+    "project": "project",
     "datasets": "datasets",
 }
 
@@ -66,6 +68,13 @@ class SandboxRequestForm(ServiceForm):
         max_length=300,
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "What is it for? Leads read this."}),
+    )
+    project = forms.CharField(
+        label="Project (optional)",
+        max_length=PROJECT_MAX_LENGTH,
+        required=False,
+        help_text=PROJECT_HELP + " Spend can be grouped and budgeted by it.",
+        widget=forms.TextInput(attrs={"placeholder": "llm-eval", "autocomplete": "off"}),
     )
     cpu = forms.IntegerField(label="CPUs", required=False, widget=number_input({"min": "1"}))
     memory_gb = forms.IntegerField(label="Memory (GB)", required=False, widget=number_input({"min": "1"}))
@@ -143,6 +152,7 @@ class SandboxRequestForm(ServiceForm):
             "gpu_type": data.get("gpu_type") or "",
             "image": data.get("image") or None,
             "purpose": data.get("purpose") or "",
+            "project": (data.get("project") or "").strip(),
             "cpu": data.get("cpu"),
             "memory_gb": data.get("memory_gb"),
             "storage_gb": data.get("storage_gb"),

@@ -49,6 +49,7 @@ class SandboxRow:
     placement: dict | None
     queue_position: int | None
     approval: Approval | None
+    actions: list[str] = field(default_factory=list)  # what can be done to it now
 
     @property
     def placement_label(self) -> str:

@@ -23,7 +23,12 @@ from portal.workloads.filters import WorkloadFilter
 from portal.workloads.models import Workload
 from portal.workloads.selectors import queue_positions, user_standing, workload_detail_for
 from portal.workloads.serializers import ExtendSerializer, MeSerializer, WorkloadSerializer
-from portal.workloads.services import workload_extend, workload_terminate
+from portal.workloads.services import (
+    workload_extend,
+    workload_extension_withdraw,
+    workload_terminate,
+    workload_withdraw,
+)
 
 
 def workload_response(
@@ -75,6 +80,18 @@ class WorkloadExtendView(WorkloadApi):
 class WorkloadTerminateView(WorkloadApi):
     def post(self, request: Request, pk: int) -> Response:
         workload_terminate(user=request.user, workload_id=pk, kind=self.kind)
+        return self.shown(request, pk)
+
+
+class WorkloadWithdrawView(WorkloadApi):
+    def post(self, request: Request, pk: int) -> Response:
+        workload_withdraw(user=request.user, workload_id=pk, kind=self.kind)
+        return self.shown(request, pk)
+
+
+class WorkloadExtensionWithdrawView(WorkloadApi):
+    def post(self, request: Request, pk: int) -> Response:
+        workload_extension_withdraw(user=request.user, workload_id=pk, kind=self.kind)
         return self.shown(request, pk)
 
 

@@ -3,22 +3,33 @@
 from __future__ import annotations
 
 import django_filters
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from portal.workloads.models import LIVE_STATES, Workload, WorkloadState
 
 
 class WorkloadFilter(django_filters.FilterSet):
-    state = django_filters.MultipleChoiceFilter(choices=WorkloadState.choices)
+    state = django_filters.MultipleChoiceFilter(choices=WorkloadState.choices, method="filter_state")
     team = django_filters.CharFilter(field_name="team__slug")
     owner = django_filters.CharFilter(field_name="owner__username")
     gpu_type = django_filters.CharFilter(field_name="gpu_type__slug")
+    project = django_filters.CharFilter(field_name="project", label="Project")
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
     live = django_filters.BooleanFilter(method="filter_live", label="Live only")
 
     class Meta:
         model = Workload
-        fields = ["state", "team", "owner", "gpu_type", "q", "live"]
+        fields = ["state", "team", "owner", "gpu_type", "project", "q", "live"]
+
+    def filter_state(self, queryset: QuerySet[Workload], name: str, value: list[str]) -> QuerySet[Workload]:
+        """By the state shown: a running deployment being rescaled is running, not provisioning."""
+        if not value:
+            return queryset
+        scaling = Q(state=WorkloadState.PROVISIONING, scaling_from__isnull=False)
+        shown = Q(state__in=value) & ~scaling
+        if WorkloadState.RUNNING in value:
+            shown |= scaling
+        return queryset.filter(shown)
 
     def filter_live(self, queryset: QuerySet[Workload], name: str, value: bool | None) -> QuerySet[Workload]:
         if value is None:

@@ -18,6 +18,7 @@ from portal.core.errors import DomainError, QuotaExceeded, ValidationFailed
 from portal.fleet.geometry import ProfileShape
 from portal.fleet.selectors import price_per_hour, slice_share
 from portal.spend.selectors import hourly_rate, team_month_spend
+from portal.spend.target_budgets import budgets_exceeded
 from portal.workloads.models import LIVE_STATES, Workload, WorkloadState
 
 QUOTA_STATES = [s for s in LIVE_STATES if s != WorkloadState.TERMINATING]
@@ -130,8 +131,11 @@ def _request_reasons(
     lifetime_hours: Decimal,
     hourly_cost: Decimal,
     now: datetime,
+    user_id: int | None = None,
+    project: str = "",
 ) -> list[str]:
-    """Which of the team's auto-approval lines a request (all replicas) passes."""
+    """Which of the team's auto-approval lines a request (all replicas) passes; `user_id` and
+    `project`: whose budgets in the team it counts against besides the team's."""
     reasons = []
     if not is_slice and count * replicas > team.auto_approve_max_gpus:
         reasons.append(f"more than {team.auto_approve_max_gpus} whole GPU(s)")
@@ -139,25 +143,32 @@ def _request_reasons(
         reasons.append("more than one MIG slice")
     if lifetime_hours > team.auto_approve_max_hours:
         reasons.append(f"longer than {team.auto_approve_max_hours.normalize():f} hours")
-    over = _over_budget(team=team, cost=hourly_cost * lifetime_hours, now=now)
+    over = _over_budget(
+        team=team, cost=hourly_cost * lifetime_hours, now=now, user_id=user_id, project=project
+    )
     if over:
         reasons.append(over)
     return reasons
 
 
-def _over_budget(*, team: Team, cost: Decimal, now: datetime) -> str:
+def _over_budget(
+    *, team: Team, cost: Decimal, now: datetime, user_id: int | None = None, project: str = ""
+) -> str:
     """Why a cost needs a lead under the team's budget policy ("" when it does not): over what is
-    left, with the overage, unless the team only warns."""
+    left of the team's budget, or of the user's or the project's in the team, with the overage,
+    unless the team only warns."""
     if team.budget_policy == Team.BudgetPolicy.WARN:
         return ""
+    reasons = []
     left = budget_left(team=team, now=now)
-    if cost <= left:
-        return ""
-    overage = cost - max(left, Decimal(0))
-    return (
-        f"over what is left of the team's monthly budget (${max(left, Decimal(0)):,.2f} left; "
-        f"this costs up to ${cost:,.2f}, ${overage:,.2f} over)"
-    )
+    if cost > left:
+        overage = cost - max(left, Decimal(0))
+        reasons.append(
+            f"over what is left of the team's monthly budget (${max(left, Decimal(0)):,.2f} left; "
+            f"this costs up to ${cost:,.2f}, ${overage:,.2f} over)"
+        )
+    reasons += budgets_exceeded(team=team, user_id=user_id, project=project, cost=cost, now=now)
+    return " and ".join(reasons)
 
 
 def request_verdict(
@@ -170,6 +181,8 @@ def request_verdict(
     hourly_cost: Decimal,
     now: datetime,
     replicas: int = 1,
+    user_id: int | None = None,
+    project: str = "",
 ) -> Verdict:
     """A new request: refused beyond the quota left, approved at once within the team's
     auto-approval lines, else a lead decides. `count` is whole GPUs per replica; `share` and
@@ -191,6 +204,8 @@ def request_verdict(
         lifetime_hours=lifetime_hours,
         hourly_cost=hourly_cost,
         now=now,
+        user_id=user_id,
+        project=project,
     )
     auto_approved, why_needed = _needs_lead(reasons)
     return Verdict(auto_approved, why_needed, refusal=refusal, quota_left=left)
@@ -220,21 +235,26 @@ def scale_verdict(*, workload: Workload, team: Team, replicas: int, now: datetim
         count=workload.gpu_count,
         is_slice=bool(workload.mig_profile),
         replicas=replicas,
-        lifetime_hours=hours_between(workload.created_at, workload.expires_at),
+        lifetime_hours=workload.lifetime_hours,
         hourly_cost=per_replica * replicas,
         now=now,
+        user_id=workload.owner_id,
+        project=workload.project,
     )
     auto_approved, why_needed = _needs_lead(reasons)
     return Verdict(auto_approved, why_needed, refusal=refusal, quota_left=left)
 
 
-def extended_expiry(*, workload: Workload, hours: Decimal) -> datetime:
+def extended_expiry(*, workload: Workload, hours: Decimal) -> datetime | None:
+    """Its expiry moved by `hours`; None while it has none (it has not started running)."""
+    if workload.expires_at is None:
+        return None
     return workload.expires_at + timedelta(seconds=float(hours * 3600))
 
 
 def extended_lifetime(*, workload: Workload, hours: Decimal) -> Decimal:
-    """The whole lifetime, in hours, the workload would have if extended by `hours`."""
-    return hours_between(workload.created_at, extended_expiry(workload=workload, hours=hours))
+    """The whole lifetime, in hours from its start, the workload would have if extended by `hours`."""
+    return workload.lifetime_hours + hours
 
 
 def extension_verdict(*, workload: Workload, hours: Decimal, now: datetime) -> Verdict:
@@ -256,7 +276,9 @@ def extension_verdict(*, workload: Workload, hours: Decimal, now: datetime) -> V
         )
     price = price_per_hour(gpu_type=workload.gpu_type, at=now)
     hourly = workload_price_per_hour(workload=workload, price_per_gpu_hour=price)
-    over = _over_budget(team=team, cost=hourly * hours, now=now)
+    over = _over_budget(
+        team=team, cost=hourly * hours, now=now, user_id=workload.owner_id, project=workload.project
+    )
     if over:
         reasons.append(f"the added hours are {over}")
     auto_approved, why_needed = _needs_lead(reasons)

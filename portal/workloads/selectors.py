@@ -150,7 +150,8 @@ def in_scope(visible: QuerySet[Workload], *, user: User, scope: str) -> QuerySet
 
 def common_row_fields(workloads: list[Workload], *, now: datetime | None = None) -> list[dict[str, Any]]:
     """The row fields every workload has, in the order given, as keyword arguments: cost so far,
-    price per hour, queue place (one query for them all) and latest approval."""
+    price per hour, queue place (one query for them all), latest approval, and the actions that
+    can succeed now."""
     now = now or timezone.now()
     positions = queue_positions(workloads)
     return [
@@ -159,9 +160,59 @@ def common_row_fields(workloads: list[Workload], *, now: datetime | None = None)
             "hourly_cost": workload_hourly_cost(workload),
             "queue_position": positions.get(workload.pk),
             "approval": workload_latest_approval(workload),
+            "actions": workload_allowed_actions(workload, now=now),
         }
         for workload in workloads
     ]
+
+
+def workload_overdue(workload: Workload, *, now: datetime | None = None) -> bool:
+    """Its time is up but the sweep has not ended it yet: it shows as ending, and costs nothing
+    more (billing stops at its expiry)."""
+    now = now or timezone.now()
+    return (
+        workload.expires_at is not None
+        and workload.expires_at <= now
+        and workload.state
+        in (
+            WorkloadState.PENDING_APPROVAL,
+            WorkloadState.QUEUED,
+            WorkloadState.PROVISIONING,
+            WorkloadState.RUNNING,
+        )
+    )
+
+
+def _pending_kinds(workload: Workload) -> set[str]:
+    approvals = getattr(workload, "all_approvals", None)
+    if approvals is None:
+        approvals = list(workload.approvals.filter(state=Approval.State.PENDING))
+    return {a.kind for a in approvals if a.state == Approval.State.PENDING}
+
+
+def workload_allowed_actions(workload: Workload, *, now: datetime | None = None) -> list[str]:
+    """What its owner (or a lead) can do to it now and succeed, by its state: a request that has
+    not started can be withdrawn (not terminated: nothing runs or is billed) and extended; a
+    placed one extended and terminated (a deployment scaled, a running sandbox restarted); a
+    waiting extension withdrawn. Nothing once it is ending, ended, or past its expiry."""
+    S = WorkloadState
+    if not workload.is_live or workload.state == S.TERMINATING or workload_overdue(workload, now=now):
+        return []
+    pending = _pending_kinds(workload)
+    actions: list[str] = []
+    if workload.state in (S.PENDING_APPROVAL, S.QUEUED):
+        actions.append("withdraw")
+    if Approval.Kind.EXTEND in pending:
+        actions.append("withdraw_extension")
+    else:
+        actions.append("extend")
+    if workload.state in (S.PROVISIONING, S.RUNNING):
+        if workload.kind == "deployment":
+            actions.append("scale")
+        elif workload.state == S.RUNNING:
+            actions.append("restart")
+        actions.append("terminate")
+    return actions
 
 
 def any_live(workloads: list[Workload]) -> bool:
@@ -201,7 +252,7 @@ _FAILED_ENDS = (WorkloadState.REJECTED, WorkloadState.FAILED)
 def progress_steps(workload: Workload, approval: Approval | None) -> list[Step]:
     """The progress line: pending approval -> queued -> provisioning -> running -> ended."""
     order = [state for _label, state in _STEP_STATES]
-    state = workload.state
+    state = workload.shown_state  # a running deployment being rescaled still runs
     if state in order:
         reached = order.index(state)
     elif state == WorkloadState.REJECTED:

@@ -9,13 +9,16 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from portal.core.serializers import HoursField, StrictBooleanField, StrictCharField, StrictIntegerField, money
-from portal.workloads.models import Approval, Workload
+from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH, Approval, Workload, WorkloadState
 from portal.workloads.selectors import (
     TeamStanding,
+    workload_allowed_actions,
     workload_cost_so_far,
     workload_hourly_cost,
     workload_latest_approval,
 )
+
+ACTIONS = ["withdraw", "withdraw_extension", "extend", "scale", "restart", "terminate"]
 
 
 class ExtendSerializer(serializers.Serializer):
@@ -71,6 +74,10 @@ def approval_brief(approval: Approval) -> dict[str, Any]:
 WORKLOAD_IDENTITY_FIELDS = ["id", "name", "team", "owner"]
 WORKLOAD_STATUS_FIELDS = [
     "state",
+    "scaling_from",
+    "scaling_to",
+    "allowed_actions",
+    "lifetime_hours",
     "expires_at",
     "created_at",
     "started_at",
@@ -88,6 +95,7 @@ WORKLOAD_COST_FIELDS = [
     "message",
     "queue_position",
     "purpose",
+    "project",
     "placement_reason",
 ]
 
@@ -98,6 +106,27 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
     team = StrictCharField(source="team.slug", read_only=True)
     owner = StrictCharField(source="owner.username", read_only=True)
+    state = serializers.ChoiceField(
+        source="shown_state",
+        choices=WorkloadState.choices,
+        read_only=True,
+        help_text="Where it stands; a running deployment being scaled stays running (see scaling_from).",
+    )
+    scaling_from = serializers.SerializerMethodField()
+    scaling_to = serializers.SerializerMethodField()
+    allowed_actions = serializers.SerializerMethodField()
+    lifetime_hours = serializers.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        read_only=True,
+        help_text="How long it runs, counted from when it starts running (extensions included).",
+    )
+    expires_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="When it ends: null until it starts running (then started_at + lifetime_hours), "
+        "unless the request named its end.",
+    )
     gpu = serializers.SerializerMethodField()
     approval = serializers.SerializerMethodField()
     placement = serializers.SerializerMethodField()
@@ -105,6 +134,21 @@ class WorkloadSerializer(serializers.ModelSerializer):
     cost_so_far = serializers.SerializerMethodField()
     hourly_cost = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField()
+
+    @extend_schema_field(StrictIntegerField(allow_null=True))
+    def get_scaling_from(self, workload: Workload) -> int | None:
+        """While a running deployment is rescaled: the replicas it served before."""
+        return workload.scaling_from if workload.is_scaling else None
+
+    @extend_schema_field(StrictIntegerField(allow_null=True))
+    def get_scaling_to(self, workload: Workload) -> int | None:
+        """While a running deployment is rescaled: the replicas it goes to."""
+        return workload.replicas if workload.is_scaling else None
+
+    @extend_schema_field(serializers.ListField(child=serializers.ChoiceField(choices=ACTIONS)))
+    def get_allowed_actions(self, workload: Workload) -> list[str]:
+        """What can be done to it now and succeed (the others answer 409)."""
+        return workload_allowed_actions(workload)
 
     @extend_schema_field(GpuSerializer)
     def get_gpu(self, workload: Workload) -> dict[str, Any]:
@@ -162,6 +206,9 @@ class WorkloadRequestSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="Or: when it ends, at least a minute ahead."
     )
     purpose = StrictCharField(required=False, allow_blank=True, max_length=300, default="")
+    project = StrictCharField(
+        required=False, allow_blank=True, max_length=PROJECT_MAX_LENGTH, default="", help_text=PROJECT_HELP
+    )
 
     @staticmethod
     def common_kwargs(data: dict[str, Any]) -> dict[str, Any]:
@@ -171,6 +218,7 @@ class WorkloadRequestSerializer(serializers.Serializer):
             "ttl_hours": data.get("ttl_hours"),
             "expires_at": data.get("expires_at"),
             "purpose": data.get("purpose") or "",
+            "project": data.get("project") or "",
         }
 
 

@@ -2,12 +2,25 @@
 
 from django.urls import URLPattern, path
 
-from portal.workloads.views import action_view, extend_posted, terminate_posted
+from portal.workloads.views import (
+    action_view,
+    extend_posted,
+    extension_withdraw_posted,
+    terminate_posted,
+    withdraw_posted,
+)
 
 
 def action_urls(kind: str, prefix: str) -> list[URLPattern]:
-    """`<prefix>/<pk>/extend/` and `<prefix>/<pk>/terminate/`, named `<kind>-extend` and `<kind>-terminate`."""
+    """`<prefix>/<pk>/extend/`, `.../terminate/`, `.../withdraw/` and `.../extension/withdraw/`,
+    named `<kind>-extend`, `<kind>-terminate`, `<kind>-withdraw` and `<kind>-extension-withdraw`."""
     return [
         path(f"{prefix}/<int:pk>/extend/", action_view(kind, extend_posted), name=f"{kind}-extend"),
         path(f"{prefix}/<int:pk>/terminate/", action_view(kind, terminate_posted), name=f"{kind}-terminate"),
+        path(f"{prefix}/<int:pk>/withdraw/", action_view(kind, withdraw_posted), name=f"{kind}-withdraw"),
+        path(
+            f"{prefix}/<int:pk>/extension/withdraw/",
+            action_view(kind, extension_withdraw_posted),
+            name=f"{kind}-extension-withdraw",
+        ),
     ]

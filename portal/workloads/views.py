@@ -14,7 +14,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from portal.accounts.selectors import lead_team_ids
-from portal.core.views import login_required
+from portal.core.views import login_required, wants_fragment
 from portal.core.web import form_refused, run_service
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
@@ -23,7 +23,12 @@ from portal.workloads.selectors import (
     any_live,
     pending_extension,
 )
-from portal.workloads.services import workload_extend, workload_terminate
+from portal.workloads.services import (
+    workload_extend,
+    workload_extension_withdraw,
+    workload_terminate,
+    workload_withdraw,
+)
 
 PAGE_SIZE = 25
 
@@ -53,6 +58,16 @@ def workload_list_context(
     }
 
 
+def actions_changed(request: HttpRequest, actions: list[str]) -> bool:
+    """Whether a detail page's refresh must swap in its actions: the page polls with the actions
+    it shows (`?actions=`), so a form being typed into is only replaced when what can be done
+    changed (a request placed, an extension decided, the workload ending)."""
+    shown = request.GET.get("actions")
+    if shown is None:  # a refresh that does not say: hide them once nothing can be done
+        return wants_fragment(request) and not actions
+    return wants_fragment(request) and shown != ",".join(actions)
+
+
 def extend_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
     """Extend a sandbox or deployment by the posted hours; the outcome goes to the messages."""
     form = ExtendForm(request.POST)
@@ -68,7 +83,13 @@ def extend_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
     if pending is not None:
         messages.info(request, f"Sent to a lead: {pending.why_needed}")
     else:
-        messages.success(request, f"Extended: it now expires {workload.expires_at:%Y-%m-%d %H:%M} UTC.")
+        messages.success(request, extended_message(workload))
+
+
+def extended_message(workload: Workload) -> str:
+    if workload.expires_at is None:
+        return f"Extended: it runs {workload.lifetime_hours.normalize():f} h from when it starts."
+    return f"Extended: it now expires {workload.expires_at:%Y-%m-%d %H:%M} UTC."
 
 
 def terminate_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
@@ -77,6 +98,24 @@ def terminate_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
         request,
         lambda: workload_terminate(user=request.user, workload_id=pk, kind=kind),
         success=f"Ending the {kind}: billing stopped now.",
+    )
+
+
+def withdraw_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
+    """Withdraw a request that has not started; the outcome goes to the messages."""
+    run_service(
+        request,
+        lambda: workload_withdraw(user=request.user, workload_id=pk, kind=kind),
+        success=f"Request withdrawn: nothing was billed, and the {kind} will not start.",
+    )
+
+
+def extension_withdraw_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
+    """Withdraw the extension that waits for a lead; the outcome goes to the messages."""
+    run_service(
+        request,
+        lambda: workload_extension_withdraw(user=request.user, workload_id=pk, kind=kind),
+        success="Extension request withdrawn; the expiry stays as it was.",
     )
 
 

@@ -19,6 +19,28 @@
     }
   });
 
+  // <form data-relay-inputs="selector">: its fields' change and keyup events are sent on to it as
+  // "input-changed" and "input-typed" (htmx triggers), except from fields inside the selector's
+  // match; with data-relay-typed="selector", only keyups from fields that match it. htmx's own
+  // trigger filters (change[...]) are evaluated code, which the Content Security Policy refuses.
+  function relayInputs(event, name) {
+    if (!(event.target instanceof Element)) return;
+    let relay = event.target.closest("[data-relay-inputs]");
+    while (relay) {
+      const skip = relay.getAttribute("data-relay-inputs");
+      const typed = relay.getAttribute("data-relay-typed");
+      const skipped = skip && event.target.closest(skip);
+      const untyped = name === "input-typed" && typed && !event.target.matches(typed);
+      if (!skipped && !untyped) {
+        // Not bubbling: an enclosing relay decides for itself.
+        relay.dispatchEvent(new CustomEvent(name, { bubbles: false }));
+      }
+      relay = relay.parentElement && relay.parentElement.closest("[data-relay-inputs]");
+    }
+  }
+  document.addEventListener("change", function (event) { relayInputs(event, "input-changed"); });
+  document.addEventListener("keyup", function (event) { relayInputs(event, "input-typed"); });
+
   // <form data-confirm="question">: ask before a destructive submit.
   document.addEventListener("submit", function (event) {
     const form = event.target.closest("form[data-confirm]");
@@ -26,6 +48,28 @@
       event.preventDefault();
     }
   }, true);
+
+  // <span data-countdown-until="ISO time" data-countdown-done="ending">: the last hour before a
+  // workload's expiry, ticking as mm:ss; at the deadline it says what happens next. htmx swaps
+  // in fresh spans as the page refreshes, so each tick finds them anew.
+  function tickCountdowns() {
+    const now = Date.now();
+    document.querySelectorAll("[data-countdown-until]").forEach(function (span) {
+      const until = Date.parse(span.getAttribute("data-countdown-until"));
+      if (isNaN(until)) return;
+      const left = Math.floor((until - now) / 1000);
+      if (left <= 0) {
+        span.textContent = span.getAttribute("data-countdown-done") || "now";
+        span.classList.add("ending");
+        return;
+      }
+      const minutes = Math.floor(left / 60);
+      const seconds = left % 60;
+      span.textContent = "in " + String(minutes).padStart(2, "0") + ":" + String(seconds).padStart(2, "0");
+    });
+  }
+  tickCountdowns();
+  setInterval(tickCountdowns, 1000);
 
   // Close the user menu when clicking elsewhere.
   document.addEventListener("click", function (event) {

@@ -166,7 +166,9 @@ def test_scale_needs_a_whole_number(run_jobs, fleet, catalog, alice):
 
 
 def test_extend_moves_the_expiry(run_jobs, fleet, catalog, alice):
-    body = deploy(alice, run_jobs)
+    created = deploy(alice, run_jobs)
+    assert created["expires_at"] is None  # its lifetime starts when it runs
+    body = alice.get(f"{URL}/{created['id']}").json()
     extended = alice.post(f"{URL}/{body['id']}/extend", {"hours": 2}, format="json")
     assert extended.status_code == 200
     assert extended.json()["expires_at"] > body["expires_at"]

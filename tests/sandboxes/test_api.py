@@ -215,7 +215,8 @@ def test_an_unknown_sandbox_is_not_found(fleet, alice):
 
 
 def test_extending_within_policy_moves_the_expiry(run_jobs, fleet, alice, slice_body):
-    created = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()
+    made = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()
+    created = alice.get(f"{URL}/{made['id']}").json()  # running: its expiry is set
     response = alice.post(f"{URL}/{created['id']}/extend", {"hours": 4}, format="json")
     assert response.status_code == 200
     moved = _at(response.json()["expires_at"]) - _at(created["expires_at"])
@@ -224,7 +225,8 @@ def test_extending_within_policy_moves_the_expiry(run_jobs, fleet, alice, slice_
 
 
 def test_extending_past_the_auto_approval_line_waits_for_a_lead(run_jobs, fleet, alice, bob, slice_body):
-    created = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()
+    made = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()
+    created = alice.get(f"{URL}/{made['id']}").json()  # running: its expiry is set
     response = alice.post(f"{URL}/{created['id']}/extend", {"hours": 30}, format="json")
     assert response.status_code == 200
     body = response.json()

@@ -19,9 +19,15 @@ pytestmark = pytest.mark.django_db
 S = WorkloadState
 
 
-def test_a_request_approved_after_its_expiry_ends_instead_of_starting(run_jobs, fleet, researcher, lead):
+def test_a_request_approved_after_its_named_end_ends_instead_of_starting(run_jobs, fleet, researcher, lead):
+    # A lifetime in hours counts from the start; an end named in the request stays where it is.
     sandbox = sandbox_request(
-        user=researcher, team="vision", name="late", gpu_type="h100-80gb", count=4, ttl_hours=2
+        user=researcher,
+        team="vision",
+        name="late",
+        gpu_type="h100-80gb",
+        count=4,
+        expires_at=timezone.now() + timedelta(hours=2),
     )
     approval = Approval.objects.get(workload=sandbox)
     run_jobs(

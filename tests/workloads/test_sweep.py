@@ -37,14 +37,25 @@ def test_sweep_expires_a_running_sandbox_and_bills_only_to_its_expiry(
     assert allocation.released_at is not None
 
 
-def test_sweep_expires_a_request_still_waiting_for_approval(run_jobs, fleet, researcher, lead):
+def test_sweep_expires_a_request_whose_named_end_passed_while_waiting(run_jobs, fleet, researcher, lead):
     sandbox = sandbox_request(
-        user=researcher, team="vision", name="big", gpu_type="h100-80gb", count=4, ttl_hours=2
+        user=researcher,
+        team="vision",
+        name="big",
+        gpu_type="h100-80gb",
+        count=4,
+        expires_at=timezone.now() + timedelta(hours=2),
+    )
+    # A lifetime in hours counts from the start: waiting for a lead does not use it up.
+    waiting = sandbox_request(
+        user=researcher, team="vision", name="big-ttl", gpu_type="h100-80gb", count=4, ttl_hours=2
     )
     run_jobs(lambda: workloads_sweep(now=timezone.now() + timedelta(hours=3)))
     sandbox.refresh_from_db()
+    waiting.refresh_from_db()
     assert sandbox.state == S.EXPIRED
     assert Approval.objects.get(workload=sandbox).state == Approval.State.CANCELLED
+    assert waiting.state == S.PENDING_APPROVAL and waiting.expires_at is None
 
 
 def test_sweep_warns_the_owner_once_before_expiry(run_jobs, fleet, researcher, slice_request):

@@ -46,6 +46,7 @@ class _SandboxAsk(TypedDict):
     memory_gb: NotRequired[int | None]
     storage_gb: NotRequired[int | None]
     purpose: NotRequired[str]
+    project: NotRequired[str]
 
 
 class SandboxFields(_SandboxAsk):

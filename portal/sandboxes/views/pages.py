@@ -42,7 +42,7 @@ from portal.workloads.forms import ExtendForm
 from portal.workloads.models import WorkloadState
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import sandbox_keep
-from portal.workloads.views import workload_list_context
+from portal.workloads.views import actions_changed, workload_list_context
 
 
 @login_required
@@ -118,9 +118,10 @@ def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "row": row,
         "sandbox": row.sandbox,
         "steps": progress_steps(row.sandbox, row.approval),
+        "extend_form": ExtendForm(),
+        "actions_changed": actions_changed(request, row.actions),
     }
     if not wants_fragment(request):
-        context["extend_form"] = ExtendForm()
         context["audit_trail"] = workload_audit_trail(row.sandbox)
         context["home_note"] = sandbox_home_note(row.sandbox)
         if row.sandbox.owner_id == request.user.pk and row.sandbox.is_live:

@@ -138,8 +138,8 @@ def workload_requeue(*, workload_id: int, message: str, now: datetime) -> None:
 
 def workload_approve(*, workload: Workload, actor: User, now: datetime) -> None:
     """A lead said yes: queue it and try to place it (or end it if its time ran out meanwhile)."""
-    if workload.expires_at <= now:
-        # Approved too late: its time is over before it could start.
+    if workload.expires_at is not None and workload.expires_at <= now:
+        # Approved too late (its request named an end that has passed): its time is over before it could start.
         workload_end(
             workload=workload,
             ending_as=S.EXPIRED,
@@ -177,7 +177,9 @@ def workload_reject(*, workload: Workload, actor: User, reason: str, now: dateti
 def workload_end(
     *, workload: Workload, ending_as: str, actor: User | None, at: datetime, detail: str
 ) -> None:
-    """Begin ending a workload. Billing stops at `at`; what holds no GPU ends at once."""
+    """Begin ending a workload. Billing stops at `at`, or at its expiry if that came first (ended
+    after its time ran out, before the sweep got to it); what holds no GPU ends at once."""
+    at = _not_past_expiry(workload, at)
     if workload.state in (S.PENDING_APPROVAL, S.QUEUED):
         move(
             workload=workload,
@@ -215,32 +217,45 @@ def workload_end(
     enqueue(RECONCILE_TASK, workload.pk)
 
 
+def _not_past_expiry(workload: Workload, at: datetime) -> datetime:
+    """`at`, or its expiry when that came first: nothing is billed past the agreed time."""
+    return at if workload.expires_at is None else min(at, workload.expires_at)
+
+
 def workload_mark_running(
     *, workload_id: int, access: str, now: datetime, message: str = "Running.", tell_owner: bool = True
 ) -> None:
+    """It runs: the first time, its lifetime starts now (its expiry is set, unless its request
+    named one); after a rescale, it keeps its start and expiry and serves the new replicas."""
     workload = Workload.objects.select_related("team", "owner").get(pk=workload_id)
+    rescaled_from = workload.scaling_from
+    fields: dict = {"started_at": workload.started_at or now, "scaling_from": None}
+    if workload.expires_at is None:
+        fields["expires_at"] = workload.expiry_from(now)
     if (
         not try_move(
             workload=workload,
             to=S.RUNNING,
             from_states=[S.PROVISIONING],
-            event="running",
-            started_at=now,
+            event="running" if rescaled_from is None else "scaled_running",
+            detail="" if rescaled_from is None else f"{rescaled_from} -> {workload.replicas} replicas",
             access=access,
             message=message,
             attempts=0,
             # Running workloads stay watched: replica health, crashes, a node that went away.
             next_attempt_at=now + timedelta(seconds=WATCH_SECONDS),
             last_error="",
+            **fields,
         )
         or not tell_owner
     ):
         return
-    notify(
-        user=workload.owner,
-        message=f"{workload.kind.capitalize()} {workload.name} is running.",
-        link=_link(workload),
+    text = (
+        f"{workload.kind.capitalize()} {workload.name} is running."
+        if rescaled_from is None
+        else f"{workload.kind.capitalize()} {workload.name} now runs {workload.replicas} replicas."
     )
+    notify(user=workload.owner, message=text, link=_link(workload))
 
 
 WATCH_SECONDS = 30.0  # how often a running workload's health is read
@@ -318,6 +333,7 @@ def workload_mark_failed(*, workload_id: int, message: str, now: datetime) -> No
     """The cluster could not run it: stop billing, tell the owner, and take its objects out of
     the cluster; it becomes `failed` (and its GPUs free) once they are gone, like any ending."""
     workload = Workload.objects.select_related("team", "owner").get(pk=workload_id)
+    now = _not_past_expiry(workload, now)
     if not try_move(
         workload=workload,
         to=S.TERMINATING,

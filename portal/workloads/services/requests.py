@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from portal.accounts.models import Team, User
+from portal.accounts.models import Notification, Team, User
 from portal.accounts.selectors import can_manage, is_lead, team_leads
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
@@ -31,6 +31,7 @@ from portal.workloads.policy import (
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services.lifecycle import workload_end, workload_try_place
 from portal.workloads.services.resolve import ResolvedRequest, WorkloadAsk, resolve_request
+from portal.workloads.services.transitions import move
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class Estimate(PolicyEstimate):
     """A request's estimate, and whether the fleet has room for it now."""
 
     capacity_free_now: bool
+    lifetime_hours: Decimal = Decimal(0)  # how long it runs, from when it starts running
+    ends_at: datetime | None = None  # the end the request named, if it named one
 
 
 def workload_estimate(*, user: User, ask: WorkloadAsk, now: datetime | None = None) -> Estimate:
@@ -45,7 +48,7 @@ def workload_estimate(*, user: User, ask: WorkloadAsk, now: datetime | None = No
     the same policy verdict `workload_request` acts on."""
     now = now or timezone.now()
     resolved = resolve_request(user=user, ask=ask, check_name=False, now=now)
-    decision = _verdict(resolved=resolved, team=resolved.team, now=now)
+    decision = _verdict(resolved=resolved, team=resolved.team, now=now, user=user)
     assert decision.quota_left is not None
     return Estimate(
         hourly_cost=to_cents(resolved.hourly_cost),
@@ -58,6 +61,8 @@ def workload_estimate(*, user: User, ask: WorkloadAsk, now: datetime | None = No
         capacity_free_now=capacity_free_now(
             gpu_type=resolved.gpu_type, count=resolved.count, mig_profile=resolved.mig_profile
         ),
+        lifetime_hours=resolved.lifetime_hours,
+        ends_at=resolved.expires_at,
     )
 
 
@@ -85,7 +90,7 @@ def workload_request(
         raise ValidationFailed(message, fields={"name": [message]}) from None
 
 
-def _verdict(*, resolved: ResolvedRequest, team: Team, now: datetime) -> Verdict:
+def _verdict(*, resolved: ResolvedRequest, team: Team, now: datetime, user: User) -> Verdict:
     return request_verdict(
         team=team,
         count=resolved.count,
@@ -95,6 +100,8 @@ def _verdict(*, resolved: ResolvedRequest, team: Team, now: datetime) -> Verdict
         hourly_cost=resolved.hourly_cost,
         now=now,
         replicas=resolved.replicas,
+        user_id=user.pk,
+        project=resolved.project,
     )
 
 
@@ -102,7 +109,7 @@ def _create(
     *, user: User, resolved: ResolvedRequest, now: datetime, before_placing: Callable[[Workload], None] | None
 ) -> Workload:
     team = Team.objects.select_for_update(no_key=True).get(pk=resolved.team.pk)
-    decision = _verdict(resolved=resolved, team=team, now=now).enforce()
+    decision = _verdict(resolved=resolved, team=team, now=now, user=user).enforce()
     state = WorkloadState.QUEUED if decision.auto_approved else WorkloadState.PENDING_APPROVAL
     workload = Workload.objects.create(
         kind=resolved.kind,
@@ -112,6 +119,7 @@ def _create(
         owner=user,
         image=resolved.image,
         purpose=resolved.purpose,
+        project=resolved.project,
         gpu_type=resolved.gpu_type,
         gpu_count=resolved.count,
         mig_profile=resolved.mig_profile,
@@ -120,6 +128,7 @@ def _create(
         storage_gb=resolved.storage_gb,
         state=state,
         expires_at=resolved.expires_at,
+        ttl_hours=resolved.lifetime_hours,
         queued_at=now if decision.auto_approved else None,
         message="Approved by policy." if decision.auto_approved else decision.why_needed,
     )
@@ -155,9 +164,36 @@ def tell_deciders(*, approval: Approval, message: str) -> None:
         notify(
             user=decider,
             message=message,
-            link=reverse("approvals"),
+            link=approval_link(approval),
             email_subject="GPU request awaits your approval",
         )
+
+
+def approval_link(approval: Approval) -> str:
+    """Where a decider's notice of `approval` points: its row in the approvals inbox."""
+    return f"{reverse('approvals')}#approval-{approval.pk}"
+
+
+def _close_withdrawn(approvals: list[Approval], *, actor: User, now: datetime) -> None:
+    """Close approvals their requester withdrew: cancelled, audited, and the deciders' notices of
+    them marked done (there is nothing left to decide)."""
+    for approval in approvals:
+        claimed = Approval.objects.filter(pk=approval.pk, state=Approval.State.PENDING).update(
+            state=Approval.State.CANCELLED, decided_at=now, comment="Withdrawn by the requester."
+        )
+        if not claimed:
+            continue
+        approval.state = Approval.State.CANCELLED
+        audit_record(
+            actor=actor,
+            action="approval.withdrawn",
+            obj=approval,
+            team=approval.team,
+            from_state=Approval.State.PENDING,
+            to_state=Approval.State.CANCELLED,
+            detail=f"{approval.kind} request withdrawn by {actor.username}",
+        )
+        Notification.objects.filter(link=approval_link(approval), read_at__isnull=True).update(read_at=now)
 
 
 EXTENDABLE = (
@@ -194,16 +230,16 @@ def workload_extend(
         raise Conflict(
             f"{workload.kind.capitalize()} {workload.name} is {workload.state}; only a live {workload.kind} can be extended."
         )
+    if workload.expires_at is not None and workload.expires_at <= now:
+        raise Conflict(
+            f"{workload.kind.capitalize()} {workload.name} expired at "
+            f"{workload.expires_at:%Y-%m-%d %H:%M} UTC and is ending; it can no longer be extended."
+        )
     team = workload.team
     decision = extension_verdict(workload=workload, hours=extra, now=now).enforce()
     deciding_lead = user.pk != workload.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))
     if deciding_lead or decision.auto_approved:
-        workload_apply_extension(
-            workload=workload,
-            new_expiry=extended_expiry(workload=workload, hours=extra),
-            actor=user,
-            hours=extra,
-        )
+        workload_apply_extension(workload=workload, actor=user, hours=extra)
         return workload
     if Approval.objects.filter(
         workload=workload, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
@@ -232,19 +268,25 @@ def workload_extend(
     return workload
 
 
-def workload_apply_extension(
-    *, workload: Workload, new_expiry: datetime, actor: User | None, hours: Decimal
-) -> None:
-    """Move the expiry now (policy or a lead has said yes) and audit it."""
-    Workload.objects.filter(pk=workload.pk).update(expires_at=new_expiry, expiry_warned_at=None)
+def workload_apply_extension(*, workload: Workload, actor: User | None, hours: Decimal) -> None:
+    """Lengthen its lifetime by `hours` now (policy or a lead has said yes) and audit it: the
+    expiry moves too when it has one (it is running, or its request named its end)."""
+    new_expiry = extended_expiry(workload=workload, hours=hours)
+    ttl = workload.lifetime_hours if workload.ttl_hours is None else workload.ttl_hours
+    ttl_hours = ttl + hours
+    Workload.objects.filter(pk=workload.pk).update(
+        expires_at=new_expiry, ttl_hours=ttl_hours, expiry_warned_at=None
+    )
+    when = f"expires {new_expiry.isoformat(timespec='seconds')}" if new_expiry else "not started yet"
     audit_record(
         actor=actor,
         action=f"{workload.kind}.extend",
         obj=workload,
         team=workload.team,
-        detail=f"+{hours.normalize():f} h, expires {new_expiry.isoformat(timespec='seconds')}",
+        detail=f"+{hours.normalize():f} h, {when}",
     )
     workload.expires_at = new_expiry
+    workload.ttl_hours = ttl_hours
     workload.expiry_warned_at = None
 
 
@@ -259,4 +301,67 @@ def workload_terminate(*, user: User, workload_id: int, now: datetime | None = N
     workload_end(
         workload=workload, ending_as=WorkloadState.TERMINATED, actor=user, at=now, detail="ended on request"
     )
+    return workload
+
+
+WITHDRAWABLE = (WorkloadState.PENDING_APPROVAL, WorkloadState.QUEUED)
+
+
+@transaction.atomic
+def workload_withdraw(*, user: User, workload_id: int, now: datetime | None = None, kind: str) -> Workload:
+    """Withdraw a request that has not started (waiting for a lead, or in the queue): it ends at
+    once, nothing having been billed; its quota is free again, and its approval is closed with the
+    leads' notice of it marked done."""
+    now = now or timezone.now()
+    workload = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
+    if not can_manage(user=user, team=workload.team, owner=workload.owner):
+        raise NotAllowed(f"Only the owner, a lead of the team or an admin may withdraw this {workload.kind}.")
+    if workload.state not in WITHDRAWABLE:
+        raise Conflict(
+            f"{workload.kind.capitalize()} {workload.name} is {workload.shown_state}; only a request that "
+            "waits for approval or in the queue can be withdrawn."
+            + (" Terminate it instead." if workload.is_live else "")
+        )
+    pending = list(
+        Approval.objects.select_related("team").filter(workload=workload, state=Approval.State.PENDING)
+    )
+    move(
+        workload=workload,
+        to=WorkloadState.TERMINATED,
+        from_states=WITHDRAWABLE,
+        actor=user,
+        event="withdrawn",
+        detail=f"withdrawn while {workload.state.replace('_', ' ')}",
+        ended_at=now,
+        message=f"Withdrawn by {user.username} before it started; nothing was billed.",
+    )
+    _close_withdrawn(pending, actor=user, now=now)
+    return workload
+
+
+@transaction.atomic
+def workload_extension_withdraw(
+    *, user: User, workload_id: int, now: datetime | None = None, kind: str
+) -> Workload:
+    """Withdraw the extension of a workload that waits for a lead: its approval is closed, the
+    leads' notice of it marked done, and the expiry stays as it is."""
+    now = now or timezone.now()
+    workload = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
+    if not can_manage(user=user, team=workload.team, owner=workload.owner):
+        raise NotAllowed("Only the owner, a lead of the team or an admin may withdraw this extension.")
+    pending = list(
+        Approval.objects.select_related("team").filter(
+            workload=workload, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
+        )
+    )
+    if not pending:
+        raise Conflict(f"No extension of {workload.kind} {workload.name} waits for a lead.")
+    audit_record(
+        actor=user,
+        action=f"{workload.kind}.extend_withdrawn",
+        obj=workload,
+        team=workload.team,
+        detail=f"+{pending[0].extend_hours.normalize():f} h withdrawn" if pending[0].extend_hours else "",
+    )
+    _close_withdrawn(pending, actor=user, now=now)
     return workload

@@ -18,7 +18,7 @@ from portal.core.errors import ValidationFailed
 from portal.fleet.geometry import ProfileShape
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import max_gpus_per_node, price_per_hour
-from portal.workloads.models import LIVE_STATES, Image, Workload, WorkloadKind
+from portal.workloads.models import LIVE_STATES, Image, Workload, WorkloadKind, project_label_error
 from portal.workloads.policy import request_share, share_hourly_cost, within_max_lifetime
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
@@ -42,8 +42,8 @@ class GpuAsk:
 
 @dataclass(frozen=True)
 class Lifetime:
-    """How long it lives: `ttl_hours` from now (fractions allowed) or until `expires_at`, one of
-    the two."""
+    """How long it lives: `ttl_hours` from when it starts running (fractions allowed), or until
+    `expires_at`, one of the two."""
 
     ttl_hours: Decimal | float | None = None
     expires_at: datetime | None = None
@@ -65,6 +65,7 @@ class WorkloadAsk:
     storage_gb: int | None = None
     purpose: str = ""
     replicas: int = 1
+    project: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class ResolvedRequest:
     count: int
     mig_profile: str
     shape: ProfileShape | None
-    expires_at: datetime
+    expires_at: datetime | None  # None: set when it starts running
     lifetime_hours: Decimal
     share: Fraction
     price_per_gpu_hour: Decimal
@@ -87,6 +88,7 @@ class ResolvedRequest:
     storage_gb: int
     purpose: str
     replicas: int = 1
+    project: str = ""
 
 
 def _decimal(value: object) -> Decimal | None:
@@ -100,7 +102,8 @@ def _decimal(value: object) -> Decimal | None:
 def resolve_lifetime(
     *, team: Team | None, kind: str, lifetime: Lifetime, now: datetime, errors: dict[str, list[str]]
 ) -> tuple[datetime | None, Decimal | None]:
-    """The expiry and length in hours of `lifetime`, or (None, None) with the error in `errors`."""
+    """The fixed expiry (None for `ttl_hours`: it is set when the workload starts running) and the
+    length in hours of `lifetime`; (None, None) with the error in `errors`."""
     ttl_hours, expires_at = lifetime.ttl_hours, lifetime.expires_at
     if ttl_hours in (None, "") and expires_at is None:
         errors["ttl_hours"] = ["Give ttl_hours or expires_at."]
@@ -132,8 +135,8 @@ def resolve_lifetime(
     if hours > MAX_ANY_LIFETIME_HOURS:
         errors[field] = [f"At most {MAX_ANY_LIFETIME_HOURS} hours."]
         return None, None
-    if expires_at is None:
-        expires_at = now + timedelta(seconds=float(hours * 3600))
+    # A lifetime in hours counts from when it starts running: no expiry until then. An end the
+    # request named stays where it was put.
     return expires_at, hours
 
 
@@ -161,6 +164,10 @@ def resolve_request(
         ]
     elif Workload.objects.filter(owner=user, kind=kind, name=name, state__in=LIVE_STATES).exists():
         errors["name"] = [f"You already have a live {kind} called {name!r}."]
+
+    project = (ask.project or "").strip()
+    if problem := project_label_error(project):
+        errors["project"] = [problem]
 
     if not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
         errors["replicas"] = [f"Must be a whole number from 1 to {MAX_REPLICAS}."]
@@ -234,7 +241,7 @@ def resolve_request(
         first = next(iter(errors.values()))[0]
         raise ValidationFailed(first, fields=errors)
 
-    assert team_obj and gpu_type_obj and resolved_expires and lifetime_hours is not None
+    assert team_obj and gpu_type_obj and lifetime_hours is not None
     count = 1 if shape is not None else int(count or 1)
     share = request_share(count=count, shape=shape, replicas=replicas)
     price = price_per_hour(gpu_type=gpu_type_obj, at=now)
@@ -265,4 +272,5 @@ def resolve_request(
         purpose=(purpose or "")[:300],
         kind=kind,
         replicas=replicas,
+        project=project,
     )
