@@ -142,6 +142,7 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name = "API token"
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
@@ -201,6 +202,7 @@ class OidcIdentity(models.Model):
 
     class Meta:
         verbose_name = "OpenID Connect identity"
+        verbose_name_plural = "OpenID Connect identities"
         constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique")]
 
     def __str__(self) -> str:

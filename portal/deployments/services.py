@@ -19,6 +19,7 @@ from portal.catalog.selectors import entry_sizing, fleet_offers, sizing_request
 from portal.catalog.sizing import Fit, Sizing, cache_gb
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.jobs import enqueue
+from portal.core.text import counted
 from portal.deployments.models import Serving
 from portal.fleet.models import Allocation, GpuType
 from portal.fleet.placement import NoFit, place
@@ -264,7 +265,7 @@ def _rescaled(workload: Workload, *, replicas: int, actor: User | None, now: dat
         detail=f"{previous} -> {replicas} replicas",
         replicas=replicas,
         scaling_from=scaling_from,
-        message=f"Scaling from {scaling_from if scaling_from is not None else previous} to {replicas} replicas.",
+        message=f"Scaling from {scaling_from if scaling_from is not None else previous} to {counted(replicas, 'replica')}.",
         attempts=0,
         next_attempt_at=None,  # due at once
     )

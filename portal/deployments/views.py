@@ -14,6 +14,7 @@ from portal.catalog.models import CatalogModel
 from portal.catalog.selectors import catalog_entries, default_request, model_sizing
 from portal.catalog.sizing import Sizing
 from portal.core.errors import DomainError, NotFound
+from portal.core.text import counted
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import form_refused, run_service
 from portal.deployments.forms import SIZING_FIELDS, DeployForm, ScaleForm
@@ -189,7 +190,9 @@ def deployment_scale_view(request: HttpRequest, pk: int) -> HttpResponse:
     if workload is not None and workload.replicas == replicas:
         messages.success(
             request,
-            f"Scaling to {replicas} replicas." if replicas else "Scaling to zero: nothing runs or is billed.",
+            f"Scaling to {counted(replicas, 'replica')}."
+            if replicas
+            else "Scaling to zero: nothing runs or is billed.",
         )
     elif workload is not None:
         messages.info(
@@ -216,7 +219,7 @@ def deployment_scale_back_posted(request: HttpRequest, pk: int) -> HttpResponse:
     """Back to the replicas it had before idle reclaim scaled it to zero."""
     workload = run_service(request, lambda: deployment_scale_back(user=request.user, deployment_id=pk))
     if workload is not None and workload.replicas:
-        messages.success(request, f"Scaling back to {workload.replicas} replicas.")
+        messages.success(request, f"Scaling back to {counted(workload.replicas, 'replica')}.")
     elif workload is not None:
         messages.info(request, "Scaling back needs a lead's approval; a lead has been asked.")
     return redirect("deployment-detail", pk=pk)

@@ -20,6 +20,7 @@ class GpuType(models.Model):
 
     class Meta:
         ordering = ["slug"]
+        verbose_name = "GPU type"
 
     def __str__(self) -> str:
         return self.slug
@@ -263,6 +264,7 @@ class Gpu(models.Model):
 
     class Meta:
         ordering = ["node", "index"]
+        verbose_name = "GPU"
         constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index")]
         permissions = [("report_telemetry", "Report GPU telemetry (the node agent's credential)")]
 
@@ -287,6 +289,7 @@ class MigSlice(models.Model):
 
     class Meta:
         ordering = ["gpu", "start"]
+        verbose_name = "MIG slice"
         constraints = [models.UniqueConstraint(fields=["gpu", "start"], name="slice_unique_start")]
 
     def __str__(self) -> str:

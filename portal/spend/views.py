@@ -67,7 +67,9 @@ def spend(request: HttpRequest) -> HttpResponse:
         ),
         "max_days": MAX_DAYS,
         "member_teams": [] if request.user.is_platform_admin else _member_teams(request.user, teams),
-        "scope": "everyone" if request.user.is_platform_admin else ("your teams" if teams else "you"),
+        "scope": "everyone's spend"
+        if request.user.is_platform_admin
+        else ("your teams' spend" if teams else "your own spend"),
     }
     return page(request, "spend/spend.html", context, fragment="spend/partials/spend_table.html")
 

@@ -15,6 +15,7 @@ from fractions import Fraction
 
 from portal.accounts.models import Team
 from portal.core.errors import DomainError, QuotaExceeded, ValidationFailed
+from portal.core.text import counted
 from portal.fleet.geometry import ProfileShape
 from portal.fleet.selectors import price_per_hour, slice_share
 from portal.spend.selectors import hourly_rate, team_month_spend
@@ -138,7 +139,7 @@ def _request_reasons(
     `project`: whose budgets in the team it counts against besides the team's."""
     reasons = []
     if not is_slice and count * replicas > team.auto_approve_max_gpus:
-        reasons.append(f"more than {team.auto_approve_max_gpus} whole GPU(s)")
+        reasons.append(f"more than {counted(team.auto_approve_max_gpus, 'whole GPU')}")
     if is_slice and replicas > 1:
         reasons.append("more than one MIG slice")
     if lifetime_hours > team.auto_approve_max_hours:

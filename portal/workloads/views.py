@@ -39,11 +39,12 @@ def workload_list_context(
     listed: Callable[..., QuerySet[Workload]],
     rows: Callable[[list[Workload]], list[Any]],
 ) -> dict[str, Any]:
-    """A list of sandboxes or deployments: the scope (mine, or the team's for leads and admins),
+    """A list of sandboxes or deployments: the scope (the team's for leads and admins, whose own
+    list is mostly empty, unless they ask for theirs with ?scope=mine; researchers: theirs),
     the filter, one page of rows from `listed(user=, scope=)`, and whether to poll for changes."""
     user = request.user
     can_see_team = user.is_platform_admin or bool(lead_team_ids(user))
-    scope = "team" if can_see_team and request.GET.get("scope") == "team" else "mine"
+    scope = "team" if can_see_team and request.GET.get("scope") != "mine" else "mine"
     workload_filter = WorkloadFilter(request.GET, queryset=listed(user=user, scope=scope))
     page_obj = Paginator(workload_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     workloads = list(page_obj.object_list)

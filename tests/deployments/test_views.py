@@ -170,7 +170,7 @@ def test_the_estimate_prices_every_replica_and_says_when_a_lead_must_approve(ali
     ).content.decode()
     assert 'id="estimate-hourly">$13.76<' in two
     assert "2 replicas of 1x h100-80gb (80 GB) at $6.88/h each" in two
-    assert "Needs a lead&#x27;s approval: more than 1 whole GPU(s)." in two
+    assert "Needs a lead&#x27;s approval: more than 1 whole GPU." in two
 
     wrong = alice.get(
         "/deployments/new/estimate/", {**LLAMA_8B_ON_H100, "ttl_hours": "-1"}, **HTMX
@@ -215,7 +215,7 @@ def test_scale_up_waits_for_a_lead_who_sees_it_in_the_inbox_then_down_and_termin
         lambda: alice.post(f"/deployments/{workload.pk}/scale/", {"replicas": "1"}, follow=True)
     )
     page = response.content.decode()
-    assert "Scaling to 1 replicas." in page
+    assert "Scaling to 1 replica." in page
     assert "1 of 1 ready" in page and "replica 1:" not in page
 
     response = run_jobs(lambda: alice.post(f"/deployments/{workload.pk}/terminate/", follow=True))
@@ -270,11 +270,12 @@ def test_the_list_shows_model_replicas_endpoint_and_cost_and_polls_while_live(
     assert "llama-chat" not in alice.get("/deployments/?state=terminated", **HTMX).content.decode()
 
 
-def test_a_lead_sees_the_teams_deployments_under_the_team_tab(bob, researcher, fleet, catalog, run_jobs):
+def test_a_lead_opens_on_the_teams_deployments(bob, researcher, fleet, catalog, run_jobs):
     deployed(run_jobs, researcher)
-    assert "llama-chat" not in bob.get("/deployments/").content.decode()
-    team = bob.get("/deployments/?scope=team").content.decode()
-    assert "llama-chat" in team and "<th>Owner</th>" in team
+    opened = bob.get("/deployments/").content.decode()
+    assert "llama-chat" in opened and "<th>Owner</th>" in opened
+    assert "llama-chat" in bob.get("/deployments/?scope=team").content.decode()
+    assert "llama-chat" not in bob.get("/deployments/?scope=mine").content.decode()
 
 
 def test_the_list_takes_the_same_queries_for_many_deployments(

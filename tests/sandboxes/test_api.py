@@ -190,7 +190,7 @@ def test_the_estimate_prices_a_request_without_creating_it(fleet, alice, big_bod
         "quota_left": "16.000",
         "fits_quota": True,
         "auto_approved": False,
-        "why_needed": "Needs a lead's approval: more than 1 whole GPU(s) and longer than 24 hours.",
+        "why_needed": "Needs a lead's approval: more than 1 whole GPU and longer than 24 hours.",
         "capacity_free_now": True,
     }
     assert not Workload.objects.exists()

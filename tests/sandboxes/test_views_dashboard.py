@@ -35,15 +35,18 @@ def test_a_row_shows_state_gpu_placement_expiry_and_costs(researcher_client, res
     assert "$6.88" in page
 
 
-def test_lead_sees_the_teams_sandboxes_under_the_team_tab(lead_client, researcher, team, whole_gpus):
+def test_a_lead_opens_on_the_teams_sandboxes_and_may_narrow_to_their_own(
+    lead_client, researcher, team, whole_gpus
+):
     make_sandbox(owner=researcher, team=team, name="alices-box", gpu=whole_gpus[0])
 
-    mine = lead_client.get("/").content.decode()
+    opened = lead_client.get("/").content.decode()
     teams = lead_client.get("/?scope=team").content.decode()
+    mine = lead_client.get("/?scope=mine").content.decode()
 
+    assert "alices-box" in opened and "alices-box" in teams
+    assert "<th>Owner</th>" in opened
     assert "alices-box" not in mine
-    assert "alices-box" in teams
-    assert "<th>Owner</th>" in teams
 
 
 def test_researchers_cannot_widen_the_scope_to_the_team(researcher_client, lead, team, whole_gpus):

@@ -113,7 +113,7 @@ def test_the_estimate_says_why_a_lead_must_approve(researcher_client, fleet):
     page = researcher_client.get("/sandboxes/estimate/", data, **HTMX).content.decode()
 
     assert 'id="estimate-total">$660.48<' in page
-    assert "Needs a lead&#x27;s approval: more than 1 whole GPU(s) and longer than 24 hours." in page
+    assert "Needs a lead&#x27;s approval: more than 1 whole GPU and longer than 24 hours." in page
 
 
 def test_the_estimate_says_a_request_will_queue_when_no_node_has_room(

@@ -20,6 +20,7 @@ from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict
 from portal.core.jobs import enqueue
+from portal.core.text import counted
 from portal.fleet.models import Allocation
 from portal.fleet.placement import NoFit
 from portal.fleet.services import (
@@ -253,7 +254,7 @@ def workload_mark_running(
     text = (
         f"{workload.kind.capitalize()} {workload.name} is running."
         if rescaled_from is None
-        else f"{workload.kind.capitalize()} {workload.name} now runs {workload.replicas} replicas."
+        else f"{workload.kind.capitalize()} {workload.name} now runs {counted(workload.replicas, 'replica')}."
     )
     notify(user=workload.owner, message=text, link=_link(workload))
 
