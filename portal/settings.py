@@ -368,6 +368,8 @@ PORTAL_DRIFT_SECONDS = env_float("PORTAL_DRIFT_SECONDS", 120.0, minimum=10.0)
 # older backup): removed only after an admin confirmed, and this long after the confirmation.
 PORTAL_ORPHAN_GRACE_MINUTES = env_int("PORTAL_ORPHAN_GRACE_MINUTES", 60, minimum=0)
 PORTAL_EXPIRY_WARNING_MINUTES = env_int("PORTAL_EXPIRY_WARNING_MINUTES", 30, minimum=1)
+# Webhooks may post to http:// and to private or loopback addresses (development only: SSRF).
+PORTAL_WEBHOOK_ALLOW_PRIVATE = env_bool("PORTAL_WEBHOOK_ALLOW_PRIVATE", DEBUG)
 PORTAL_MAX_ATTEMPTS = env_int("PORTAL_MAX_ATTEMPTS", 5, minimum=1)
 # A queued request waiting longer than this reserves its GPU type: nothing smaller is placed
 # past it until it fits (so large requests are not starved by a stream of small ones).

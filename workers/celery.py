@@ -17,6 +17,7 @@ app.conf.imports = (
     "workers.tasks.sandboxes",
     "workers.tasks.deployments",
     "workers.tasks.spend",
+    "workers.tasks.notify",
 )
 app.set_default()
 
@@ -74,6 +75,10 @@ def _schedule() -> dict:
         "roll-up-spend": {  # closed hours and days into spend roll-ups; stale ones again
             "task": "spend.rollup_due",
             "schedule": 300.0,
+        },
+        "remind-approvals": {  # leads reminded of requests waiting past the team's reminder hours
+            "task": "approvals.remind_waiting",
+            "schedule": 600.0,
         },
         "delete-homes": {  # homes whose deletion failed (a volume still releasing) are tried again
             "task": "sandboxes.home_delete_due",

@@ -7,19 +7,29 @@ from typing import Any
 from django.db.models import QuerySet
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.accounts.models import ApiToken
-from portal.accounts.selectors import tokens_of
+from portal.accounts.models import ApiToken, Notification, NotificationSettings
+from portal.accounts.notifications import (
+    notification_settings_of,
+    notification_settings_update,
+    notifications_mark_read,
+)
+from portal.accounts.selectors import notifications_of, tokens_of
 from portal.accounts.serializers import (
+    MarkedReadSerializer,
+    NotificationPreferencesSerializer,
+    NotificationSerializer,
     TokenCreatedSerializer,
     TokenCreateSerializer,
     TokenSerializer,
 )
 from portal.accounts.services import token_create, token_revoke
+from portal.core.errors import ValidationFailed
+from portal.core.parsers import JSONParser
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -66,3 +76,76 @@ class TokenRevokeView(generics.GenericAPIView):
     def post(self, request: Request, pk: int) -> Response:
         token = token_revoke(user=request.user, token_id=pk)
         return Response(TokenSerializer(token).data)
+
+
+class NotificationListView(generics.ListAPIView):
+    """Your notifications, paginated: newest first, or `?order=unread` for unread ones first."""
+
+    queryset = Notification.objects.none()
+    serializer_class = NotificationSerializer
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "order", str, enum=["newest", "unread"], description="newest (default) or unread"
+            )
+        ]
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[Notification]:
+        order = self.request.query_params.get("order", "newest")
+        if order not in ("newest", "unread"):
+            raise ValidationFailed("order: newest or unread.", fields={"order": ["newest or unread."]})
+        return notifications_of(self.request.user, order=order)
+
+
+class NotificationReadView(generics.GenericAPIView):
+    """Mark one of your notifications read."""
+
+    serializer_class = MarkedReadSerializer
+
+    @extend_schema(request=None, responses={200: MarkedReadSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        return Response({"marked": notifications_mark_read(user=request.user, notification_id=pk)})
+
+
+class NotificationReadAllView(generics.GenericAPIView):
+    """Mark all your notifications read."""
+
+    serializer_class = MarkedReadSerializer
+
+    @extend_schema(request=None, responses={200: MarkedReadSerializer})
+    def post(self, request: Request) -> Response:
+        return Response({"marked": notifications_mark_read(user=request.user)})
+
+
+class NotificationPreferencesView(generics.GenericAPIView):
+    """Your notification preferences: the kinds each channel leaves out, and your webhook."""
+
+    serializer_class = NotificationPreferencesSerializer
+    parser_classes = [JSONParser]  # `muted` is a mapping of lists, which a form cannot say
+
+    def _data(self, prefs: NotificationSettings) -> dict[str, Any]:
+        data = {
+            "muted": prefs.muted or {},
+            "webhook_url": prefs.webhook_url,
+            "webhook_format": prefs.webhook_format,
+        }
+        return NotificationPreferencesSerializer(data).data | {"muted": data["muted"]}
+
+    def get(self, request: Request) -> Response:
+        return Response(self._data(notification_settings_of(request.user)))
+
+    def put(self, request: Request) -> Response:
+        """Change what is given; what is left out stays as it was."""
+        body = NotificationPreferencesSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        prefs = notification_settings_update(
+            user=request.user,
+            muted=body.validated_data.get("muted"),
+            webhook_url=body.validated_data.get("webhook_url"),
+            webhook_format=body.validated_data.get("webhook_format"),
+        )
+        return Response(self._data(prefs))

@@ -22,6 +22,14 @@ class User(AbstractUser):
         return self.is_staff or self.is_superuser
 
 
+class WebhookFormat(models.TextChoices):
+    """How a webhook message is shaped: the portal's JSON body, or a chat service's incoming webhook."""
+
+    GENERIC = "generic", "Generic JSON"
+    SLACK = "slack", "Slack"
+    TEAMS = "teams", "Microsoft Teams"
+
+
 class Team(models.Model):
     """A team with its quota, budget and approval policy.
 
@@ -88,6 +96,18 @@ class Team(models.Model):
         help_text="Hugging Face access token for gated models (Llama, Gemma, Mistral), set by the team's "
         "leads; the team's model servers get it as HF_TOKEN. Encrypted at rest, never shown again.",
     )
+    webhook_url = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Where the team's approval requests and reminders are posted.",
+    )
+    webhook_format = models.CharField(
+        max_length=10, choices=WebhookFormat.choices, default=WebhookFormat.GENERIC
+    )
+    approval_reminder_hours = models.PositiveIntegerField(
+        default=24,
+        help_text="Remind the leads of a request that waits this many hours, every as many hours; 0: never.",
+    )
 
     class Meta:
         ordering = ["slug"]
@@ -148,10 +168,33 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.prefix}…)"
 
 
+class NotificationKind(models.TextChoices):
+    """What a notification is about; each kind can be turned off per channel."""
+
+    APPROVAL_REQUEST = "approval_request", "Approval requests"
+    APPROVAL_REMINDER = "approval_reminder", "Approval reminders"
+    DECISION = "decision", "Decisions on my requests"
+    RUNNING = "running", "Started and rescaled"
+    HEALTH = "health", "Degraded, recovered, failed"
+    EXPIRY_WARNING = "expiry_warning", "Expiry warnings"
+    EXPIRED = "expired", "Expired"
+    IDLE = "idle", "Idle warnings"
+    BUDGET = "budget", "Budget alerts"
+    FLEET = "fleet", "Fleet alerts (admins)"
+    OTHER = "other", "Other"
+
+
+class NotificationChannel(models.TextChoices):
+    PORTAL = "portal", "Portal"
+    EMAIL = "email", "E-mail"
+    WEBHOOK = "webhook", "Webhook"
+
+
 class Notification(models.Model):
     """An in-app message to a user (decisions, failures, expiry warnings)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    kind = models.CharField(max_length=30, choices=NotificationKind.choices, default=NotificationKind.OTHER)
     message = models.CharField(max_length=500)
     link = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -162,6 +205,64 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return self.message[:60]
+
+
+class NotificationSettings(models.Model):
+    """A user's notification preferences: which kinds each channel leaves out, and their webhook."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_settings"
+    )
+    muted = models.JSONField(
+        default=dict, blank=True, help_text='Per channel, the kinds it leaves out: {"email": ["running"]}.'
+    )
+    webhook_url = models.CharField(max_length=500, blank=True)
+    webhook_format = models.CharField(
+        max_length=10, choices=WebhookFormat.choices, default=WebhookFormat.GENERIC
+    )
+
+    def __str__(self) -> str:
+        return f"notification settings of {self.user_id}"
+
+
+class WebhookDelivery(models.Model):
+    """One message posted (or to be posted) to a user's or a team's webhook, with how it went."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        SENT = "sent", "Sent"
+        FAILED = "failed", "Failed"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    url = models.CharField(max_length=500)
+    webhook_format = models.CharField(max_length=10, choices=WebhookFormat.choices)
+    kind = models.CharField(max_length=30, choices=NotificationKind.choices)
+    body = models.JSONField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.kind} to {self.url} ({self.state})"
+
+
+class ActionLinkUse(models.Model):
+    """A signed one-time link that was used: its digest, so it never works twice."""
+
+    digest = models.CharField(max_length=64, unique=True)
+    used_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.digest[:12]
 
 
 class BudgetAlert(models.Model):

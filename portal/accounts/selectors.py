@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 
-from portal.accounts.models import ApiToken, Membership, Notification, Team, User
+from portal.accounts.models import ApiToken, Membership, Notification, Team, User, WebhookDelivery
 
 
 def user_role(*, user: User, team: Team) -> str | None:
@@ -56,3 +56,24 @@ def recent_notifications(user: User, *, limit: int = NOTIFICATIONS_SHOWN) -> lis
 def tokens_of(user: User) -> QuerySet[ApiToken]:
     """The user's personal access tokens, newest first (revoked ones too)."""
     return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+def notifications_of(user: User, *, order: str = "newest") -> QuerySet[Notification]:
+    """All of a user's notifications: newest first, or (`order="unread"`) unread ones first."""
+    rows = Notification.objects.filter(user=user)
+    if order == "unread":
+        unread = ExpressionWrapper(Q(read_at__isnull=True), output_field=BooleanField())
+        return rows.annotate(unread=unread).order_by("-unread", "-created_at", "-id")
+    return rows.order_by("-created_at", "-id")
+
+
+def webhook_deliveries_of(
+    *, user: User | None = None, team: Team | None = None, limit: int = 5
+) -> list[WebhookDelivery]:
+    """The latest messages posted to a user's or a team's webhook, with how each went."""
+    rows = (
+        WebhookDelivery.objects.filter(user=user)
+        if user is not None
+        else WebhookDelivery.objects.filter(team=team)
+    )
+    return list(rows.order_by("-created_at", "-id")[:limit])

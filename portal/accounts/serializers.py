@@ -5,7 +5,13 @@ from __future__ import annotations
 from django.utils import timezone
 from rest_framework import serializers
 
-from portal.accounts.models import ApiToken
+from portal.accounts.models import (
+    ApiToken,
+    Notification,
+    NotificationChannel,
+    NotificationKind,
+    WebhookFormat,
+)
 from portal.core.serializers import StrictCharField, StrictIntegerField
 
 
@@ -61,3 +67,39 @@ class TokenCreateSerializer(serializers.Serializer):
         help_text="read: reads only; workloads: all but tokens; admin: all. A token making a token needs "
         "admin, and the new one may not outlive it.",
     )
+
+
+class NotificationSerializer(serializers.ModelSerializer):
+    """A notification as the user sees it in the portal."""
+
+    class Meta:
+        model = Notification
+        fields = ["id", "kind", "message", "link", "created_at", "read_at"]
+        read_only_fields = fields
+
+
+class NotificationPreferencesSerializer(serializers.Serializer):
+    """Which kinds each channel leaves out, and the user's webhook."""
+
+    muted = serializers.DictField(
+        child=serializers.ListField(child=serializers.ChoiceField(choices=NotificationKind.choices)),
+        required=False,
+        allow_null=False,
+        help_text='Per channel (portal, email, webhook), the kinds it leaves out: {"email": ["running"]}.',
+    )
+    webhook_url = serializers.CharField(
+        required=False, allow_blank=True, max_length=500, help_text='https URL to post to; "" for none.'
+    )
+    webhook_format = serializers.ChoiceField(choices=WebhookFormat.choices, required=False)
+    kinds = serializers.SerializerMethodField(help_text="Every kind of notification, with its label.")
+    channels = serializers.SerializerMethodField(help_text="Every channel, with its label.")
+
+    def get_kinds(self, prefs: object) -> dict[str, str]:
+        return dict(NotificationKind.choices)
+
+    def get_channels(self, prefs: object) -> dict[str, str]:
+        return dict(NotificationChannel.choices)
+
+
+class MarkedReadSerializer(serializers.Serializer):
+    marked = serializers.IntegerField(help_text="How many notifications were unread and are read now.")

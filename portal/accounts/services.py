@@ -10,12 +10,11 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from portal.accounts.models import ApiToken, GroupRule, Membership, Notification, OidcIdentity, Team, User
+from portal.accounts.models import ApiToken, GroupRule, Membership, OidcIdentity, Team, User
+from portal.accounts.notifications import notifications_mark_read, notify  # noqa: F401 (the callers' import)
 from portal.accounts.selectors import is_lead
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, NotFound, ValidationFailed
@@ -102,19 +101,6 @@ def token_authenticate(*, raw: str, now: datetime | None = None) -> ApiToken | N
     if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token
-
-
-def notify(*, user: User, message: str, link: str = "", email_subject: str | None = None) -> Notification:
-    """Tell a user something in the portal, and by e-mail when a subject is given."""
-    note = Notification.objects.create(user=user, message=message[:500], link=link)
-    if email_subject and user.email:
-        body = message + (f"\n\n{settings.PORTAL_BASE_URL}{link}" if link else "")
-        transaction.on_commit(lambda: send_mail(email_subject, body, None, [user.email], fail_silently=True))
-    return note
-
-
-def notifications_mark_read(*, user: User) -> int:
-    return Notification.objects.filter(user=user, read_at__isnull=True).update(read_at=timezone.now())
 
 
 HF_TOKEN_PREFIX = "hf_"  # noqa: S105 (the prefix of every Hugging Face token, not a secret)

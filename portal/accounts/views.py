@@ -6,16 +6,36 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import LoginView
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.accounts.forms import PortalAuthenticationForm, TokenCreateForm
-from portal.accounts.models import ApiToken, Membership, Team
-from portal.accounts.selectors import recent_notifications, tokens_of, user_role
+from portal.accounts.models import (
+    ApiToken,
+    Membership,
+    NotificationChannel,
+    NotificationKind,
+    Team,
+    WebhookFormat,
+)
+from portal.accounts.notifications import (
+    is_muted,
+    notification_settings_of,
+    notification_settings_update,
+    team_notifications_set,
+)
+from portal.accounts.selectors import (
+    notifications_of,
+    recent_notifications,
+    tokens_of,
+    user_role,
+    webhook_deliveries_of,
+)
 from portal.accounts.services import notifications_mark_read, team_hf_token_set, token_create, token_revoke
-from portal.core.errors import DomainError
+from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
 
@@ -99,6 +119,8 @@ def token_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
 def notifications_read(request: HttpRequest) -> HttpResponse:
     """Mark every notification read; htmx gets the list back with the unread badge out of band."""
     notifications_mark_read(user=request.user)
+    if request.POST.get("back") == "notifications":
+        return redirect("notifications")
     if wants_fragment(request):
         return fragment(
             request,
@@ -119,7 +141,25 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
     if not (request.user.is_platform_admin or role == Membership.Role.LEAD):
         raise PermissionDenied("Team settings are for the team's leads and platform admins.")
     errors: list[str] = []
-    if request.method == "POST":
+    notification_errors: list[str] = []
+    if request.method == "POST" and request.POST.get("section") == "notifications":
+        try:
+            team_notifications_set(
+                user=request.user,
+                team_slug=team.slug,
+                webhook_url=request.POST.get("webhook_url", ""),
+                webhook_format=request.POST.get("webhook_format", WebhookFormat.GENERIC),
+                approval_reminder_hours=request.POST.get("approval_reminder_hours", ""),
+            )
+        except DomainError as error:
+            notification_errors = [message for messages in error.fields.values() for message in messages] or [
+                error.message
+            ]
+            team.refresh_from_db()
+        else:
+            messages.success(request, "Team notifications saved.")
+            return redirect("team-settings", slug=team.slug)
+    elif request.method == "POST":
         token = "" if request.POST.get("clear") else request.POST.get("token", "")
         try:
             team_hf_token_set(user=request.user, team_slug=team.slug, token=token)
@@ -130,4 +170,84 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, "Hugging Face token saved." if token else "Hugging Face token removed.")
             return redirect("team-settings", slug=team.slug)
-    return page(request, "accounts/team_settings.html", {"team": team, "errors": errors})
+    context = {
+        "team": team,
+        "errors": errors,
+        "notification_errors": notification_errors,
+        "webhook_formats": WebhookFormat.choices,
+        "deliveries": webhook_deliveries_of(team=team),
+    }
+    status = 400 if notification_errors else 200
+    return page(request, "accounts/team_settings.html", context, status=status)
+
+
+NOTIFICATIONS_PAGE_SIZE = 25
+
+
+def _notifications_context(request: HttpRequest, errors: list[str] | None = None) -> dict:
+    order = "unread" if request.GET.get("order") == "unread" else "newest"
+    page_obj = Paginator(notifications_of(request.user, order=order), NOTIFICATIONS_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    prefs = notification_settings_of(request.user)
+    rows = [
+        (
+            kind,
+            label,
+            [
+                (channel, not is_muted(prefs, kind=kind, channel=channel))
+                for channel in NotificationChannel.values
+            ],
+        )
+        for kind, label in NotificationKind.choices
+    ]
+    return {
+        "page_obj": page_obj,
+        "order": order,
+        "prefs": prefs,
+        "pref_rows": rows,
+        "channels": NotificationChannel.choices,
+        "webhook_formats": WebhookFormat.choices,
+        "deliveries": webhook_deliveries_of(user=request.user),
+        "errors": errors or [],
+    }
+
+
+@login_required
+@require_GET
+def notifications_page(request: HttpRequest) -> HttpResponse:
+    """All of the user's notifications, paginated, and their preferences per kind and channel."""
+    return page(request, "notifications/index.html", _notifications_context(request))
+
+
+@login_required
+@require_POST
+def notification_read(request: HttpRequest, pk: int) -> HttpResponse:
+    """Mark one notification read and go back to the notifications page."""
+    try:
+        notifications_mark_read(user=request.user, notification_id=pk)
+    except NotFound as missing:
+        raise Http404(missing.message) from missing
+    return redirect("notifications")
+
+
+@login_required
+@require_POST
+def notification_preferences(request: HttpRequest) -> HttpResponse:
+    """Save the preferences form: a ticked box keeps a kind on a channel."""
+    muted = {
+        channel: [kind for kind in NotificationKind.values if f"{channel}:{kind}" not in request.POST]
+        for channel in NotificationChannel.values
+    }
+    try:
+        notification_settings_update(
+            user=request.user,
+            muted=muted,
+            webhook_url=request.POST.get("webhook_url", ""),
+            webhook_format=request.POST.get("webhook_format", WebhookFormat.GENERIC),
+        )
+    except DomainError as error:
+        errors = [message for messages in error.fields.values() for message in messages] or [error.message]
+        return page(request, "notifications/index.html", _notifications_context(request, errors), status=400)
+    messages.success(request, "Notification preferences saved.")
+    return redirect("notifications")

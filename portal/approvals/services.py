@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from portal.accounts.models import User
+from portal.accounts.models import NotificationKind, User
+from portal.accounts.notifications import notifications_mark_read_by_link
 from portal.accounts.selectors import is_lead
 from portal.accounts.services import notify
 from portal.approvals.selectors import approval_get_for
+from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.deployments.services import deployment_apply_scale
 from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.policy import extended_lifetime, within_max_lifetime
-from portal.workloads.services import workload_apply_extension, workload_approve, workload_reject
+from portal.workloads.services import (
+    approval_link,
+    tell_deciders,
+    workload_apply_extension,
+    workload_approve,
+    workload_reject,
+)
 
 
 @transaction.atomic
@@ -82,12 +90,59 @@ def approval_decide(
     }[approval.kind]
     message = f"{user.username} {verb} your {what} {workload.name}" + (f": {comment}" if comment else ".")
     notify(
+        kind="decision",
         user=approval.requested_by,
         message=message,
         link=workload.get_absolute_url(),
         email_subject=f"Your {what} {workload.name} was {verb}",
+        workload=workload,
     )
+    # Decided by one lead: nothing is left for the others, so every decider's notice is done.
+    notifications_mark_read_by_link(links=[approval_link(approval)], now=now)
     return approval
+
+
+def approvals_remind_waiting(*, now: datetime | None = None) -> list[int]:
+    """Remind the deciders of each request that has waited longer than its team's
+    `approval_reminder_hours` (0: never), once per such interval: in the portal, by e-mail (with
+    fresh one-time links) and to their and the team's webhooks. Returns the approvals reminded."""
+    now = now or timezone.now()
+    reminded = []
+    waiting = (
+        Approval.objects.filter(state=Approval.State.PENDING, team__approval_reminder_hours__gt=0)
+        .select_related("team", "workload", "requested_by")
+        .order_by("pk")
+    )
+    for approval in waiting:
+        interval = timedelta(hours=approval.team.approval_reminder_hours)
+        if now - approval.created_at < interval:
+            continue
+        if AuditEvent.objects.filter(
+            action="approval.reminded",
+            object_type="approval",
+            object_id=str(approval.pk),
+            created_at__gt=now - interval,
+        ).exists():
+            continue  # reminded within this interval
+        hours = int((now - approval.created_at).total_seconds() // 3600)
+        with transaction.atomic():
+            audit_record(
+                actor=None,
+                action="approval.reminded",
+                obj=approval,
+                object_type="approval",
+                team=approval.team,
+                detail=f"waiting {hours} h",
+            )
+            tell_deciders(
+                approval=approval,
+                message=f"Reminder: {approval.requested_by.username}'s request for {approval.workload.name} "
+                f"has waited {hours} h for a decision.",
+                kind=NotificationKind.APPROVAL_REMINDER,
+                email_subject="Reminder: a GPU request awaits your approval",
+            )
+        reminded.append(approval.pk)
+    return reminded
 
 
 def _extend(approval: Approval, workload: Workload, user: User, *, now: datetime) -> None:

@@ -1,0 +1,123 @@
+"""Webhook messages: their body per format, which URLs the portal posts to, and the posting.
+
+The portal posts only to URLs it accepts here: https, and (unless PORTAL_WEBHOOK_ALLOW_PRIVATE,
+on by default with DEBUG) never to a host that resolves to a loopback, private, link-local or
+reserved address, so a webhook cannot be used to reach the portal's own network (SSRF). The
+address is checked again right before each post.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+
+from portal.accounts.models import WebhookDelivery, WebhookFormat
+from portal.core.errors import ValidationFailed
+
+TIMEOUT_SECONDS = 5.0
+MAX_ATTEMPTS = 4
+
+
+def _allow_private() -> bool:
+    return bool(getattr(settings, "PORTAL_WEBHOOK_ALLOW_PRIVATE", settings.DEBUG))
+
+
+def _refuse(message: str, field: str) -> ValidationFailed:
+    return ValidationFailed(f"Webhook URL: {message}", fields={field: [message]})
+
+
+def webhook_url_check(url: str, *, field: str = "webhook_url") -> str:
+    """The URL, if the portal may post to it ("" clears a webhook); else ValidationFailed."""
+    if not url:
+        return ""
+    if len(url) > 500:
+        raise _refuse("At most 500 characters.", field)
+    parts = urlsplit(url)
+    allow_private = _allow_private()
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise _refuse("An https:// URL.", field)
+    if parts.scheme == "http" and not allow_private:
+        raise _refuse("Only https:// URLs are accepted.", field)
+    if parts.username or parts.password:
+        raise _refuse("No user name or password in the URL.", field)
+    if not allow_private:
+        try:
+            port = parts.port or 443
+            addresses = {
+                info[4][0] for info in socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+            }
+        except (OSError, ValueError):
+            raise _refuse(f"The host {parts.hostname} could not be resolved.", field) from None
+        for address in addresses:
+            ip = ipaddress.ip_address(address.split("%")[0])
+            if not ip.is_global:
+                raise _refuse(f"{parts.hostname} is a private or loopback address.", field)
+    return url
+
+
+def _slack_link(url: str, label: str) -> str:
+    return f"<{url}|{label}>"
+
+
+def webhook_body(*, webhook_format: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The JSON posted for `event` (the generic body, see docs/notifications.md) in a format."""
+    actions: dict[str, str] = event.get("actions") or {}
+    if webhook_format == WebhookFormat.SLACK:
+        links = [_slack_link(event["link"], "Open in the portal")] if event.get("link") else []
+        links += [_slack_link(url, label.capitalize()) for label, url in actions.items()]
+        text = event["text"].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        return {"text": text + ("\n" + " · ".join(links) if links else "")}
+    if webhook_format == WebhookFormat.TEAMS:
+        targets = ([("Open in the portal", event["link"])] if event.get("link") else []) + [
+            (label.capitalize(), url) for label, url in actions.items()
+        ]
+        return {
+            "@type": "MessageCard",
+            "@context": "https://schema.org/extensions",
+            "summary": event["text"][:100],
+            "text": event["text"],
+            "potentialAction": [
+                {"@type": "OpenUri", "name": name, "targets": [{"os": "default", "uri": uri}]}
+                for name, uri in targets
+            ],
+        }
+    return event
+
+
+def webhook_deliver(*, delivery_id: int) -> bool:
+    """Post one recorded message. Returns whether it should be tried again (a failure short of
+    MAX_ATTEMPTS); each failure is kept on the row for the settings pages to show."""
+    delivery = WebhookDelivery.objects.filter(pk=delivery_id, state=WebhookDelivery.State.PENDING).first()
+    if delivery is None:
+        return False
+    attempts = delivery.attempts + 1
+    try:
+        webhook_url_check(delivery.url)
+        response = httpx.post(
+            delivery.url, json=delivery.body, timeout=TIMEOUT_SECONDS, follow_redirects=False
+        )
+        if response.status_code >= 300:
+            raise OSError(f"HTTP {response.status_code}: {response.text[:200]}")
+    except ValidationFailed as refused:
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(
+            attempts=attempts, state=WebhookDelivery.State.FAILED, last_error=refused.message[:500]
+        )
+        return False
+    except (httpx.HTTPError, OSError) as error:
+        final = attempts >= MAX_ATTEMPTS
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(
+            attempts=attempts,
+            last_error=(str(error) or type(error).__name__)[:500],
+            state=WebhookDelivery.State.FAILED if final else WebhookDelivery.State.PENDING,
+        )
+        return not final
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        attempts=attempts, state=WebhookDelivery.State.SENT, sent_at=timezone.now(), last_error=""
+    )
+    return False

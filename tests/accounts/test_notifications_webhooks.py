@@ -1,0 +1,187 @@
+"""Webhooks: each user's and each team's, posted by a job to a local HTTP server on loopback, in
+the generic, Slack or Teams shape; failures kept and shown; URLs the portal refuses."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from portal.accounts.action_links import action_link_make
+from portal.accounts.models import NotificationSettings, WebhookDelivery
+from portal.accounts.notifications import notify
+from portal.accounts.webhooks import MAX_ATTEMPTS, webhook_deliver, webhook_url_check
+from portal.core.errors import ValidationFailed
+from portal.sandboxes.services import sandbox_request
+from portal.workloads.models import Approval
+
+pytestmark = pytest.mark.django_db
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        self.status = 200
+
+
+@pytest.fixture
+def receiver(settings) -> Iterator[tuple[Receiver, str]]:
+    settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True  # the test server listens on loopback
+    received = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # the name http.server calls
+            length = int(self.headers["Content-Length"])
+            received.bodies.append(json.loads(self.rfile.read(length)))
+            self.send_response(received.status)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield received, f"http://127.0.0.1:{server.server_address[1]}/hook"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_users_webhook_gets_the_generic_body_from_a_job(
+    run_jobs, fleet, researcher, slice_request, receiver
+):
+    received, url = receiver
+    NotificationSettings.objects.create(user=researcher, webhook_url=url)
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    [body] = received.bodies
+    assert body["event"] == "running"
+    assert body["text"] == "Sandbox mig-small is running."
+    assert body["link"].endswith(f"/sandboxes/{sandbox.pk}/")
+    assert body["workload"] == {"id": sandbox.pk, "kind": "sandbox", "name": "mig-small"}
+    assert body["team"] == "vision" and body["user"] == "alice" and body["time"]
+    assert body["actions"] == {}
+    delivery = WebhookDelivery.objects.get(user=researcher)
+    assert delivery.state == WebhookDelivery.State.SENT and delivery.attempts == 1
+
+
+def test_nothing_is_posted_inside_the_request(fleet, researcher, slice_request, receiver):
+    received, url = receiver
+    NotificationSettings.objects.create(user=researcher, webhook_url=url)
+    notify(user=researcher, message="hello", kind="budget")  # no commit: no job yet
+    assert received.bodies == []
+    assert WebhookDelivery.objects.get().state == WebhookDelivery.State.PENDING
+
+
+def test_a_leads_slack_message_has_the_signed_links_and_the_team_hook_has_none(
+    run_jobs, fleet, team, researcher, lead, receiver
+):
+    received, url = receiver
+    NotificationSettings.objects.create(user=lead, webhook_url=url, webhook_format="slack")
+    team.webhook_url = url
+    team.webhook_format = "teams"
+    team.save()
+    sandbox = run_jobs(
+        lambda: sandbox_request(
+            user=researcher, team="vision", name="big", gpu_type="h100-80gb", count=4, ttl_hours=48
+        )
+    )
+    approval = Approval.objects.get(workload=sandbox)
+    slack = next(body for body in received.bodies if "text" in body and "@type" not in body)
+    approve = action_link_make(approval_id=approval.pk, lead_id=lead.pk, action="approve")
+    assert slack["text"].startswith("alice asks for 4x h100-80gb (big).")
+    assert f"<{approve}|Approve>" in slack["text"]
+    teams = next(body for body in received.bodies if body.get("@type") == "MessageCard")
+    assert [action["name"] for action in teams["potentialAction"]] == ["Open in the portal"]
+    assert "/act/" not in json.dumps(teams)
+
+
+def test_a_failing_hook_is_retried_then_recorded_and_shown(run_jobs, researcher, researcher_client, receiver):
+    received, url = receiver
+    received.status = 500
+    NotificationSettings.objects.create(user=researcher, webhook_url=url)
+    run_jobs(lambda: notify(user=researcher, message="hello", kind="budget"))
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.state == WebhookDelivery.State.PENDING and delivery.attempts == 1
+    assert "HTTP 500" in delivery.last_error
+    for _ in range(MAX_ATTEMPTS - 1):
+        webhook_deliver(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+    assert delivery.state == WebhookDelivery.State.FAILED and delivery.attempts == MAX_ATTEMPTS
+    assert len(received.bodies) == MAX_ATTEMPTS
+    page = researcher_client.get("/notifications/").content.decode()
+    assert "HTTP 500" in page and "Failed" in page
+
+
+def test_the_team_settings_page_keeps_the_teams_hook_and_reminder(team, lead_client, receiver):
+    _, url = receiver
+    response = lead_client.post(
+        "/teams/vision/settings/",
+        {
+            "section": "notifications",
+            "webhook_url": url,
+            "webhook_format": "slack",
+            "approval_reminder_hours": "8",
+        },
+    )
+    assert response.status_code == 302
+    team.refresh_from_db()
+    assert (team.webhook_url, team.webhook_format, team.approval_reminder_hours) == (url, "slack", 8)
+    bad = lead_client.post(
+        "/teams/vision/settings/",
+        {
+            "section": "notifications",
+            "webhook_url": url,
+            "webhook_format": "slack",
+            "approval_reminder_hours": "-1",
+        },
+    )
+    assert bad.status_code == 400 and "0 (never) to 720" in bad.content.decode()
+    team.refresh_from_db()
+    assert team.approval_reminder_hours == 8
+
+
+def test_a_researcher_cannot_set_the_teams_hook(team, researcher_client):
+    response = researcher_client.post(
+        "/teams/vision/settings/",
+        {
+            "section": "notifications",
+            "webhook_url": "",
+            "webhook_format": "slack",
+            "approval_reminder_hours": "1",
+        },
+    )
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://hooks.example.com/x",  # not https
+        "https://127.0.0.1/hook",  # loopback
+        "https://10.1.2.3/hook",  # private
+        "https://169.254.169.254/latest/meta-data",  # link-local (cloud metadata)
+        "https://[::1]/hook",
+        "https://user:secret@hooks.example.com/x",
+        "ftp://hooks.example.com/x",
+    ],
+)
+def test_urls_the_portal_refuses_in_production(url, settings):
+    settings.DEBUG = False
+    settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = False
+    with pytest.raises(ValidationFailed):
+        webhook_url_check(url)
+
+
+def test_a_public_https_url_is_accepted(settings, monkeypatch):
+    settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = False
+    monkeypatch.setattr(
+        "portal.accounts.webhooks.socket.getaddrinfo",
+        lambda *args, **kwargs: [(2, 1, 6, "", ("93.184.215.14", 443))],
+    )
+    assert (
+        webhook_url_check("https://hooks.slack.com/services/T0/B0/x")
+        == "https://hooks.slack.com/services/T0/B0/x"
+    )

@@ -1,0 +1,22 @@
+"""Notification jobs: posting webhook messages (with a timeout, retried with back-off) and the
+reminders of approvals that wait. Each calls one service and returns."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from portal.accounts.webhooks import webhook_deliver as deliver
+from portal.approvals.services import approvals_remind_waiting
+
+
+@shared_task(name="notifications.webhook_deliver", bind=True, ignore_result=True, max_retries=5)
+def webhook_deliver(self, delivery_id: int) -> None:
+    """Post one webhook message; a failure short of the last attempt is tried again later."""
+    if deliver(delivery_id=delivery_id) and not self.request.is_eager:
+        raise self.retry(countdown=30 * 2**self.request.retries)
+
+
+@shared_task(name="approvals.remind_waiting", ignore_result=True)
+def remind_waiting() -> None:
+    """Remind the leads of requests that have waited longer than their team allows."""
+    approvals_remind_waiting()
