@@ -12,6 +12,7 @@ APPS_WITH_ROUTES = (
     "audit",
     "catalog",
     "deployments",
+    "search",
 )
 
 urlpatterns = [path("", include(f"portal.{app}.api_urls")) for app in APPS_WITH_ROUTES]

@@ -1,14 +1,49 @@
-"""Audit API view: who did what, newest first."""
+"""Audit API view: who did what, newest first (JSON pages, or every matching event as CSV)."""
 
 from __future__ import annotations
 
 from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
+from portal.audit.exports import CSV_COLUMNS, audit_export
 from portal.audit.filters import AuditEventFilter
 from portal.audit.models import AuditEvent
 from portal.audit.selectors import audit_events_visible_to
 from portal.audit.serializers import AuditEventSerializer
+from portal.core.errors import ValidationFailed
+
+
+class CsvRenderer(BaseRenderer):
+    """Lets `?format=csv` and `Accept: text/csv` choose the CSV download (written by the view)."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):  # pragma: no cover
+        raise NotImplementedError("The audit view streams its CSV itself.")
+
+
+FORMAT_PARAMETER = OpenApiParameter(
+    "format",
+    str,
+    OpenApiParameter.QUERY,
+    required=False,
+    enum=["csv"],
+    description="`csv`: every event the filters match (not one page) as a streamed download "
+    "(`Content-Disposition: attachment`). `Accept: text/csv` asks for it too. Without it, JSON pages.",
+)
+CSV_DESCRIPTION = (
+    "JSON pages of events, newest first. With `format=csv` (or `Accept: text/csv`) CSV: one header "
+    f"line, `{','.join(CSV_COLUMNS)}`, then a line per event, newest first; times in UTC; cells "
+    "that a spreadsheet would read as a formula start with `'`."
+)
 
 
 class AuditEventListView(generics.ListAPIView):
@@ -17,6 +52,43 @@ class AuditEventListView(generics.ListAPIView):
     queryset = AuditEvent.objects.none()
     serializer_class = AuditEventSerializer
     filterset_class = AuditEventFilter
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, CsvRenderer]
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
         return audit_events_visible_to(self.request.user)
+
+    def perform_content_negotiation(self, request, force=False):
+        wanted = request.query_params.get("format")
+        known = {renderer.format for renderer in self.get_renderers()}  # `api`: the browsable page
+        if wanted is not None and wanted not in known and not force:
+            message = "csv, or leave it out for JSON."
+            raise ValidationFailed(f"format: {message}", fields={"format": [message]})
+        return super().perform_content_negotiation(request, force)
+
+    def handle_exception(self, exc):
+        # Errors keep the API's JSON error shape, whatever format was asked for.
+        if (
+            getattr(self.request, "accepted_renderer", None) is not None
+            and self.request.accepted_renderer.format == "csv"
+        ):
+            self.request.accepted_renderer, self.request.accepted_media_type = (
+                JSONRenderer(),
+                "application/json",
+            )
+        return super().handle_exception(exc)
+
+    @extend_schema(
+        parameters=[FORMAT_PARAMETER],
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                response=AuditEventSerializer, description=CSV_DESCRIPTION
+            ),
+            (200, "text/csv"): OpenApiResponse(response=OpenApiTypes.STR, description=CSV_DESCRIPTION),
+        },
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        if request.accepted_renderer.format == "csv":
+            self.paginator.check_parameters(request)
+            events = self.filter_queryset(self.get_queryset())
+            return audit_export(user=request.user, events=events)
+        return self.list(request, *args, **kwargs)

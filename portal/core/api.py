@@ -69,6 +69,12 @@ class Pagination(PageNumberPagination):
     max_page_size = 500
 
     def paginate_queryset(self, queryset, request, view=None):
+        self.check_parameters(request)
+        return super().paginate_queryset(queryset, request, view)
+
+    def check_parameters(self, request) -> None:
+        """The paging parameters given, checked (also where a view answers without pages, such as
+        a download of every row: a bad `page` is a 400 there too, as the schema says)."""
         bad: dict[str, list[str]] = {}
         for name, ceiling in (
             (self.page_query_param, None),
@@ -82,7 +88,6 @@ class Pagination(PageNumberPagination):
         if bad:
             name, (message,) = next(iter(bad.items()))
             raise ValidationFailed(f"{name}: {message}", fields=bad)
-        return super().paginate_queryset(queryset, request, view)
 
     def get_schema_operation_parameters(self, view):
         """`page` and `page_size` with the bounds enforced above, so the schema says them too."""

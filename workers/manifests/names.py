@@ -27,6 +27,7 @@ POD_NAME = f"{WORKLOAD_NAME}-0"  # the StatefulSet's one pod
 HOME_OWNER_KEY = "gpu-portal/home-of"  # on a home claim and its volume: whose home it is
 ROLE_BINDING_NAME = "sandbox-owner"
 NAMESPACE_PREFIX = "sbx"
+DEPLOYMENT_HOST_PREFIX = "dep"  # a deployment's endpoint host: `dep-<team>-<name>-<id>.<domain>`
 
 MAX_LABEL = 63
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -68,20 +69,26 @@ def label_value(text: str) -> str:
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
 
 
-def workload_namespace_name(team: str, name: str, workload_id: int) -> str:
+def workload_namespace_name(team: str, name: str, workload_id: int, *, prefix: str = NAMESPACE_PREFIX) -> str:
     """The namespace of one workload: `sbx-<team>-<name>-<id>`, a DNS-1123 label of at most 63.
 
     Team and name are slugged and cut to fit; the id is never cut and ends the name after the last
     dash, so two sandboxes with different ids never share a namespace, and one id always maps to
-    the same name.
+    the same name. `prefix` names other labels built the same way (a deployment's endpoint host).
     """
     if workload_id < 0:
         raise ValueError(f"sandbox id must not be negative, got {workload_id}")
     suffix = str(workload_id)
     team_part = dns_label(team, 20)
-    budget = MAX_LABEL - len(NAMESPACE_PREFIX) - len(suffix) - len(team_part) - 3
+    budget = MAX_LABEL - len(prefix) - len(suffix) - len(team_part) - 3
     name_part = dns_label(name, max(budget, 0))
-    return "-".join(part for part in (NAMESPACE_PREFIX, team_part, name_part, suffix) if part)
+    return "-".join(part for part in (prefix, team_part, name_part, suffix) if part)
+
+
+def deployment_host_label(team: str, name: str, workload_id: int) -> str:
+    """The first label of a deployment's endpoint host: `dep-<team>-<name>-<id>`. Only the host
+    changes: the deployment still runs in its `sbx-...` namespace (cluster objects keep one naming)."""
+    return workload_namespace_name(team, name, workload_id, prefix=DEPLOYMENT_HOST_PREFIX)
 
 
 def mig_resource_name(profile: str) -> str:

@@ -28,7 +28,7 @@ from portal.workloads.services import (
 )
 from workers.drivers.base import NODE_GONE, ClusterDriver, DriverError
 from workers.manifests import workload_namespace_name
-from workers.manifests.names import mig_resource_name
+from workers.manifests.names import deployment_host_label, mig_resource_name
 from workers.reconcile.clusters import driver_for
 from workers.reconcile.homes import dataset_mount, home_volume, observe_home
 from workers.reconcile.leases import lease_give_back, lease_take
@@ -44,6 +44,14 @@ SCALED_TO_ZERO = "Scaled to zero: no replica runs and nothing is billed; scale u
 
 def namespace_for(workload: Workload) -> str:
     return workload_namespace_name(workload.team.slug, workload.name, workload.pk)
+
+
+def _host_label(workload: Workload, namespace: str) -> str:
+    """A sandbox is reached at its namespace's name (the sign-in gate finds it by that); a
+    deployment's endpoint at `dep-<team>-<name>-<id>` (nothing routes by it but its clients)."""
+    if workload.kind == WorkloadKind.DEPLOYMENT:
+        return deployment_host_label(workload.team.slug, workload.name, workload.pk)
+    return namespace
 
 
 def _claims(workload: Workload) -> list[GpuClaim]:
@@ -140,7 +148,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         storage_gb=workload.storage_gb,
         gpu=claims[0] if claims else _shape_claim(workload),
         expires_at=workload.expiry_from(timezone.now()),  # set once running; until then, if it started now
-        access_host=f"{namespace}.{domain}",
+        access_host=f"{_host_label(workload, namespace)}.{domain}",
         user_identity=workload.owner.cluster_identity,
         serving=serving,
         home=home_volume(home_attached(workload=workload)) if workload.kind == WorkloadKind.SANDBOX else None,

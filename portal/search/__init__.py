@@ -1,0 +1,1 @@
+"""Global search over what a person may see: workloads, people and catalog models."""
