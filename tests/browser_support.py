@@ -58,6 +58,18 @@ def sign_in_as_alice(page, live_server) -> None:
     page.click("button[type=submit]")
 
 
+PHONE = {"width": 390, "height": 844}
+
+
+def sign_in_as(page, live_server, username: str, password: str = "pw-for-tests") -> None:  # noqa: S107 (the test users' password)
+    """Sign a user in through the sign-in page."""
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state("networkidle")
+
+
 def reconcile_like_beat() -> None:
     """What the periodic `reconcile_due` job does in production: look at workloads that are due."""
     from workers.tasks.workloads import reconcile_due

@@ -4,6 +4,15 @@
 (function () {
   "use strict";
 
+  // Axis and grid colours from the stylesheet (--chart-axis, --chart-grid), read when a chart is
+  // drawn so that dark mode gets readable axes.
+  function themed(axis) {
+    const style = getComputedStyle(document.documentElement);
+    const stroke = style.getPropertyValue("--chart-axis").trim() || "#475467";
+    const grid = style.getPropertyValue("--chart-grid").trim() || "rgba(16, 24, 40, 0.08)";
+    return Object.assign({ stroke: stroke, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } }, axis);
+  }
+
   function draw(element, points) {
     const empty = element.querySelector(".chart-empty");
     if (!points.length) return;
@@ -30,7 +39,7 @@
         { label: "Utilization %", scale: "pct", stroke: "#2f5bd3", width: 2, spanGaps: false },
         { label: "Memory GB", scale: "gb", stroke: "#a15c00", width: 1.5 },
       ],
-      axes: [{}, { scale: "pct", label: "%" }, { scale: "gb", side: 1, label: "GB", grid: { show: false } }],
+      axes: [themed({}), themed({ scale: "pct", label: "%" }), themed({ scale: "gb", side: 1, label: "GB", grid: { show: false } })],
     }, data, element);
   }
 
@@ -94,7 +103,7 @@
         { label: "Total $", scale: "usd", stroke: "#2f5bd3", width: 2, points: { show: true } },
         { label: "Per hour $", scale: "usd", stroke: "#a15c00", width: 1, paths: uPlot.paths.stepped({ align: 1 }) },
       ],
-      axes: [{}, { scale: "usd", label: "$" }],
+      axes: [themed({}), themed({ scale: "usd", label: "$" })],
     }, data, element);
   }
 

@@ -30,8 +30,20 @@
     return { time: true, range: function () { return [times[0] - DAY / 2, times[times.length - 1] + DAY / 2]; } };
   }
 
+  // Axis and grid colours from the stylesheet (--chart-axis, --chart-grid), read at draw time so
+  // that dark mode gets readable axes.
+  function themeAxes(axes) {
+    const style = getComputedStyle(document.documentElement);
+    const stroke = style.getPropertyValue("--chart-axis").trim() || "#475467";
+    const grid = style.getPropertyValue("--chart-grid").trim() || "rgba(16, 24, 40, 0.08)";
+    return axes.map(function (axis) {
+      return Object.assign({ stroke: stroke, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } }, axis);
+    });
+  }
+
   function make(element, options, data) {
     if (!element) return;
+    options.axes = themeAxes(options.axes || [{}, {}]);
     const empty = element.querySelector(".chart-empty");
     if (empty) empty.remove();
     if (element.chart) element.chart.destroy();

@@ -64,7 +64,7 @@ def test_a_lead_sees_the_team_grouped_by_day(lead_client, january):
     page = lead_client.get("/spend/", {**JANUARY, "group_by": "day"}).content.decode()
 
     rows = {
-        day: page.split(f"<tr><td>{day}")[1].split("</tr>")[0]
+        day: page.split(f'<tr><td class="stack-title">{day}')[1].split("</tr>")[0]
         for day in ("2026-01-10", "2026-01-11", "2026-01-12")
     }
     assert "$34.40" in rows["2026-01-10"]  # alice 3 h + bob 2 h before midnight

@@ -1,0 +1,124 @@
+"""Phone width, dark mode, the skip link and the fixed visual glitches, checked in headless Chromium.
+
+Skipped where /usr/bin/chromium or Playwright is missing; PORTAL_REQUIRE_BROWSER=1 (CI) fails instead.
+"""
+
+from __future__ import annotations
+
+from portal.sandboxes.services.sandbox import sandbox_request
+from tests import browser_support
+from tests.browser_support import BROWSER, PHONE, sign_in_as, sign_in_as_alice
+
+browser_page = browser_support.browser_page  # the fixture, where pytest looks for it
+
+pytestmark = BROWSER
+
+NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
+
+
+def test_the_skip_link_is_the_first_thing_a_keyboard_reaches(
+    live_server, transactional_db, browser_page, researcher
+):
+    page = browser_page
+    sign_in_as_alice(page, live_server)
+    page.keyboard.press("Tab")
+    focused = page.evaluate("[document.activeElement.className, document.activeElement.textContent]")
+    assert focused == ["skip-link", "Skip to content"]
+    assert page.locator(".skip-link").bounding_box()["y"] >= 0  # on screen while focused
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "content"
+
+
+def test_on_a_phone_the_menu_folds_and_opens_on_tap(
+    live_server, transactional_db, browser_page, fleet, researcher
+):
+    page = browser_page
+    page.set_viewport_size(PHONE)
+    sign_in_as_alice(page, live_server)
+    toggle = page.locator(".nav-toggle")
+    links = page.locator("#nav-links")
+    assert toggle.is_visible() and not links.is_visible()
+    assert toggle.get_attribute("aria-expanded") == "false"
+    assert page.locator(".topbar").bounding_box()["height"] < 70  # one row, not four
+    toggle.click()
+    assert links.is_visible() and toggle.get_attribute("aria-expanded") == "true"
+    links.get_by_role("link", name="Catalog").click()
+    assert page.locator("h1").text_content() == "Model catalog"
+
+
+def test_without_javascript_the_menu_stays_in_view(live_server, transactional_db, browser_page, researcher):
+    page = browser_page
+    sign_in_as_alice(page, live_server)
+    page.context.route("**/static/js/portal.js", lambda route: route.abort())
+    page.set_viewport_size(PHONE)
+    page.reload()
+    assert page.locator("#nav-links").is_visible()
+    assert not page.locator(".nav-toggle").is_visible()
+
+
+def test_on_a_phone_the_dashboard_and_request_form_fit_without_sideways_scrolling(
+    live_server, transactional_db, browser_page, fleet, researcher, slice_request
+):
+    sandbox_request(user=researcher, **slice_request)
+    page = browser_page
+    page.set_viewport_size(PHONE)
+    sign_in_as_alice(page, live_server)
+    row = page.locator("#sandbox-table tbody tr").first
+    cost = row.locator("[data-label='Cost so far']")
+    assert cost.is_visible()
+    box = cost.bounding_box()
+    assert box["x"] + box["width"] <= PHONE["width"]  # the cost is on screen, no scrolling
+    assert page.evaluate(NO_SIDEWAYS_SCROLL)
+
+    page.goto(f"{live_server.url}/sandboxes/new/")
+    page.locator("#estimate-hourly").wait_for()
+    assert page.evaluate(NO_SIDEWAYS_SCROLL)
+    estimate = page.locator(".estimate-card").bounding_box()
+    submit = page.get_by_role("button", name="Request sandbox").bounding_box()
+    assert estimate["y"] + estimate["height"] <= submit["y"]  # the price before the button
+
+
+def test_dark_mode_follows_the_system_setting(live_server, transactional_db, browser_page, researcher):
+    page = browser_page
+    sign_in_as_alice(page, live_server)
+    background = "getComputedStyle(document.body).backgroundColor"
+    assert page.evaluate(background) == "rgb(245, 246, 248)"
+    page.emulate_media(color_scheme="dark")
+    red, green, blue = (int(v) for v in page.evaluate(background)[4:-1].split(","))
+    assert max(red, green, blue) < 40
+    text = page.evaluate("getComputedStyle(document.querySelector('h1')).color")
+    assert min(int(v) for v in text[4:-1].split(",")) > 200  # light text on it
+
+
+def test_the_catalogs_capacity_filter_is_a_small_checkbox(
+    live_server, transactional_db, browser_page, researcher
+):
+    page = browser_page
+    sign_in_as_alice(page, live_server)
+    page.goto(f"{live_server.url}/catalog/")
+    box = page.locator("input[name=fits]").bounding_box()
+    assert box["width"] < 24 and box["height"] < 24
+    assert page.locator("label.pill:has(input[name=fits])").bounding_box()["height"] < 48
+
+
+def test_the_fleet_page_draws_clusters_and_mig_tiles_whole(
+    live_server, transactional_db, browser_page, fleet, researcher, admin_user, slice_request
+):
+    sandbox_request(user=researcher, **slice_request)
+    page = browser_page
+    sign_in_as(page, live_server, "admin")
+    page.goto(f"{live_server.url}/fleet/")
+    heading = page.locator(".clusters h2")
+    assert "monospace" not in heading.evaluate("h => getComputedStyle(h).fontFamily")
+    discover = page.get_by_role("button", name="Discover GPU nodes now")
+    assert discover.evaluate("b => b.classList.contains('button')")
+    assert discover.evaluate("b => getComputedStyle(b).borderRadius") == "6px"
+    for width in (1280, PHONE["width"]):
+        page.set_viewport_size({"width": width, "height": 900})
+        profiles = page.locator(".gpu-bar .slice b")
+        assert profiles.count() >= 1
+        cut = profiles.evaluate_all(
+            "bs => bs.filter(b => b.scrollWidth > b.clientWidth || b.closest('.slice').scrollWidth > b.closest('.slice').clientWidth).map(b => b.textContent)"
+        )
+        assert cut == [], f"cut at {width}px: {cut}"
+        assert "1g.10gb" in profiles.all_text_contents()
