@@ -2,6 +2,17 @@
 
 from django.urls import include, path
 
-APPS_WITH_PAGES = ("accounts", "sandboxes", "approvals", "spend", "fleet", "audit", "catalog", "deployments")
+APPS_WITH_PAGES = (
+    "accounts",
+    "sandboxes",
+    "approvals",
+    "spend",
+    "fleet",
+    "audit",
+    "catalog",
+    "deployments",
+    "workloads",
+    "search",
+)
 
 urlpatterns = [path("", include(f"portal.{app}.urls")) for app in APPS_WITH_PAGES]

@@ -38,6 +38,11 @@ def pending_count_for(user: User) -> int:
     return approvals_visible_to(user).filter(state=Approval.State.PENDING).exclude(requested_by=user).count()
 
 
+def unread_count(user: User) -> int:
+    """Unread notifications, for the bell's badge."""
+    return user.notifications.filter(read_at__isnull=True).count()
+
+
 @dataclass(frozen=True)
 class ApprovalRow:
     approval: Approval

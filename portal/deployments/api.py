@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import generics
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -21,7 +22,7 @@ from portal.deployments.serializers import (
     ScaleSerializer,
     ServingSerializer,
 )
-from portal.deployments.services import deployment_request, deployment_scale
+from portal.deployments.services import deployment_request, deployment_request_body, deployment_scale
 from portal.deployments.serving_stats import deployment_serving_now, deployment_serving_series, not_reported
 from portal.workloads.api import (
     WorkloadApi,
@@ -51,6 +52,17 @@ class _Deployment:
 
     def get_workload(self, request: Request, pk: int) -> Workload:
         return deployment_get_for(user=request.user, deployment_id=pk)
+
+
+class DeploymentRequestBodyView(generics.GenericAPIView):
+    """Request again: this deployment's settings (any state) as a body `POST /api/v1/deployments`
+    accepts, named `<name>-2`; change what you like and post it."""
+
+    serializer_class = DeploymentRequestSerializer
+
+    @extend_schema(responses={200: DeploymentRequestSerializer})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(deployment_request_body(user=request.user, deployment_id=pk))
 
 
 class DeploymentListView(_Deployment, WorkloadListView):

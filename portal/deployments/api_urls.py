@@ -5,6 +5,11 @@ from portal.deployments import api
 urlpatterns = [
     path("deployments", api.DeploymentListView.as_view(), name="api-deployments"),
     path("deployments/<int:pk>", api.DeploymentDetailView.as_view(), name="api-deployment"),
+    path(
+        "deployments/<int:pk>/request-body",
+        api.DeploymentRequestBodyView.as_view(),
+        name="api-deployment-request-body",
+    ),
     path("deployments/<int:pk>/cost", api.DeploymentCostView.as_view(), name="api-deployment-cost"),
     path(
         "deployments/<int:pk>/utilization",

@@ -32,6 +32,7 @@ SERVICE_FIELDS = {
     "replicas": "replicas",
     "ttl_hours": "ttl_hours",
     "expires_at": "ttl_hours",
+    "start_at": "start_at",
     "purpose": "purpose",
     "project": "project",
 }
@@ -69,6 +70,13 @@ class DeployForm(ServiceForm):
         label="Lifetime (hours)",
         initial=DEFAULT_TTL_HOURS,
         widget=forms.NumberInput(attrs={"min": "0", "step": "any", "inputmode": "decimal"}),
+    )
+    start_at = forms.DateTimeField(
+        label="Start at (UTC, optional)",
+        required=False,
+        help_text="Start later: 5 minutes to 30 days ahead. The quota is held from now; the lifetime "
+        "counts from the start.",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
     purpose = forms.CharField(
         max_length=300,
@@ -148,9 +156,57 @@ class DeployForm(ServiceForm):
             "mig_profile": mig_profile,
             "replicas": data["replicas"],
             "ttl_hours": data["ttl_hours"],
+            "start_at": data.get("start_at"),
             "purpose": data.get("purpose") or "",
             "project": (data.get("project") or "").strip(),
         }
+
+
+def initial_from_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The deploy form's initial values for a request body as the API takes it (request again, a
+    preset)."""
+    gpu = body.get("gpu") or {}
+    fit = f"{gpu['type']}/{gpu.get('mig_profile') or gpu.get('count') or 1}" if gpu.get("type") else ""
+    initial: dict[str, Any] = {
+        "team": body.get("team"),
+        "name": body.get("name") or "",
+        "model": body.get("model"),
+        "sized_model": body.get("model"),
+        "dtype": body.get("dtype"),
+        "context": body.get("context"),
+        "concurrency": body.get("concurrency"),
+        "gpu": fit,
+        "replicas": body.get("replicas"),
+        "ttl_hours": body.get("ttl_hours"),
+        "purpose": body.get("purpose") or "",
+        "project": body.get("project") or "",
+    }
+    return {key: value for key, value in initial.items() if value not in (None, "")}
+
+
+def body_from_form(form: DeployForm) -> dict[str, Any]:
+    """The form's cleaned values as a request body (for a preset): numbers as JSON takes them."""
+    kwargs = form.service_kwargs()
+    body: dict[str, Any] = {
+        "team": kwargs["team"],
+        "model": kwargs["model"],
+        "replicas": kwargs["replicas"],
+        "ttl_hours": str(kwargs["ttl_hours"]),
+        "purpose": kwargs["purpose"],
+        "project": kwargs["project"],
+    }
+    for key in ("dtype", "context", "concurrency"):
+        if kwargs.get(key) not in (None, ""):
+            body[key] = kwargs[key]
+    if kwargs.get("gpu_type"):
+        gpu = {"type": kwargs["gpu_type"]}
+        gpu.update(
+            {"mig_profile": kwargs["mig_profile"]}
+            if kwargs.get("mig_profile")
+            else {"count": kwargs["count"]}
+        )
+        body["gpu"] = gpu
+    return body
 
 
 class ScaleForm(forms.Form):

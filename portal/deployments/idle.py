@@ -41,6 +41,7 @@ def _scale_to_zero(deployment: Workload, now: datetime) -> None:
     )
     audit_record(actor=None, action="deployment.reclaimed", obj=locked, team=team, detail=detail)
     notify(
+        kind="idle",
         user=deployment.owner,
         message=f"Deployment {deployment.name} was {detail}. Scale it back from its page when it is needed.",
         link=deployment.get_absolute_url(),

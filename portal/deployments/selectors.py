@@ -20,7 +20,9 @@ from portal.core.errors import ValidationFailed
 from portal.core.selectors import one_visible
 from portal.deployments.models import Serving
 from portal.fleet.models import Allocation, GpuType
-from portal.fleet.selectors import price_per_hour
+from portal.fleet.placement import FleetState, NoFit
+from portal.fleet.selectors import gpu_snapshot, price_per_hour
+from portal.fleet.services import placement_request
 from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
 from portal.workloads.policy import (
@@ -31,6 +33,7 @@ from portal.workloads.policy import (
     share_hourly_cost,
     within_max_lifetime,
 )
+from portal.workloads.queue_wait import QueueWait
 from portal.workloads.selectors import common_row_fields, in_scope, placement_label, workloads_visible_to
 
 # States in which the endpoint answers: running, or provisioning while it scales.
@@ -203,6 +206,7 @@ class DeploymentRow:
     endpoint: str | None
     example: str | None
     actions: list[str] = field(default_factory=list)  # what can be done to it now
+    estimated_wait: QueueWait | None = None  # while queued
 
     @property
     def ready_replicas(self) -> int:
@@ -301,6 +305,7 @@ class DeployEstimate(PolicyEstimate):
     fit: Fit
     replicas: int
     lifetime_hours: Decimal
+    capacity_free_now: bool = False
 
     @property
     def fit_what(self) -> str:
@@ -349,4 +354,19 @@ def deploy_estimate(
         fits_quota=decision.fits_quota,
         auto_approved=decision.auto_approved,
         why_needed=decision.why_needed,
+        capacity_free_now=replicas_fit_now(gpu_type=gpu_type, fit=fit, replicas=replicas),
     )
+
+
+def replicas_fit_now(*, gpu_type: GpuType, fit: Fit, replicas: int) -> bool:
+    """Whether every replica would be placed at once, as the placement does it: each on the
+    fleet that the ones before it leave (all or none)."""
+    request = placement_request(gpu_type=gpu_type, count=fit.gpus, mig_profile=fit.mig_profile or "")
+    shape = getattr(request, "profile", None)
+    state = FleetState(gpu_snapshot(gpu_type=gpu_type))
+    for _replica in range(replicas):
+        decision = state.place(request)
+        if isinstance(decision, NoFit):
+            return False
+        state.apply(decision, shape)
+    return True

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -19,6 +20,7 @@ from portal.catalog.selectors import entry_sizing, fleet_offers, sizing_request
 from portal.catalog.sizing import Fit, Sizing, cache_gb
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.jobs import enqueue
+from portal.core.serializers import flat_errors
 from portal.core.text import counted
 from portal.deployments.models import Serving
 from portal.fleet.models import Allocation, GpuType
@@ -27,6 +29,7 @@ from portal.fleet.selectors import gpu_snapshot
 from portal.fleet.services import allocation_record, mig_layouts_free, placement_request
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
 from portal.workloads.policy import fraction_to_decimal, replica_share, scale_verdict
+from portal.workloads.presets import register_preset_check
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
     DRAIN_TASK,
@@ -35,6 +38,7 @@ from portal.workloads.services import (
     GpuAsk,
     Lifetime,
     WorkloadAsk,
+    common_body,
     move,
     tell_deciders,
     workload_request,
@@ -97,6 +101,7 @@ def deployment_request(
     replicas: int = 1,
     ttl_hours: Decimal | float | None = None,
     expires_at: datetime | None = None,
+    start_at: datetime | None = None,
     dtype: str | None = None,
     context: int | None = None,
     concurrency: int | None = None,
@@ -151,10 +156,27 @@ def deployment_request(
         purpose=purpose,
         project=project,
         replicas=replicas,
+        start_at=start_at,
         # The cache the checkpoint downloads into: in its own dtype or the one served, the larger.
         storage_gb=cache_gb(entry.shape(), (request.precision, choice.default_dtype)),
     )
     return workload_request(user=user, ask=ask, now=now, before_placing=add_serving)
+
+
+def deployment_request_body(*, user: User, deployment_id: int) -> dict[str, Any]:
+    """The body of `POST /api/v1/deployments` that asks for this deployment again (any state),
+    named `<name>-2`: same team, model, precision, context, concurrency, GPU, replicas, lifetime
+    and project. A deployment scaled to zero by idle reclaim asks for the replicas it had."""
+    workload = workload_get_for(user=user, workload_id=deployment_id, kind=WorkloadKind.DEPLOYMENT)
+    serving = Serving.objects.select_related("model").get(workload=workload)
+    return {
+        **common_body(workload),
+        "model": serving.model.slug,
+        "dtype": serving.precision,
+        "context": serving.context,
+        "concurrency": serving.concurrency,
+        "replicas": max(1, workload.idle_parked_replicas or workload.replicas),
+    }
 
 
 @transaction.atomic
@@ -310,3 +332,27 @@ def deployment_release_scaled_away(*, deployment_id: int, now: datetime) -> int:
     mig_layouts_free(gpu_ids=gpu_ids)  # hands any freed MIG layout to the nodes' MIG job
     enqueue(DRAIN_TASK)
     return released
+
+
+def deployment_body_check(user: User, body: dict[str, Any]) -> dict[str, Any]:
+    """A deployment preset's body checked as far as a request can be without placing it: its
+    shape, the team (one of the user's), the catalog model, the GPU type; without a start time."""
+    from portal.deployments.serializers import DeploymentRequestSerializer
+
+    serializer = DeploymentRequestSerializer(data={"name": "", **body})
+    if not serializer.is_valid():
+        errors = flat_errors(serializer.errors)
+        field, problems = next(iter(errors.items()), ("body", ["is not valid"]))
+        raise ValidationFailed(f"{field}: {problems[0]}", fields=errors)
+    kwargs = serializer.service_kwargs()
+    if not user.memberships.filter(team__slug=kwargs["team"]).exists():
+        message = f"You are not a member of a team called {kwargs['team']!r}."
+        raise ValidationFailed(message, fields={"team": [message]})
+    _entry(kwargs["model"])
+    if kwargs["gpu_type"] and not GpuType.objects.filter(slug=kwargs["gpu_type"]).exists():
+        message = f"Unknown GPU type {kwargs['gpu_type']!r}."
+        raise ValidationFailed(message, fields={"gpu.type": [message]})
+    return {key: body[key] for key in serializer.fields if key in body and key != "start_at"}
+
+
+register_preset_check(WorkloadKind.DEPLOYMENT, deployment_body_check)

@@ -17,7 +17,7 @@ from portal.core.errors import DomainError, NotFound
 from portal.core.text import counted
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import form_refused, run_service
-from portal.deployments.forms import SIZING_FIELDS, DeployForm, ScaleForm
+from portal.deployments.forms import SIZING_FIELDS, DeployForm, ScaleForm, body_from_form, initial_from_body
 from portal.deployments.idle import deployment_scale_back
 from portal.deployments.selectors import (
     chosen_fit,
@@ -26,28 +26,51 @@ from portal.deployments.selectors import (
     deployment_row_for,
     deployment_rows,
 )
-from portal.deployments.services import deployment_request, deployment_scale
+from portal.deployments.services import deployment_request, deployment_request_body, deployment_scale
 from portal.deployments.serving_stats import deployment_serving_now, runtime_label, serving_lines
 from portal.workloads.forms import ExtendForm
+from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
+from portal.workloads.models import WorkloadKind
+from portal.workloads.presets import preset_save, presets_for
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import workload_keep
-from portal.workloads.views import actions_changed, workload_list_context
+from portal.workloads.views import actions_changed, form_prefill, workload_list_context
 
 
 @login_required
 @require_GET
 def deployments(request: HttpRequest) -> HttpResponse:
-    """My deployments (or the team's, for leads and admins), refreshed while one is live."""
+    """My deployments (or the team's, for leads and admins), refreshed while one is live. The
+    table polls with its version: a poll when nothing changed is a 204 (portal.workloads.live)."""
+    version = events_version(request.user)
+    if wants_fragment(request) and unchanged(request, version):
+        return nothing_changed()
     context = workload_list_context(request, listed=dashboard_deployments, rows=deployment_rows)
+    context["live_version"] = version
     return page(
         request, "deployments/list.html", context, fragment="deployments/partials/deployment_table.html"
     )
 
 
+def _prefill(request: HttpRequest) -> tuple[dict | None, str, str]:
+    return form_prefill(
+        request,
+        kind=WorkloadKind.DEPLOYMENT,
+        request_body=lambda pk: deployment_request_body(user=request.user, deployment_id=pk),
+        initial_from_body=initial_from_body,
+    )
+
+
 def _deploy_form(
-    request: HttpRequest, data: QueryDict | None = None, *, entries: list[CatalogModel] | None = None
+    request: HttpRequest,
+    data: QueryDict | None = None,
+    *,
+    entries: list[CatalogModel] | None = None,
+    prefill: dict | None = None,
 ) -> DeployForm:
     initial = {"model": request.GET.get("model")} if data is None and request.GET.get("model") else None
+    if prefill:
+        initial = prefill
     return DeployForm(
         data,
         initial=initial,
@@ -80,10 +103,26 @@ def _sizing(form: DeployForm) -> Sizing | None:
 @require_http_methods(["GET", "POST"])
 def deployment_new(request: HttpRequest) -> HttpResponse:
     """The deploy form (`?model=<slug>` preselects a model); a valid request goes to its page."""
+    prefilled_from = preset_problem = ""
     if request.method == "POST":
         form = _deploy_form(request, request.POST)
+        if request.POST.get("save_preset"):
+            form.fields["name"].required = False  # each request names itself
         sizing = _sizing(form)
-        if form.is_valid():
+        if form.is_valid() and request.POST.get("save_preset"):
+            preset = run_service(
+                request,
+                lambda: preset_save(
+                    user=request.user,
+                    kind=WorkloadKind.DEPLOYMENT,
+                    name=request.POST.get("preset_name", ""),
+                    team=form.cleaned_data["team"] if request.POST.get("preset_team") else None,
+                    body=body_from_form(form),
+                ),
+            )
+            if preset is not None:
+                messages.success(request, f"Saved preset {preset.name} ({preset.scope}).")
+        elif form.is_valid():
             try:
                 workload = deployment_request(user=request.user, **form.service_kwargs())
             except DomainError as error:
@@ -91,10 +130,18 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
             else:
                 return redirect("deployment-detail", pk=workload.pk)
     else:
-        form = _deploy_form(request)
+        initial, prefilled_from, preset_problem = _prefill(request)
+        form = _deploy_form(request, prefill=initial)
         sizing = _sizing(form)
     form.set_gpu_choices(sizing)
-    return page(request, "deployments/new.html", {"form": form, "sizing": sizing})
+    context = {
+        "form": form,
+        "sizing": sizing,
+        "prefilled_from": prefilled_from,
+        "preset_problem": preset_problem,
+        "presets": presets_for(user=request.user, kind=WorkloadKind.DEPLOYMENT),
+    }
+    return page(request, "deployments/new.html", context)
 
 
 @login_required
@@ -154,13 +201,19 @@ def deployment_estimate_panel(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def deployment_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """One deployment: progress, endpoint and example, replica health and placement, cost."""
+    """One deployment: progress, endpoint and example, replica health and placement, cost. A
+    poll when nothing changed is a 204, except while it serves (its figures move every poll)."""
+    version = workload_version(request.user, workload_id=pk, kind=WorkloadKind.DEPLOYMENT)
+    if wants_fragment(request) and unchanged(request, version):
+        return nothing_changed()
     try:
         row = deployment_row_for(user=request.user, deployment_id=pk)
     except NotFound as error:
         raise Http404(error.message) from error
     workload = row.deployment
     context = {
+        "live_version": version,
+        "audit_trail": workload_audit_trail(workload),
         "row": row,
         "deployment": workload,
         "steps": progress_steps(workload, row.approval),
@@ -172,8 +225,6 @@ def deployment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         label = runtime_label(row.serving.runtime)
         serving_now = deployment_serving_now(workload, now=timezone.now())
         context.update(runtime_label=label, serving_lines=serving_lines(serving_now, runtime=label))
-    if not wants_fragment(request):
-        context["audit_trail"] = workload_audit_trail(workload)
     return page(request, "deployments/detail.html", context, fragment="deployments/partials/detail_live.html")
 
 

@@ -153,7 +153,11 @@ def _tell_admins(cluster: Cluster, new: list[ClusterOrphan]) -> None:
     )
     for admin in User.objects.filter(Q(is_superuser=True) | Q(is_staff=True), is_active=True):
         notify(
-            user=admin, message=message, link="/fleet/#orphans", email_subject="Unknown objects on a cluster"
+            kind="fleet",
+            user=admin,
+            message=message,
+            link="/fleet/#orphans",
+            email_subject="Unknown objects on a cluster",
         )
 
 

@@ -193,7 +193,7 @@ def _observe_health(gpu: Gpu, item: dict) -> None:
     gpu.health, gpu.health_detail = health, detail
     audit_record(actor=None, action=f"gpu.{health}", obj=gpu, detail=detail)
     for admin in User.objects.filter(Q(is_superuser=True) | Q(is_staff=True), is_active=True):
-        notify(user=admin, message=f"GPU {gpu} on {gpu.node.name}: {detail}", link="/fleet/")
+        notify(kind="fleet", user=admin, message=f"GPU {gpu} on {gpu.node.name}: {detail}", link="/fleet/")
 
 
 def gpu_health_clear(*, user: User, gpu_ids: list[int]) -> int:

@@ -333,4 +333,6 @@ def _record(node: Node, plan: _Plan, now: datetime) -> None:
             if admins is None:
                 admins = list(User.objects.filter(Q(is_superuser=True) | Q(is_staff=True), is_active=True))
             for admin in admins:
-                notify(user=admin, message=f"GPU {gpu} on {node.name}: {mismatch}", link="/fleet/")
+                notify(
+                    kind="fleet", user=admin, message=f"GPU {gpu} on {node.name}: {mismatch}", link="/fleet/"
+                )

@@ -35,6 +35,7 @@ from portal.sandboxes.services import (
     sandbox_insight_request,
     sandbox_kube_access_request,
     sandbox_request,
+    sandbox_request_body,
     sandbox_restart,
     sandbox_share,
 )
@@ -95,6 +96,17 @@ class SandboxEstimateView(generics.GenericAPIView):
         fields = SandboxRequestSerializer(data=request.data).service_kwargs()
         estimate = sandbox_estimate(user=request.user, **fields)
         return Response(EstimateSerializer(estimate).data)
+
+
+class SandboxRequestBodyView(generics.GenericAPIView):
+    """Request again: this sandbox's settings (any state) as a body `POST /api/v1/sandboxes`
+    accepts, named `<name>-2`; change what you like and post it."""
+
+    serializer_class = SandboxRequestSerializer
+
+    @extend_schema(responses={200: SandboxRequestSerializer})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(sandbox_request_body(user=request.user, sandbox_id=pk))
 
 
 class SandboxDetailView(_Sandbox, WorkloadDetailView):

@@ -7,6 +7,11 @@ urlpatterns = [
     path("home", api.HomeView.as_view(), name="api-home"),
     path("sandboxes/estimate", api.SandboxEstimateView.as_view(), name="api-sandbox-estimate"),
     path("sandboxes/<int:pk>", api.SandboxDetailView.as_view(), name="api-sandbox"),
+    path(
+        "sandboxes/<int:pk>/request-body",
+        api.SandboxRequestBodyView.as_view(),
+        name="api-sandbox-request-body",
+    ),
     path("sandboxes/<int:pk>/extend", api.SandboxExtendView.as_view(), name="api-sandbox-extend"),
     path("sandboxes/<int:pk>/withdraw", api.SandboxWithdrawView.as_view(), name="api-sandbox-withdraw"),
     path(

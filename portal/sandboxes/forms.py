@@ -26,6 +26,7 @@ SERVICE_FIELDS = {
     "gpu.mig_profile": "mig_profile",
     "ttl_hours": "ttl_hours",
     "expires_at": "expires_at",
+    "start_at": "start_at",
     "cpu": "cpu",
     "memory_gb": "memory_gb",
     "storage_gb": "storage_gb",
@@ -62,6 +63,13 @@ class SandboxRequestForm(ServiceForm):
     expires_at = forms.DateTimeField(
         label="Expires at (UTC)",
         required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+    start_at = forms.DateTimeField(
+        label="Start at (UTC, optional)",
+        required=False,
+        help_text="Start later: 5 minutes to 30 days ahead. The quota is held from now; the lifetime "
+        "counts from the start.",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
     purpose = forms.CharField(
@@ -166,7 +174,60 @@ class SandboxRequestForm(ServiceForm):
             kwargs["expires_at"] = data.get("expires_at")
         else:
             kwargs["ttl_hours"] = data.get("ttl_hours")
+        kwargs["start_at"] = data.get("start_at")
         return kwargs
+
+
+def initial_from_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The request form's initial values for a request body as the API takes it (request again,
+    a preset): whole GPUs or a slice, the lifetime in hours."""
+    gpu = body.get("gpu") or {}
+    mig = bool(gpu.get("mig_profile"))
+    initial: dict[str, Any] = {
+        "team": body.get("team"),
+        "name": body.get("name") or "",
+        "image": body.get("image") or "",
+        "gpu_type": gpu.get("type"),
+        "gpu_mode": "mig" if mig else "whole",
+        "count": None if mig else gpu.get("count") or 1,
+        "mig_profile": gpu.get("mig_profile") or "",
+        "lifetime_mode": "hours",
+        "ttl_hours": body.get("ttl_hours"),
+        "cpu": body.get("cpu"),
+        "memory_gb": body.get("memory_gb"),
+        "storage_gb": body.get("storage_gb"),
+        "datasets": list(body.get("datasets") or []),
+        "purpose": body.get("purpose") or "",
+        "project": body.get("project") or "",
+    }
+    return {key: value for key, value in initial.items() if value not in (None, "")}
+
+
+def body_from_form(form: SandboxRequestForm) -> dict[str, Any]:
+    """The form's cleaned values as a request body (for a preset): numbers as JSON takes them; a
+    lifetime given as an end time is kept as its hours."""
+    kwargs = form.service_kwargs()
+    gpu: dict[str, Any] = {"type": kwargs["gpu_type"]}
+    if kwargs.get("mig_profile"):
+        gpu["mig_profile"] = kwargs["mig_profile"]
+    else:
+        gpu["count"] = kwargs.get("count") or 1
+    hours = kwargs.get("ttl_hours")
+    if hours is None and kwargs.get("expires_at") is not None:
+        seconds = (kwargs["expires_at"] - (kwargs.get("start_at") or timezone.now())).total_seconds()
+        hours = (Decimal(seconds) / Decimal(3600)).quantize(Decimal("0.01"))
+    body: dict[str, Any] = {
+        "team": kwargs["team"],
+        "gpu": gpu,
+        "ttl_hours": str(hours) if hours is not None else None,
+        "purpose": kwargs["purpose"],
+        "project": kwargs["project"],
+        "datasets": kwargs["datasets"],
+    }
+    for key in ("image", "cpu", "memory_gb", "storage_gb"):
+        if kwargs.get(key) not in (None, ""):
+            body[key] = kwargs[key]
+    return body
 
 
 class HomeResizeForm(forms.Form):

@@ -27,6 +27,7 @@ from portal.workloads.models import (
     WorkloadKind,
     WorkloadState,
 )
+from portal.workloads.queue_wait import QueueWait
 from portal.workloads.selectors import (
     common_row_fields,
     in_scope,
@@ -50,6 +51,7 @@ class SandboxRow:
     queue_position: int | None
     approval: Approval | None
     actions: list[str] = field(default_factory=list)  # what can be done to it now
+    estimated_wait: QueueWait | None = None  # while queued
 
     @property
     def placement_label(self) -> str:

@@ -110,6 +110,9 @@ class EstimateSerializer(serializers.Serializer):
     auto_approved = StrictBooleanField()
     why_needed = StrictCharField()
     capacity_free_now = StrictBooleanField()
+    starts_at = serializers.DateTimeField(
+        allow_null=True, help_text="A scheduled start; the quota is held from the request until it ends."
+    )
 
 
 class SharingSerializer(serializers.Serializer):

@@ -21,6 +21,7 @@ from portal.fleet.telemetry import workload_utilization
 from portal.spend.workload_cost import workload_cost_series
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.models import Workload
+from portal.workloads.queue_wait import estimated_waits
 from portal.workloads.selectors import queue_positions, user_standing, workload_detail_for
 from portal.workloads.serializers import ExtendSerializer, MeSerializer, WorkloadSerializer
 from portal.workloads.services import (
@@ -39,7 +40,11 @@ def workload_response(
     status_code: int = status.HTTP_200_OK,
 ) -> Response:
     """One sandbox or deployment as the API shows it, with its place in the queue."""
-    context = {"request": request, "queue_positions": queue_positions([workload])}
+    context = {
+        "request": request,
+        "queue_positions": queue_positions([workload]),
+        "queue_waits": estimated_waits([workload]),
+    }
     return Response(serializer_class(workload, context=context).data, status=status_code)
 
 
@@ -105,7 +110,11 @@ class WorkloadListView(WorkloadApi, generics.ListAPIView):
 
     def list(self, request: Request, *args: object, **kwargs: object) -> Response:
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        context = {"request": request, "queue_positions": queue_positions(page)}
+        context = {
+            "request": request,
+            "queue_positions": queue_positions(page),
+            "queue_waits": estimated_waits(page),
+        }
         serializer = self.get_serializer_class()(page, many=True, context=context)
         return self.get_paginated_response(serializer.data)
 

@@ -147,6 +147,9 @@ class Workload(models.Model):
     # for the reconciler meanwhile, but it still serves, so it shows as running.
     scaling_from = models.PositiveSmallIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # A scheduled start: it waits in the queue (its quota held from the request) and is not placed
+    # before this time; its lifetime counts from when it starts running, as for any other.
+    start_at = models.DateTimeField(null=True, blank=True)
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # Running, but not well (crashing, OOM-killed, evicted, its objects gone): since when. Cleared
@@ -339,3 +342,57 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} approval #{self.pk} ({self.state})"
+
+
+class Preset(models.Model):
+    """A saved request form: a user's own, or a team's (saved by one of its leads). `body` is a
+    request body as the API takes it, checked by the same serializer on save and on use."""
+
+    kind = models.CharField(max_length=20, choices=WorkloadKind.choices)
+    name = models.CharField(max_length=60)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="presets",
+        help_text="Set for a personal preset.",
+    )
+    team = models.ForeignKey(
+        "accounts.Team",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="presets",
+        help_text="Set for a team-wide preset.",
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    body = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "name", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(owner__isnull=False) & Q(team__isnull=True))
+                | (Q(owner__isnull=True) & Q(team__isnull=False)),
+                name="preset_owner_xor_team",
+            ),
+            models.UniqueConstraint(
+                fields=["owner", "kind", "name"],
+                condition=Q(owner__isnull=False),
+                name="preset_unique_per_user",
+            ),
+            models.UniqueConstraint(
+                fields=["team", "kind", "name"],
+                condition=Q(team__isnull=False),
+                name="preset_unique_per_team",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} preset {self.name}"
+
+    @property
+    def scope(self) -> str:
+        return f"team {self.team.slug}" if self.team_id else "personal"

@@ -21,6 +21,7 @@ from portal.fleet.models import Allocation
 from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
 from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadState
 from portal.workloads.policy import budget_left, quota_left
+from portal.workloads.queue_wait import estimated_waits
 
 
 def workloads_visible_to(user: User, *, kind: str) -> QuerySet[Workload]:
@@ -125,8 +126,12 @@ def queue_positions(workloads: list[Workload]) -> dict[int, int]:
     queued_types = {s.gpu_type_id for s in workloads if s.state == WorkloadState.QUEUED}
     if not queued_types:
         return {}
-    order = Workload.objects.filter(state=WorkloadState.QUEUED, gpu_type_id__in=queued_types).order_by(
-        "-priority", "queued_at", "pk"
+    # Scheduled ones join the queue at their start.
+    now = timezone.now()
+    order = (
+        Workload.objects.filter(state=WorkloadState.QUEUED, gpu_type_id__in=queued_types)
+        .exclude(start_at__gt=now)
+        .order_by("-priority", "queued_at", "pk")
     )
     counters: dict[int, int] = {}
     positions: dict[int, int] = {}
@@ -150,15 +155,17 @@ def in_scope(visible: QuerySet[Workload], *, user: User, scope: str) -> QuerySet
 
 def common_row_fields(workloads: list[Workload], *, now: datetime | None = None) -> list[dict[str, Any]]:
     """The row fields every workload has, in the order given, as keyword arguments: cost so far,
-    price per hour, queue place (one query for them all), latest approval, and the actions that
+    price per hour, queue place (one query for them all) and estimated wait (four), latest approval, and the actions that
     can succeed now."""
     now = now or timezone.now()
     positions = queue_positions(workloads)
+    waits = estimated_waits(workloads, now=now)
     return [
         {
             "cost_so_far": workload_cost_so_far(workload, now=now),
             "hourly_cost": workload_hourly_cost(workload),
             "queue_position": positions.get(workload.pk),
+            "estimated_wait": waits.get(workload.pk),
             "approval": workload_latest_approval(workload),
             "actions": workload_allowed_actions(workload, now=now),
         }

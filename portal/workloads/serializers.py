@@ -79,6 +79,7 @@ WORKLOAD_STATUS_FIELDS = [
     "allowed_actions",
     "lifetime_hours",
     "expires_at",
+    "start_at",
     "created_at",
     "started_at",
     "degraded_since",
@@ -94,6 +95,8 @@ WORKLOAD_COST_FIELDS = [
     "hourly_cost",
     "message",
     "queue_position",
+    "estimated_wait_seconds",
+    "estimated_start_at",
     "purpose",
     "project",
     "placement_reason",
@@ -127,6 +130,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
         help_text="When it ends: null until it starts running (then started_at + lifetime_hours), "
         "unless the request named its end.",
     )
+    start_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="A scheduled start: it waits `queued` (its quota held) and is not placed before then.",
+    )
     gpu = serializers.SerializerMethodField()
     approval = serializers.SerializerMethodField()
     placement = serializers.SerializerMethodField()
@@ -134,6 +142,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
     cost_so_far = serializers.SerializerMethodField()
     hourly_cost = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField()
+    estimated_wait_seconds = serializers.SerializerMethodField()
+    estimated_start_at = serializers.SerializerMethodField()
 
     @extend_schema_field(StrictIntegerField(allow_null=True))
     def get_scaling_from(self, workload: Workload) -> int | None:
@@ -175,6 +185,21 @@ class WorkloadSerializer(serializers.ModelSerializer):
     def get_queue_position(self, workload: Workload) -> int | None:
         return self.context.get("queue_positions", {}).get(workload.pk)
 
+    @extend_schema_field(StrictIntegerField(allow_null=True))
+    def get_estimated_wait_seconds(self, workload: Workload) -> int | None:
+        """While queued: about how long until it is placed, from the queue ahead of it and the
+        expiries of what holds its GPUs; null when not queued or when nothing scheduled frees room."""
+        wait = self.context.get("queue_waits", {}).get(workload.pk)
+        return None if wait is None else wait.seconds
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_start_at(self, workload: Workload) -> str | None:
+        """While queued: when it is likely to be placed (now + estimated_wait_seconds), or null."""
+        wait = self.context.get("queue_waits", {}).get(workload.pk)
+        if wait is None or wait.start_at is None:
+            return None
+        return serializers.DateTimeField().to_representation(wait.start_at)
+
 
 class GpuRequestSerializer(serializers.Serializer):
     """`{"type", "count"}` for whole GPUs or `{"type", "mig_profile"}` for one MIG slice."""
@@ -205,6 +230,12 @@ class WorkloadRequestSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(
         required=False, allow_null=True, help_text="Or: when it ends, at least a minute ahead."
     )
+    start_at = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="Start later: not placed before this time (5 minutes to 30 days ahead). Its quota "
+        "is held from the request; the lifetime counts from when it starts running.",
+    )
     purpose = StrictCharField(required=False, allow_blank=True, max_length=300, default="")
     project = StrictCharField(
         required=False, allow_blank=True, max_length=PROJECT_MAX_LENGTH, default="", help_text=PROJECT_HELP
@@ -217,6 +248,7 @@ class WorkloadRequestSerializer(serializers.Serializer):
             "name": data["name"],
             "ttl_hours": data.get("ttl_hours"),
             "expires_at": data.get("expires_at"),
+            "start_at": data.get("start_at"),
             "purpose": data.get("purpose") or "",
             "project": data.get("project") or "",
         }
@@ -276,3 +308,30 @@ class MeSerializer(serializers.Serializer):
     @extend_schema_field(TeamStandingSerializer(many=True))
     def get_teams(self, user: Any) -> list[dict[str, Any]]:
         return TeamStandingSerializer(self.context["standings"], many=True).data
+
+
+class PresetSerializer(serializers.Serializer):
+    """A saved request form: `team` is null for a personal one."""
+
+    id = StrictIntegerField()
+    kind = StrictCharField()
+    name = StrictCharField()
+    team = StrictCharField(source="team.slug", allow_null=True, default=None)
+    created_by = StrictCharField(source="created_by.username")
+    created_at = serializers.DateTimeField()
+    body = serializers.JSONField(help_text="A request body of its kind, without a name or start time.")
+
+
+class PresetCreateSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["sandbox", "deployment"])
+    name = StrictCharField(max_length=60)
+    team = StrictCharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=50,
+        help_text="Team-wide (its leads only).",
+    )
+    body = serializers.JSONField(
+        help_text="What `POST /api/v1/sandboxes` (or deployments) takes; a name is not kept."
+    )

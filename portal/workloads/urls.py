@@ -2,6 +2,7 @@
 
 from django.urls import URLPattern, path
 
+from portal.workloads.preset_views import preset_delete_posted, presets_page
 from portal.workloads.views import (
     action_view,
     extend_posted,
@@ -24,3 +25,9 @@ def action_urls(kind: str, prefix: str) -> list[URLPattern]:
             name=f"{kind}-extension-withdraw",
         ),
     ]
+
+
+urlpatterns = [
+    path("presets/", presets_page, name="presets"),
+    path("presets/<int:pk>/delete/", preset_delete_posted, name="preset-delete"),
+]

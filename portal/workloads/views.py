@@ -9,16 +9,18 @@ from typing import Any
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from portal.accounts.selectors import lead_team_ids
+from portal.core.errors import DomainError, NotFound
 from portal.core.views import login_required, wants_fragment
 from portal.core.web import form_refused, run_service
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
 from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.presets import preset_body_for_use, preset_get_for
 from portal.workloads.selectors import (
     any_live,
     pending_extension,
@@ -131,3 +133,33 @@ def action_view(kind: str, act: Callable[..., None]) -> Callable[..., HttpRespon
         return redirect(f"{kind}-detail", pk=pk)
 
     return view
+
+
+def form_prefill(
+    request: HttpRequest,
+    *,
+    kind: str,
+    request_body: Callable[[int], dict],
+    initial_from_body: Callable[[dict], dict],
+) -> tuple[dict | None, str, str]:
+    """A request form's starting values, a line saying where they come from, and what no longer
+    fits in them: `?again=<id>` (another workload's settings, from `request_body(id)`) or
+    `?preset=<id>` (a saved preset of `kind`); none by default. An id one may not see is a 404."""
+    again, preset = request.GET.get("again"), request.GET.get("preset")
+    try:
+        if again:
+            body = request_body(int(again))
+            return initial_from_body(body), f"The settings of {kind} #{int(again)}; change what you like.", ""
+        if preset:
+            chosen = preset_get_for(user=request.user, preset_id=int(preset), kind=kind)
+            source = f"Preset {chosen.name} ({chosen.scope})."
+            try:
+                preset_body_for_use(user=request.user, preset=chosen)
+            except DomainError as error:
+                return initial_from_body(chosen.body), source, error.message
+            return initial_from_body(chosen.body), source, ""
+    except ValueError as error:
+        raise Http404(f"No such {kind} or preset.") from error
+    except NotFound as error:
+        raise Http404(error.message) from error
+    return None, "", ""

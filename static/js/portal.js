@@ -71,6 +71,39 @@
   tickCountdowns();
   setInterval(tickCountdowns, 1000);
 
+  // The main menu on phones: [data-nav] gets "nav-collapsible" (the stylesheet folds its links
+  // away on narrow screens) and its toggle button shows; the button opens and closes the links and
+  // says so in aria-expanded. Without this script the links stay in view.
+  document.querySelectorAll("[data-nav]").forEach(function (header) {
+    const toggle = header.querySelector(".nav-toggle");
+    if (!toggle) return;
+    header.classList.add("nav-collapsible");
+    toggle.hidden = false;
+    toggle.addEventListener("click", function () {
+      const open = toggle.getAttribute("aria-expanded") !== "true";
+      toggle.setAttribute("aria-expanded", String(open));
+      header.classList.toggle("nav-open", open);
+    });
+  });
+
+  // Live regions ([data-live], polled by htmx): skip a poll while the tab is hidden, and while
+  // someone types in the region (a swap would throw their text away); the next poll catches up.
+  // htmx's own trigger filters (every 5s[...]) are evaluated code, which the CSP refuses.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const region = event.detail && event.detail.elt;
+    if (!(region instanceof Element) || !region.hasAttribute("data-live")) return;
+    if (document.visibilityState === "hidden") {
+      event.preventDefault();
+      return;
+    }
+    const active = document.activeElement;
+    const typing = active && region.contains(active) && active.matches("input, textarea, select");
+    const typed = Array.prototype.some.call(region.querySelectorAll("input[type=text], textarea"), function (field) {
+      return field.value !== field.defaultValue;
+    });
+    if (typing || typed) event.preventDefault();
+  });
+
   // Close the user menu when clicking elsewhere.
   document.addEventListener("click", function (event) {
     document.querySelectorAll("details.user-menu[open]").forEach(function (menu) {

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from portal.accounts.models import ApiToken, Membership
+from portal.accounts.action_links import action_token_make
+from portal.accounts.models import ApiToken, Membership, Notification
 from portal.accounts.services import token_create
-from portal.workloads.models import Approval
+from portal.workloads.models import Approval, Preset, WorkloadKind
 from tests.factories import MembershipFactory, UserFactory
 from tests.rows import make_deployment, make_sandbox
 
@@ -29,6 +30,8 @@ OBJECT_KINDS = {
     "teams": "team",
     "fleet": "node",
     "catalog": "catalog",
+    "notifications": "notification",
+    "presets": "preset",
 }
 ROLES = ("researcher_of_another_team", "lead_of_another_team", "anonymous")
 
@@ -78,6 +81,12 @@ def team_objects(*, researcher, team, gpus, fleet) -> dict[str, object]:
         workload=sandbox, team=team, kind=Approval.Kind.CREATE, requested_by=researcher
     )
     token, _ = token_create(user=researcher, name="laptop", scope=ApiToken.Scope.WORKLOADS)
+    notification = Notification.objects.create(user=researcher, message="Sandbox box is running.")
+    preset = Preset.objects.create(
+        kind=WorkloadKind.SANDBOX, name="one slice", owner=researcher, created_by=researcher, body={}
+    )
+    # A signed approve link made out to the approval's requester: a valid link in the wrong hands.
+    EXAMPLES["token"] = action_token_make(approval_id=approval.pk, lead_id=researcher.pk, action="approve")
     return {
         "token": token.pk,
         "sandbox": sandbox.pk,
@@ -86,6 +95,8 @@ def team_objects(*, researcher, team, gpus, fleet) -> dict[str, object]:
         "team": team.slug,
         "node": fleet["whole"].pk,
         "catalog": deployment.serving.model.slug,
+        "notification": notification.pk,
+        "preset": preset.pk,
     }
 
 

@@ -47,7 +47,7 @@ def test_llama_8b_on_one_h100_runs_with_an_endpoint_and_a_working_example(run_jo
     assert body["gpu"] == {"type": "h100-80gb", "count": 1, "mig_profile": None, "label": "1x h100-80gb"}
     assert body["replicas"] == 1 and body["ready_replicas"] == 1
     assert body["runtime"] == "vllm" and body["api"] == "openai" and body["precision"] == "bf16"
-    assert body["endpoint"].startswith("https://sbx-vision-llama8b-")
+    assert body["endpoint"].startswith("https://dep-vision-llama8b-")
     assert body["access"] == body["endpoint"]
     assert body["example"].startswith(f"curl -s {body['endpoint']}/v1/chat/completions")
     assert '"model": "meta-llama/Llama-3.1-8B-Instruct"' in body["example"]

@@ -36,7 +36,7 @@ def test_deploy_defaults_to_the_cheapest_fit_and_runs_with_an_endpoint(run_jobs,
     assert workload.kind == "deployment"
     assert workload.state == S.RUNNING
     assert workload.mig_profile == "3g.40gb"  # 27.76 GB fits a 3g.40gb slice, the cheapest fit
-    assert workload.access.startswith("https://sbx-vision-llama8b-")
+    assert workload.access.startswith("https://dep-vision-llama8b-")
     serving = Serving.objects.get(workload=workload)
     assert serving.command[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
     assert serving.ready_replicas == 1

@@ -192,6 +192,7 @@ def test_the_estimate_prices_a_request_without_creating_it(fleet, alice, big_bod
         "auto_approved": False,
         "why_needed": "Needs a lead's approval: more than 1 whole GPU and longer than 24 hours.",
         "capacity_free_now": True,
+        "starts_at": None,
     }
     assert not Workload.objects.exists()
 

@@ -1,6 +1,7 @@
 """Sandbox services: requests and what their owners do with a running sandbox (share, restart,
 events and log, kubectl), and their persistent homes. Other apps import from here."""
 
+from portal.sandboxes.services.again import sandbox_request_body
 from portal.sandboxes.services.home import (
     HOME_DELETE_TASK,
     HomeClaim,
@@ -49,6 +50,7 @@ __all__ = [
     "sandbox_kube_access_request",
     "sandbox_kube_access_revoke",
     "sandbox_request",
+    "sandbox_request_body",
     "sandbox_restart",
     "sandbox_share",
 ]

@@ -41,6 +41,7 @@ class _SandboxAsk(TypedDict):
     mig_profile: NotRequired[str | None]
     ttl_hours: NotRequired[Decimal | float | None]
     expires_at: NotRequired[datetime | None]
+    start_at: NotRequired[datetime | None]
     image: NotRequired[str | None]
     cpu: NotRequired[int | None]
     memory_gb: NotRequired[int | None]

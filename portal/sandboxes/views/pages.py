@@ -16,7 +16,7 @@ from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
 from portal.fleet.selectors import share_rule_text
-from portal.sandboxes.forms import SandboxRequestForm
+from portal.sandboxes.forms import SandboxRequestForm, body_from_form, initial_from_body
 from portal.sandboxes.selectors import (
     dashboard_sandboxes,
     kube_access_of,
@@ -35,21 +35,29 @@ from portal.sandboxes.services import (
     sandbox_insight_request,
     sandbox_kube_access_request,
     sandbox_request,
+    sandbox_request_body,
     sandbox_restart,
     sandbox_share,
 )
 from portal.workloads.forms import ExtendForm
-from portal.workloads.models import WorkloadState
+from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
+from portal.workloads.models import WorkloadKind, WorkloadState
+from portal.workloads.presets import preset_save, presets_for
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import sandbox_keep
-from portal.workloads.views import actions_changed, workload_list_context
+from portal.workloads.views import actions_changed, form_prefill, workload_list_context
 
 
 @login_required
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
-    """My sandboxes (or the team's, for leads and admins), and my notifications."""
+    """My sandboxes (or the team's, for leads and admins), and my notifications. The table polls
+    with its version: a poll when nothing changed is a 204 (portal.workloads.live)."""
+    version = events_version(request.user)
+    if wants_fragment(request) and unchanged(request, version):
+        return nothing_changed()
     context = workload_list_context(request, listed=dashboard_sandboxes, rows=sandbox_rows)
+    context["live_version"] = version
     if not wants_fragment(request):
         context["notifications"] = recent_notifications(request.user)
         context["shared_with_me"] = sandbox_rows(sandboxes_shared_with(request.user))
@@ -58,9 +66,20 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _request_form(request: HttpRequest, data: object = None) -> SandboxRequestForm:
+def _request_form(
+    request: HttpRequest, data: object = None, initial: dict | None = None
+) -> SandboxRequestForm:
     teams = user_teams(request.user)
-    return SandboxRequestForm(data, teams=teams, choices=request_choices(teams))
+    return SandboxRequestForm(data, initial=initial, teams=teams, choices=request_choices(teams))
+
+
+def _prefill(request: HttpRequest) -> tuple[dict | None, str, str]:
+    return form_prefill(
+        request,
+        kind=WorkloadKind.SANDBOX,
+        request_body=lambda pk: sandbox_request_body(user=request.user, sandbox_id=pk),
+        initial_from_body=initial_from_body,
+    )
 
 
 @login_required
@@ -69,16 +88,41 @@ def sandbox_new(request: HttpRequest) -> HttpResponse:
     """The request form; a valid request goes to its detail page."""
     if request.method == "POST":
         form = _request_form(request, request.POST)
-        if form.is_valid():
+        prefilled_from = ""
+        if request.POST.get("save_preset"):
+            form.fields["name"].required = False  # each request names itself
+            if form.is_valid():
+                preset = run_service(
+                    request,
+                    lambda: preset_save(
+                        user=request.user,
+                        kind=WorkloadKind.SANDBOX,
+                        name=request.POST.get("preset_name", ""),
+                        team=form.cleaned_data["team"] if request.POST.get("preset_team") else None,
+                        body=body_from_form(form),
+                    ),
+                )
+                if preset is not None:
+                    messages.success(request, f"Saved preset {preset.name} ({preset.scope}).")
+        elif form.is_valid():
             try:
                 sandbox = sandbox_request(user=request.user, **form.service_kwargs())
             except DomainError as error:
                 form.add_service_errors(error)
             else:
                 return redirect("sandbox-detail", pk=sandbox.pk)
+        preset_problem = ""
     else:
-        form = _request_form(request)
-    return page(request, "sandboxes/request.html", {"form": form, "quota_rule": share_rule_text()})
+        initial, prefilled_from, preset_problem = _prefill(request)
+        form = _request_form(request, initial=initial)
+    context = {
+        "form": form,
+        "quota_rule": share_rule_text(),
+        "prefilled_from": prefilled_from,
+        "preset_problem": preset_problem,
+        "presets": presets_for(user=request.user, kind=WorkloadKind.SANDBOX),
+    }
+    return page(request, "sandboxes/request.html", context)
 
 
 @login_required
@@ -109,12 +153,18 @@ def sandbox_mig_profiles(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """One sandbox: its progress, placement, access, expiry and cost, refreshed while it lives."""
+    """One sandbox: its progress, placement, access, expiry and cost, refreshed while it lives
+    (a poll when nothing changed is a 204; one that renders carries the audit trail too)."""
+    version = workload_version(request.user, workload_id=pk, kind=WorkloadKind.SANDBOX)
+    if wants_fragment(request) and unchanged(request, version):
+        return nothing_changed()
     try:
         row = sandbox_row_for(user=request.user, workload_id=pk)
     except NotFound as error:
         raise Http404(error.message) from error
     context = {
+        "live_version": version,
+        "audit_trail": workload_audit_trail(row.sandbox),
         "row": row,
         "sandbox": row.sandbox,
         "steps": progress_steps(row.sandbox, row.approval),
@@ -122,7 +172,6 @@ def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "actions_changed": actions_changed(request, row.actions),
     }
     if not wants_fragment(request):
-        context["audit_trail"] = workload_audit_trail(row.sandbox)
         context["home_note"] = sandbox_home_note(row.sandbox)
         if row.sandbox.owner_id == request.user.pk and row.sandbox.is_live:
             context["share_choices"] = [m for m in team_members(row.sandbox.team) if m.pk != request.user.pk]

@@ -1,6 +1,7 @@
 """Workload services (sandboxes and deployments alike): what users ask for (requests, estimates,
 extensions, ends), the worker-driven lifecycle, and the sweep. Other apps import from here only."""
 
+from portal.workloads.services.again import again_name, common_body
 from portal.workloads.services.budget import BudgetWatch, budgets_watch
 from portal.workloads.services.idle import IdleSweep, sandbox_keep, workload_keep, workloads_idle_sweep
 from portal.workloads.services.lifecycle import (
@@ -64,8 +65,10 @@ __all__ = [
     "ResolvedRequest",
     "SweepResult",
     "WorkloadAsk",
+    "again_name",
     "approval_link",
     "budgets_watch",
+    "common_body",
     "move",
     "resolve_request",
     "sandbox_keep",

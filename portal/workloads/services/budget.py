@@ -61,7 +61,7 @@ def budgets_watch(*, now: datetime | None = None) -> BudgetWatch:
             audit_record(actor=None, action="team.budget_stop_lifted", obj=team, team=team,
                          detail="under budget again (raised, or a new month)")  # fmt: skip
             for lead in team_leads(team):
-                notify(user=lead, message=f"Team {team.name}: under budget again; running work is no longer ended.",
+                notify(kind="budget", user=lead, message=f"Team {team.name}: under budget again; running work is no longer ended.",
                        link=SPEND_LINK)  # fmt: skip
             watch.stops_lifted.append(team.slug)
     _watch_targets(watch=watch, month=month, now=now)
@@ -131,7 +131,7 @@ def _target_alert(budget: Budget, forecast: Forecast, month, threshold: int, now
         }[team.budget_policy]
     audit_record(actor=None, action="team.target_budget_alert", obj=team, team=team, detail=message)
     for person in _told(budget):
-        notify(user=person, message=message, link=SPEND_LINK,
+        notify(kind="budget", user=person, message=message, link=SPEND_LINK,
                email_subject=f"Team {team.name}: {threshold} % of {whose} monthly budget spent")  # fmt: skip
     return True
 
@@ -154,7 +154,7 @@ def _announce_target_stop(budget: Budget, now: datetime) -> None:
     audit_record(actor=None, action="team.target_budget_stop_set", obj=team, team=team, detail=detail)
     owners = {w.owner for w in _running_of(budget).select_related("owner")}
     for user in owners | _told(budget):
-        notify(user=user, message=f"Team {team.name}: {detail}.", link=SPEND_LINK,
+        notify(kind="budget", user=user, message=f"Team {team.name}: {detail}.", link=SPEND_LINK,
                email_subject=f"Team {team.name}: running work ends at {at:%H:%M} UTC")  # fmt: skip
 
 
@@ -176,7 +176,7 @@ def _alert(team: Team, month, threshold: int, spent, now: datetime) -> bool:
         }[team.budget_policy]
     audit_record(actor=None, action="team.budget_alert", obj=team, team=team, detail=message)
     for lead in team_leads(team):
-        notify(user=lead, message=message, link=SPEND_LINK,
+        notify(kind="budget", user=lead, message=message, link=SPEND_LINK,
                email_subject=f"Team {team.name}: {threshold} % of the monthly budget spent")  # fmt: skip
     return True
 
@@ -192,7 +192,7 @@ def _announce_stop(team: Team, now: datetime) -> None:
     audit_record(actor=None, action="team.budget_stop_set", obj=team, team=team, detail=detail)
     owners = {w.owner for w in _running(team).select_related("owner")}
     for user in owners | set(team_leads(team)):
-        notify(user=user, message=f"Team {team.name}: {detail}.", link=SPEND_LINK,
+        notify(kind="budget", user=user, message=f"Team {team.name}: {detail}.", link=SPEND_LINK,
                email_subject=f"Team {team.name}: running work ends at {at:%H:%M} UTC")  # fmt: skip
 
 
@@ -209,7 +209,7 @@ def _stop(team: Team, now: datetime, *, running, why: str) -> list[int]:
             audit_record(
                 actor=None, action=f"{locked.kind}.budget_stopped", obj=locked, team=team, detail=detail
             )
-            notify(user=locked.owner, message=f"{locked.get_kind_display()} {locked.name} was {detail}.",
+            notify(kind="budget", user=locked.owner, message=f"{locked.get_kind_display()} {locked.name} was {detail}.",
                    link=locked.get_absolute_url(), email_subject=f"{locked.name} was ended: budget spent")  # fmt: skip
             ended.append(locked.pk)
     return ended

@@ -120,6 +120,7 @@ def _warn(workload: Workload, now: datetime, after_grace: str) -> None:
     )
     audit_record(actor=None, action=f"{workload.kind}.idle_warned", obj=workload, team=team, detail=detail)
     notify(
+        kind="idle",
         user=workload.owner,
         message=f"{what} {workload.name}: {detail}.",
         link=_link(workload),
@@ -137,6 +138,7 @@ def _end_sandbox(sandbox: Workload, now: datetime) -> None:
     workload_end(workload=locked, ending_as=WorkloadState.TERMINATED, actor=None, at=now, detail=detail)
     audit_record(actor=None, action="sandbox.reclaimed", obj=locked, team=team, detail=detail)
     notify(
+        kind="idle",
         user=sandbox.owner,
         message=f"Sandbox {sandbox.name} was ended: {detail}. Your home volume is kept.",
         link=_link(sandbox),

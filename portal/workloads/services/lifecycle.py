@@ -44,7 +44,10 @@ def _link(workload: Workload) -> str:
 
 
 def workload_try_place(*, workload: Workload, now: datetime, actor: User | None = None) -> bool:
-    """Place a queued workload if capacity allows; otherwise leave it queued with the reason."""
+    """Place a queued workload if capacity allows; otherwise leave it queued with the reason. A
+    scheduled one waits for its start (the drain places it then)."""
+    if workload.start_at is not None and workload.start_at > now:
+        return False
     with transaction.atomic():
         decision = allocation_place(holder=workload, now=now)
         if isinstance(decision, NoFit):
@@ -91,6 +94,7 @@ def workload_queue_drain(*, now: datetime | None = None) -> list[int]:
         queued = list(
             Workload.objects.select_for_update(of=("self",), skip_locked=True)
             .filter(state=S.QUEUED)
+            .filter(Q(start_at__isnull=True) | Q(start_at__lte=now))  # scheduled ones wait for their start
             .select_related("team", "gpu_type")
             .order_by("-priority", "queued_at", "pk")
         )
@@ -155,8 +159,13 @@ def workload_approve(*, workload: Workload, actor: User, now: datetime) -> None:
         from_states=[S.PENDING_APPROVAL],
         actor=actor,
         event="approved",
-        queued_at=now,
-        message=f"Approved by {actor.username}.",
+        queued_at=max(now, workload.start_at) if workload.start_at else now,
+        message=f"Approved by {actor.username}."
+        + (
+            f" Scheduled to start at {workload.start_at:%Y-%m-%d %H:%M} UTC."
+            if workload.start_at and workload.start_at > now
+            else ""
+        ),
     )
     workload_try_place(workload=workload, now=now, actor=actor)
 
@@ -230,6 +239,7 @@ def workload_mark_running(
     named one); after a rescale, it keeps its start and expiry and serves the new replicas."""
     workload = Workload.objects.select_related("team", "owner").get(pk=workload_id)
     rescaled_from = workload.scaling_from
+    first_start = workload.started_at is None
     fields: dict = {"started_at": workload.started_at or now, "scaling_from": None}
     if workload.expires_at is None:
         fields["expires_at"] = workload.expiry_from(now)
@@ -251,12 +261,17 @@ def workload_mark_running(
         or not tell_owner
     ):
         return
-    text = (
-        f"{workload.kind.capitalize()} {workload.name} is running."
-        if rescaled_from is None
-        else f"{workload.kind.capitalize()} {workload.name} now runs {counted(workload.replicas, 'replica')}."
-    )
-    notify(user=workload.owner, message=text, link=_link(workload))
+    # "is running" once, on the first start; a rescale says how many replicas run now (once per
+    # scale); coming back up after anything else (a replaced pod) is no news.
+    if first_start and rescaled_from is None:
+        text = f"{workload.kind.capitalize()} {workload.name} is running."
+    elif rescaled_from is not None and rescaled_from != workload.replicas:
+        text = (
+            f"{workload.kind.capitalize()} {workload.name} now runs {counted(workload.replicas, 'replica')}."
+        )
+    else:
+        return
+    notify(kind="running", user=workload.owner, message=text, link=_link(workload), workload=workload)
 
 
 WATCH_SECONDS = 30.0  # how often a running workload's health is read
@@ -301,6 +316,7 @@ def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -
             fields["degraded_since"] = now
             audit_record(actor=None, action=f"{workload.kind}.degraded", obj=workload, detail=problem[:500])
             notify(
+                kind="health",
                 user=workload.owner,
                 message=f"{workload.kind.capitalize()} {workload.name}: {message}",
                 link=_link(workload),
@@ -313,6 +329,7 @@ def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -
             actor=None, action=f"{workload.kind}.recovered", obj=workload, detail="running well again"
         )
         notify(
+            kind="health",
             user=workload.owner,
             message=f"{workload.kind.capitalize()} {workload.name} is running well again.",
             link=_link(workload),
@@ -353,6 +370,7 @@ def workload_mark_failed(*, workload_id: int, message: str, now: datetime) -> No
     )
     allocations_end(holder=workload, at=now)
     notify(
+        kind="health",
         user=workload.owner,
         message=f"{workload.kind.capitalize()} {workload.name} failed: {message}",
         link=_link(workload),
@@ -383,6 +401,7 @@ def workload_removal_stuck(*, workload_id: int, now: datetime) -> bool:
     audit_record(actor=None, action=action, obj=workload, detail=detail)
     for admin in User.objects.filter(Q(is_staff=True) | Q(is_superuser=True), is_active=True):
         notify(
+            kind="fleet",
             user=admin,
             message=f"{workload.kind.capitalize()} {workload.name}: {detail}.",
             link=_link(workload),

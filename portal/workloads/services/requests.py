@@ -12,7 +12,9 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from portal.accounts.action_links import action_links_for
 from portal.accounts.models import Notification, Team, User
+from portal.accounts.notifications import team_webhook_notify
 from portal.accounts.selectors import can_manage, is_lead, team_leads
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
@@ -41,6 +43,9 @@ class Estimate(PolicyEstimate):
     capacity_free_now: bool
     lifetime_hours: Decimal = Decimal(0)  # how long it runs, from when it starts running
     ends_at: datetime | None = None  # the end the request named, if it named one
+    # A scheduled start: the quota is held from the request, and it is placed from this time.
+    starts_at: datetime | None = None
+    team: str = ""
 
 
 def workload_estimate(*, user: User, ask: WorkloadAsk, now: datetime | None = None) -> Estimate:
@@ -63,6 +68,8 @@ def workload_estimate(*, user: User, ask: WorkloadAsk, now: datetime | None = No
         ),
         lifetime_hours=resolved.lifetime_hours,
         ends_at=resolved.expires_at,
+        starts_at=resolved.start_at,
+        team=resolved.team.slug,
     )
 
 
@@ -111,6 +118,13 @@ def _create(
     team = Team.objects.select_for_update(no_key=True).get(pk=resolved.team.pk)
     decision = _verdict(resolved=resolved, team=team, now=now, user=user).enforce()
     state = WorkloadState.QUEUED if decision.auto_approved else WorkloadState.PENDING_APPROVAL
+    # A scheduled request joins the queue at its start: its place counts from then.
+    joins_queue = max(now, resolved.start_at) if resolved.start_at else now
+    approved_message = (
+        f"Approved by policy; scheduled to start at {resolved.start_at:%Y-%m-%d %H:%M} UTC."
+        if resolved.start_at
+        else "Approved by policy."
+    )
     workload = Workload.objects.create(
         kind=resolved.kind,
         replicas=resolved.replicas,
@@ -129,8 +143,9 @@ def _create(
         state=state,
         expires_at=resolved.expires_at,
         ttl_hours=resolved.lifetime_hours,
-        queued_at=now if decision.auto_approved else None,
-        message="Approved by policy." if decision.auto_approved else decision.why_needed,
+        queued_at=joins_queue if decision.auto_approved else None,
+        start_at=resolved.start_at,
+        message=approved_message if decision.auto_approved else decision.why_needed,
     )
     audit_record(
         actor=user,
@@ -138,7 +153,8 @@ def _create(
         obj=workload,
         team=team,
         to_state=state,
-        detail=f"{workload.gpu_label} for {resolved.lifetime_hours.quantize(Decimal('0.01'))} h",
+        detail=f"{workload.gpu_label} for {resolved.lifetime_hours.quantize(Decimal('0.01'))} h"
+        + (f", from {resolved.start_at.isoformat(timespec='minutes')}" if resolved.start_at else ""),
     )
     if before_placing is not None:
         before_placing(workload)
@@ -155,18 +171,32 @@ def _create(
     return workload
 
 
-def tell_deciders(*, approval: Approval, message: str) -> None:
-    """Tell the team's leads (or, with none but the requester, the admins) that a request waits."""
+def tell_deciders(
+    *,
+    approval: Approval,
+    message: str,
+    kind: str = "approval_request",
+    email_subject: str = "GPU request awaits your approval",
+) -> None:
+    """Tell the team's leads (or, with none but the requester, the admins) that a request waits:
+    each by their own channels, with one-time approve and reject links in the e-mail and their
+    webhook message; and the team's webhook once."""
     deciders = [lead for lead in team_leads(approval.team) if lead.pk != approval.requested_by_id]
     if not deciders:
         deciders = list(User.objects.filter(is_staff=True).exclude(pk=approval.requested_by_id))
+    link = approval_link(approval)
     for decider in deciders:
         notify(
+            kind=kind,
             user=decider,
             message=message,
-            link=approval_link(approval),
-            email_subject="GPU request awaits your approval",
+            link=link,
+            email_subject=email_subject,
+            workload=approval.workload,
+            team=approval.team,
+            actions=action_links_for(approval_id=approval.pk, lead_id=decider.pk),
         )
+    team_webhook_notify(team=approval.team, kind=kind, message=message, link=link, workload=approval.workload)
 
 
 def approval_link(approval: Approval) -> str:

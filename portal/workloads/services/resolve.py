@@ -23,6 +23,9 @@ from portal.workloads.policy import request_share, share_hourly_cost, within_max
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 MIN_LEAD_TIME = timedelta(minutes=1)
+# A scheduled start is at least this far ahead (sooner: request it now) and at most this far.
+START_MIN_AHEAD = timedelta(minutes=5)
+START_MAX_AHEAD = timedelta(days=30)
 MAX_ANY_LIFETIME_HOURS = 24 * 366  # a bound for the date arithmetic when no team is known
 MAX_REPLICAS = 16
 # CPU, memory and scratch storage of one serving replica (no image template to take them from).
@@ -66,6 +69,7 @@ class WorkloadAsk:
     purpose: str = ""
     replicas: int = 1
     project: str = ""
+    start_at: datetime | None = None  # a scheduled start; None: as soon as it is approved and fits
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class ResolvedRequest:
     purpose: str
     replicas: int = 1
     project: str = ""
+    start_at: datetime | None = None
 
 
 def _decimal(value: object) -> Decimal | None:
@@ -99,11 +104,36 @@ def _decimal(value: object) -> Decimal | None:
     return number if number.is_finite() else None
 
 
+def resolve_start(
+    *, start_at: datetime | None, now: datetime, errors: dict[str, list[str]]
+) -> datetime | None:
+    """A scheduled start, checked: between START_MIN_AHEAD and START_MAX_AHEAD from now."""
+    if start_at is None:
+        return None
+    if start_at < now + START_MIN_AHEAD:
+        minutes = int(START_MIN_AHEAD.total_seconds() // 60)
+        errors["start_at"] = [
+            f"A scheduled start must be at least {minutes} minutes from now; leave it out to start at once."
+        ]
+        return None
+    if start_at > now + START_MAX_AHEAD:
+        errors["start_at"] = [f"A scheduled start may be at most {START_MAX_AHEAD.days} days ahead."]
+        return None
+    return start_at
+
+
 def resolve_lifetime(
-    *, team: Team | None, kind: str, lifetime: Lifetime, now: datetime, errors: dict[str, list[str]]
+    *,
+    team: Team | None,
+    kind: str,
+    lifetime: Lifetime,
+    now: datetime,
+    errors: dict[str, list[str]],
+    scheduled: bool = False,
 ) -> tuple[datetime | None, Decimal | None]:
     """The fixed expiry (None for `ttl_hours`: it is set when the workload starts running) and the
-    length in hours of `lifetime`; (None, None) with the error in `errors`."""
+    length in hours of `lifetime`; (None, None) with the error in `errors`. With a scheduled
+    start, `now` is that start: an end time counts from it."""
     ttl_hours, expires_at = lifetime.ttl_hours, lifetime.expires_at
     if ttl_hours in (None, "") and expires_at is None:
         errors["ttl_hours"] = ["Give ttl_hours or expires_at."]
@@ -123,7 +153,11 @@ def resolve_lifetime(
     else:
         field = "expires_at"
         if expires_at < now + MIN_LEAD_TIME:
-            errors[field] = ["Must be at least one minute from now."]
+            errors[field] = [
+                "Must be at least one minute after its scheduled start."
+                if scheduled
+                else "Must be at least one minute from now."
+            ]
             return None, None
         hours = Decimal((expires_at - now).total_seconds()) / Decimal(3600)
     # Checked before any date arithmetic, so an absurd value is an error, never an overflow.
@@ -214,8 +248,14 @@ def resolve_request(
         elif count > per_node:
             errors["gpu.count"] = [f"At most {per_node} {gpu_type_obj.slug} GPUs fit on one node."]
 
+    start_at = resolve_start(start_at=ask.start_at, now=now, errors=errors)
     resolved_expires, lifetime_hours = resolve_lifetime(
-        team=team_obj, kind=kind, lifetime=lifetime, now=now, errors=errors
+        team=team_obj,
+        kind=kind,
+        lifetime=lifetime,
+        now=start_at or now,
+        errors=errors,
+        scheduled=bool(start_at),
     )
 
     image_obj = None
@@ -273,4 +313,5 @@ def resolve_request(
         kind=kind,
         replicas=replicas,
         project=project,
+        start_at=start_at,
     )

@@ -41,7 +41,7 @@ def workloads_expire_overdue(*, now: datetime) -> list[int]:
             with transaction.atomic():
                 workload = (
                     Workload.objects.select_for_update(of=("self",))
-                    .select_related("team")
+                    .select_related("team", "owner")
                     .get(pk=workload_id)
                 )
                 if workload.expires_at > now:
@@ -53,23 +53,51 @@ def workloads_expire_overdue(*, now: datetime) -> list[int]:
                     at=min(now, workload.expires_at),
                     detail="expired",
                 )
+                label = f"{workload.kind.capitalize()} {workload.name}"
+                notify(
+                    kind="expired",
+                    user=workload.owner,
+                    message=f"{label} reached its expiry and was ended.",
+                    link=workload.get_absolute_url(),
+                    email_subject=f"{label} expired",
+                    workload=workload,
+                )
                 expired.append(workload_id)
         except Conflict:
             continue
     return expired
 
 
+def expiry_warning_lead(workload: Workload) -> timedelta | None:
+    """How long before its expiry a workload's owner is warned: the warning window
+    (PORTAL_EXPIRY_WARNING_MINUTES), or half the lifetime when that is shorter, so a warning never
+    comes right at the start. A lifetime no longer than the window is not warned at all: its owner
+    chose it knowing its end. None when there is no warning to give."""
+    window = timedelta(minutes=settings.PORTAL_EXPIRY_WARNING_MINUTES)
+    started = workload.started_at or workload.created_at
+    if workload.expires_at is None or started is None:
+        return None
+    lifetime = workload.expires_at - started
+    if lifetime <= window:
+        return None
+    return min(window, lifetime / 2)
+
+
 def workloads_warn_expiring(*, now: datetime) -> list[int]:
-    """Tell owners once when their running workload has less than the warning window left."""
+    """Tell owners once when their running workload comes within its warning lead of expiry
+    (`expiry_warning_lead`)."""
     window = now + timedelta(minutes=settings.PORTAL_EXPIRY_WARNING_MINUTES)
     warned = []
-    candidates = Workload.objects.select_related("owner").filter(
+    candidates = Workload.objects.select_related("owner", "team").filter(
         state__in=[S.PROVISIONING, S.RUNNING],
         expires_at__gt=now,
         expires_at__lte=window,
         expiry_warned_at__isnull=True,
     )
     for workload in candidates:
+        lead = expiry_warning_lead(workload)
+        if lead is None or workload.expires_at - now > lead:
+            continue
         claimed = Workload.objects.filter(pk=workload.pk, expiry_warned_at__isnull=True).update(
             expiry_warned_at=now
         )
@@ -77,7 +105,9 @@ def workloads_warn_expiring(*, now: datetime) -> list[int]:
             continue
         minutes = max(1, int((workload.expires_at - now).total_seconds() // 60))
         notify(
+            kind="expiry_warning",
             user=workload.owner,
+            workload=workload,
             message=f"{workload.kind.capitalize()} {workload.name} expires in {minutes} min. Extend it to keep it.",
             link=workload.get_absolute_url(),
             email_subject=f"{workload.kind.capitalize()} {workload.name} expires in {minutes} min",

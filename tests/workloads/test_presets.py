@@ -1,0 +1,106 @@
+"""Presets: saved personal or by a team's lead, checked as a request on save and on use, filling
+the form server-side, visible to their owner and team only."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from portal.fleet.models import GpuType
+from portal.workloads.models import Preset
+
+pytestmark = pytest.mark.django_db
+URL = "/api/v1/presets"
+SLICE = {"team": "vision", "gpu": {"type": "h100-80gb", "mig_profile": "1g.10gb"}, "ttl_hours": 2, "cpu": 4}
+
+
+def _save(client, **fields):
+    return client.post(URL, {"kind": "sandbox", "name": "small", "body": SLICE, **fields}, format="json")
+
+
+def test_a_researcher_saves_a_personal_preset_and_lists_it(fleet, alice):
+    saved = _save(alice, body={**SLICE, "name": "ignored", "start_at": "2030-01-01T00:00:00Z"})
+    assert saved.status_code == 201, saved.json()
+    assert saved.json()["team"] is None
+    assert "name" not in saved.json()["body"] and "start_at" not in saved.json()["body"]
+    listed = alice.get(URL).json()["results"]
+    assert [p["name"] for p in listed] == ["small"]
+
+
+def test_a_bad_body_is_a_clear_400_and_nothing_is_saved(fleet, alice):
+    refused = _save(alice, body={**SLICE, "gpu": {"type": "tpu-v9", "count": 1}})
+    assert refused.status_code == 400
+    assert "tpu-v9" in str(refused.json())
+    assert not Preset.objects.exists()
+
+
+def test_only_a_lead_saves_a_team_preset_and_the_team_sees_it(fleet, alice, bob, carol):
+    assert _save(alice, team="vision").status_code == 403
+    saved = _save(bob, team="vision", name="team-slice")
+    assert saved.status_code == 201, saved.json()
+    assert saved.json()["team"] == "vision"
+    assert [p["name"] for p in alice.get(URL).json()["results"]] == ["team-slice"]
+    assert carol.get(URL).json()["results"] == []
+    # a team member may use it but not delete it; an outsider does not see it at all
+    assert alice.delete(f"{URL}/{saved.json()['id']}").status_code == 403
+    assert carol.delete(f"{URL}/{saved.json()['id']}").status_code == 404
+    assert bob.delete(f"{URL}/{saved.json()['id']}").status_code == 204
+    assert not Preset.objects.exists()
+
+
+def test_others_get_404_for_a_personal_preset(fleet, alice, bob):
+    saved = _save(alice)
+    assert bob.delete(f"{URL}/{saved.json()['id']}").status_code == 404
+    assert bob.get(URL).json()["results"] == []
+
+
+def test_the_form_opens_filled_from_a_preset(fleet, alice, researcher_client):
+    preset_id = _save(alice).json()["id"]
+    html = researcher_client.get(f"/sandboxes/new/?preset={preset_id}").content.decode()
+    assert "Filled in from: Preset small (personal)" in html
+    assert 'name="cpu" value="4"' in html
+    assert re.search(r'<input[^>]*value="mig"[^>]*checked', html)
+    assert re.search(r'<option value="1g.10gb" selected', html)
+
+
+def test_a_stale_preset_says_what_no_longer_fits(fleet, alice, researcher_client):
+    preset = Preset.objects.get(pk=_save(alice).json()["id"])
+    preset.body = {**preset.body, "image": "retired-image"}
+    preset.save()
+    html = researcher_client.get(f"/sandboxes/new/?preset={preset.pk}").content.decode()
+    assert "Preset small no longer fits" in html
+    assert "retired-image" in html
+
+
+def test_another_user_cannot_open_a_preset_in_the_form(fleet, alice, lead_client):
+    preset_id = _save(alice).json()["id"]
+    assert lead_client.get(f"/sandboxes/new/?preset={preset_id}").status_code == 404
+
+
+def test_the_form_saves_what_it_holds_as_a_preset(fleet, researcher, researcher_client):
+    form = {
+        "team": "vision",
+        "name": "",
+        "gpu_type": GpuType.objects.get().slug,
+        "gpu_mode": "whole",
+        "count": 2,
+        "lifetime_mode": "hours",
+        "ttl_hours": 6,
+        "save_preset": "1",
+        "preset_name": "two-gpus",
+    }
+    answer = researcher_client.post("/sandboxes/new/", form, follow=True)
+    assert answer.status_code == 200
+    preset = Preset.objects.get(owner=researcher)
+    assert preset.name == "two-gpus"
+    assert preset.body["gpu"] == {"type": "h100-80gb", "count": 2}
+    assert preset.body["ttl_hours"] == "6"
+
+
+def test_the_presets_page_lists_and_deletes(fleet, alice, researcher_client):
+    preset_id = _save(alice).json()["id"]
+    page = researcher_client.get("/presets/").content.decode()
+    assert f"/sandboxes/new/?preset={preset_id}" in page
+    researcher_client.post(f"/presets/{preset_id}/delete/")
+    assert not Preset.objects.exists()
