@@ -84,7 +84,8 @@ def extend_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
         return
     pending = pending_extension(workload)
     if pending is not None:
-        messages.info(request, f"Sent to a lead: {pending.why_needed}")
+        why = pending.why_needed.removeprefix("Needs a lead's approval: ")
+        messages.info(request, f"Sent to a lead for approval: {why}")
     else:
         messages.success(request, extended_message(workload))
 

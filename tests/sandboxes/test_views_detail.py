@@ -100,7 +100,8 @@ def test_extending_past_the_auto_approval_line_asks_a_lead(researcher_client, re
     sandbox.refresh_from_db()
     assert sandbox.expires_at == before
     assert Approval.objects.get(workload=sandbox).kind == Approval.Kind.EXTEND
-    assert "Sent to a lead: Needs a lead&#x27;s approval" in response.content.decode()
+    page = response.content.decode()
+    assert "Sent to a lead for approval: the sandbox would live longer than 24 hours." in page
 
 
 def test_a_bad_extension_shows_the_reason_and_changes_nothing(
