@@ -101,7 +101,7 @@ def test_the_estimate_shows_price_quota_approval_and_capacity(researcher_client,
 
     assert 'id="estimate-hourly">$0.98<' in page  # 6.88 / 7
     assert 'id="estimate-total">$7.86<' in page  # 6.88 / 7 x 8 h
-    assert "0.143 of 16 left" in page
+    assert "uses 0.14 of the 16 GPU equivalents left" in page
     assert "Approved at once" in page
     assert "Capacity free now" in page
     assert not Workload.objects.exists()
