@@ -43,6 +43,7 @@ class DeployForm(ServiceForm):
     """A deployment as a person asks for it: which model, sized how, on which GPU, how many copies."""
 
     service_fields = SERVICE_FIELDS
+    mark_required = True  # long forms: labels say which fields cannot be left out
 
     team = forms.ChoiceField()
     name = name_field("llama-chat")

@@ -40,6 +40,7 @@ class SandboxRequestForm(ServiceForm):
     """A sandbox request as a person fills it in: whole GPUs or one MIG slice, hours or an end time."""
 
     service_fields = SERVICE_FIELDS
+    mark_required = True  # long forms: labels say which fields cannot be left out
 
     team = forms.ChoiceField()
     name = name_field("llama-finetune")

@@ -54,13 +54,16 @@ class ExtendForm(forms.Form):
 
 
 def name_field(example: str) -> forms.CharField:
-    """A workload's name; optional in the form so the live estimate works before it is typed."""
-    return forms.CharField(
+    """A workload's name; optional in the form so the live estimate works before it is typed, but
+    needed to submit, so its label says "required" (`shown_required`)."""
+    field = forms.CharField(
         max_length=63,
         required=False,
         help_text=f"Lowercase letters, digits and hyphens, e.g. {example}.",
         widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": example}),
     )
+    field.shown_required = True
+    return field
 
 
 def radio_field(*, label: str, choices: list[tuple[str, str]], initial: str) -> forms.ChoiceField:
