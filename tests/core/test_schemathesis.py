@@ -17,7 +17,7 @@ import schemathesis
 from django.core.cache import caches
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
@@ -34,6 +34,11 @@ from portal.accounts.models import ApiToken, User
 from portal.accounts.services import token_create
 
 pytestmark = pytest.mark.django_db
+# The fuzzing runs once per `make test`, in its PostgreSQL pass (the production database): the
+# API's shape is the same on SQLite, and a second run would add a minute to the suite.
+ONCE = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="runs in the PostgreSQL pass of make test"
+)
 
 EXAMPLES = 15  # per operation, per kind (valid, invalid), per caller
 # Not positive_data_acceptance: a request can be valid by the schema and still refused by a rule
@@ -111,6 +116,7 @@ def connections_kept():
     request_finished.connect(close_old_connections)
 
 
+@ONCE
 def test_the_api_keeps_to_its_schema(db, connections_kept):
     from portal.demo.seed import demo_seed
 
