@@ -6,7 +6,6 @@ from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics
-from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -16,19 +15,7 @@ from portal.audit.filters import AuditEventFilter
 from portal.audit.models import AuditEvent
 from portal.audit.selectors import audit_events_visible_to
 from portal.audit.serializers import AuditEventSerializer
-from portal.core.errors import ValidationFailed
-
-
-class CsvRenderer(BaseRenderer):
-    """Lets `?format=csv` and `Accept: text/csv` choose the CSV download (written by the view)."""
-
-    media_type = "text/csv"
-    format = "csv"
-    charset = "utf-8"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None):  # pragma: no cover
-        raise NotImplementedError("The audit view streams its CSV itself.")
-
+from portal.core.api import CsvDownloadMixin, CsvRenderer
 
 FORMAT_PARAMETER = OpenApiParameter(
     "format",
@@ -46,7 +33,7 @@ CSV_DESCRIPTION = (
 )
 
 
-class AuditEventListView(generics.ListAPIView):
+class AuditEventListView(CsvDownloadMixin, generics.ListAPIView):
     """Audit events: admins see all, leads their teams' (others an empty list)."""
 
     queryset = AuditEvent.objects.none()
@@ -56,26 +43,6 @@ class AuditEventListView(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
         return audit_events_visible_to(self.request.user)
-
-    def perform_content_negotiation(self, request, force=False):
-        wanted = request.query_params.get("format")
-        known = {renderer.format for renderer in self.get_renderers()}  # `api`: the browsable page
-        if wanted is not None and wanted not in known and not force:
-            message = "csv, or leave it out for JSON."
-            raise ValidationFailed(f"format: {message}", fields={"format": [message]})
-        return super().perform_content_negotiation(request, force)
-
-    def handle_exception(self, exc):
-        # Errors keep the API's JSON error shape, whatever format was asked for.
-        if (
-            getattr(self.request, "accepted_renderer", None) is not None
-            and self.request.accepted_renderer.format == "csv"
-        ):
-            self.request.accepted_renderer, self.request.accepted_media_type = (
-                JSONRenderer(),
-                "application/json",
-            )
-        return super().handle_exception(exc)
 
     @extend_schema(
         parameters=[FORMAT_PARAMETER],

@@ -23,6 +23,7 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -224,3 +225,39 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     required=False,
     description="Retry-safe create: the same key and body return the first result. 1-200 characters; an empty key is a 400.",
 )
+
+
+class CsvRenderer(BaseRenderer):
+    """Lets `?format=csv` and `Accept: text/csv` choose a CSV download, which the view streams."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):  # pragma: no cover
+        raise NotImplementedError("A CSV view streams its CSV itself.")
+
+
+class CsvDownloadMixin:
+    """For a view whose renderers include CsvRenderer: an unknown `?format=` is a 400 saying which
+    are known (`format_hint`), and errors keep the API's JSON error shape whatever was asked for."""
+
+    format_hint = "csv, or leave it out for JSON."
+
+    def perform_content_negotiation(self, request, force=False):
+        wanted = request.query_params.get("format")
+        known = {renderer.format for renderer in self.get_renderers()}  # `api`: the browsable page
+        if wanted is not None and wanted not in known and not force:
+            raise ValidationFailed(f"format: {self.format_hint}", fields={"format": [self.format_hint]})
+        return super().perform_content_negotiation(request, force)
+
+    def handle_exception(self, exc):
+        if (
+            getattr(self.request, "accepted_renderer", None) is not None
+            and self.request.accepted_renderer.format == "csv"
+        ):
+            self.request.accepted_renderer, self.request.accepted_media_type = (
+                JSONRenderer(),
+                "application/json",
+            )
+        return super().handle_exception(exc)

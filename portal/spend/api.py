@@ -6,27 +6,14 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics
-from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from portal.core.errors import ValidationFailed
+from portal.core.api import CsvDownloadMixin, CsvRenderer
 from portal.spend.exports import CSV_COLUMNS, FORMATS, spend_export, spend_report
 from portal.spend.serializers import SpendQuerySerializer, SpendReportSerializer, TeamStatementSerializer
 from portal.spend.statement import team_statement
-
-
-class CsvRenderer(BaseRenderer):
-    """Lets `?format=csv` and `Accept: text/csv` choose the CSV download (written by the view)."""
-
-    media_type = "text/csv"
-    format = "csv"
-    charset = "utf-8"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None):  # pragma: no cover
-        raise NotImplementedError("The spend view streams its CSV itself.")
-
 
 FORMAT_PARAMETER = OpenApiParameter(
     "format",
@@ -48,31 +35,12 @@ JSON_RESPONSE = OpenApiResponse(response=SpendReportSerializer, description=CSV_
 CSV_RESPONSE = OpenApiResponse(response=OpenApiTypes.STR, description=CSV_DESCRIPTION)
 
 
-class SpendView(generics.GenericAPIView):
+class SpendView(CsvDownloadMixin, generics.GenericAPIView):
     """Spend within [start, end): researchers see their own, leads their teams', admins all."""
 
+    format_hint = f"One of {', '.join(FORMATS)}, or leave it out for the JSON report."
     serializer_class = SpendReportSerializer
     renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, CsvRenderer]
-
-    def perform_content_negotiation(self, request, force=False):
-        wanted = request.query_params.get("format")
-        known = {renderer.format for renderer in self.get_renderers()}  # `api`: the browsable page
-        if wanted is not None and wanted not in known and not force:
-            message = f"One of {', '.join(FORMATS)}, or leave it out for the JSON report."
-            raise ValidationFailed(f"format: {message}", fields={"format": [message]})
-        return super().perform_content_negotiation(request, force)
-
-    def handle_exception(self, exc):
-        # Errors keep the API's JSON error shape, whatever format was asked for.
-        if (
-            getattr(self.request, "accepted_renderer", None) is not None
-            and self.request.accepted_renderer.format == "csv"
-        ):
-            self.request.accepted_renderer, self.request.accepted_media_type = (
-                JSONRenderer(),
-                "application/json",
-            )
-        return super().handle_exception(exc)
 
     @extend_schema(
         parameters=[SpendQuerySerializer, FORMAT_PARAMETER],
