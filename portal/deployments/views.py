@@ -31,10 +31,10 @@ from portal.deployments.serving_stats import deployment_serving_now, runtime_lab
 from portal.workloads.forms import ExtendForm
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
 from portal.workloads.models import WorkloadKind
-from portal.workloads.presets import preset_save, presets_for
+from portal.workloads.presets import presets_for
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import workload_keep
-from portal.workloads.views import actions_changed, form_prefill, workload_list_context
+from portal.workloads.views import actions_changed, form_prefill, save_form_as_preset, workload_list_context
 
 
 @login_required
@@ -110,18 +110,7 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
             form.fields["name"].required = False  # each request names itself
         sizing = _sizing(form)
         if form.is_valid() and request.POST.get("save_preset"):
-            preset = run_service(
-                request,
-                lambda: preset_save(
-                    user=request.user,
-                    kind=WorkloadKind.DEPLOYMENT,
-                    name=request.POST.get("preset_name", ""),
-                    team=form.cleaned_data["team"] if request.POST.get("preset_team") else None,
-                    body=body_from_form(form),
-                ),
-            )
-            if preset is not None:
-                messages.success(request, f"Saved preset {preset.name} ({preset.scope}).")
+            save_form_as_preset(request, form, kind=WorkloadKind.DEPLOYMENT, body=body_from_form(form))
         elif form.is_valid():
             try:
                 workload = deployment_request(user=request.user, **form.service_kwargs())

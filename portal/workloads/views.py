@@ -20,7 +20,7 @@ from portal.core.web import form_refused, run_service
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
 from portal.workloads.models import Workload, WorkloadState
-from portal.workloads.presets import preset_body_for_use, preset_get_for
+from portal.workloads.presets import preset_body_for_use, preset_get_for, preset_save
 from portal.workloads.selectors import (
     any_live,
     pending_extension,
@@ -164,3 +164,20 @@ def form_prefill(
     except NotFound as error:
         raise Http404(error.message) from error
     return None, "", ""
+
+
+def save_form_as_preset(request: HttpRequest, form: Any, *, kind: str, body: dict) -> None:
+    """A valid request form saved as the preset named in the POST (the team's, if asked), saying
+    so; a refusal shows as a message, as any service's."""
+    preset = run_service(
+        request,
+        lambda: preset_save(
+            user=request.user,
+            kind=kind,
+            name=request.POST.get("preset_name", ""),
+            team=form.cleaned_data["team"] if request.POST.get("preset_team") else None,
+            body=body,
+        ),
+    )
+    if preset is not None:
+        messages.success(request, f"Saved preset {preset.name} ({preset.scope}).")

@@ -42,10 +42,10 @@ from portal.sandboxes.services import (
 from portal.workloads.forms import ExtendForm
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
 from portal.workloads.models import WorkloadKind, WorkloadState
-from portal.workloads.presets import preset_save, presets_for
+from portal.workloads.presets import presets_for
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import sandbox_keep
-from portal.workloads.views import actions_changed, form_prefill, workload_list_context
+from portal.workloads.views import actions_changed, form_prefill, save_form_as_preset, workload_list_context
 
 
 @login_required
@@ -92,18 +92,7 @@ def sandbox_new(request: HttpRequest) -> HttpResponse:
         if request.POST.get("save_preset"):
             form.fields["name"].required = False  # each request names itself
             if form.is_valid():
-                preset = run_service(
-                    request,
-                    lambda: preset_save(
-                        user=request.user,
-                        kind=WorkloadKind.SANDBOX,
-                        name=request.POST.get("preset_name", ""),
-                        team=form.cleaned_data["team"] if request.POST.get("preset_team") else None,
-                        body=body_from_form(form),
-                    ),
-                )
-                if preset is not None:
-                    messages.success(request, f"Saved preset {preset.name} ({preset.scope}).")
+                save_form_as_preset(request, form, kind=WorkloadKind.SANDBOX, body=body_from_form(form))
         elif form.is_valid():
             try:
                 sandbox = sandbox_request(user=request.user, **form.service_kwargs())
