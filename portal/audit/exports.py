@@ -13,12 +13,12 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC
 from typing import TYPE_CHECKING
 
-from defusedcsv import csv
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 
 from portal.audit.models import AuditEvent
+from portal.core.csv_lines import csv_lines
 
 if TYPE_CHECKING:  # audit sits below accounts: it knows users as foreign keys only
     from portal.accounts.models import User
@@ -38,32 +38,24 @@ CSV_COLUMNS = (
 CHUNK_SIZE = 500
 
 
-class _Echo:
-    """A file that hands back what is written to it, for csv.writer in a generator."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
 def audit_csv_lines(events: Iterable[AuditEvent]) -> Iterator[str]:
     """One header line, then a line per event (text cells defused against formulas)."""
-    writer = csv.writer(_Echo())
-    yield writer.writerow(CSV_COLUMNS)
-    for event in events:
-        yield writer.writerow(
-            [
-                event.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-                event.actor.username if event.actor_id else "",
-                event.action,
-                event.object_type,
-                event.object_id,
-                event.object_repr,
-                event.team.slug if event.team_id else "",
-                event.from_state,
-                event.to_state,
-                event.detail,
-            ]
-        )
+    rows = (
+        [
+            event.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            event.actor.username if event.actor_id else "",
+            event.action,
+            event.object_type,
+            event.object_id,
+            event.object_repr,
+            event.team.slug if event.team_id else "",
+            event.from_state,
+            event.to_state,
+            event.detail,
+        ]
+        for event in events
+    )
+    return csv_lines(CSV_COLUMNS, rows)
 
 
 def audit_export_filename(*, user: User) -> str:

@@ -17,7 +17,6 @@ from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from defusedcsv import csv
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -25,6 +24,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from portal.accounts.models import Team, User
 from portal.accounts.selectors import user_teams
+from portal.core.csv_lines import csv_lines
 from portal.core.views import login_required
 from portal.spend.budgets import Forecast, budget_forecast
 from portal.spend.forms import SpendForm
@@ -105,25 +105,19 @@ def export_rows(
     )
 
 
-class _Echo:
-    """A file that hands back what is written to it, for csv.writer in a generator."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
 def _money(value: Decimal) -> str:
     return format(value.quantize(CENT), "f")
 
 
-def csv_lines(rows: Iterable[SpendRow]) -> Iterator[str]:
+def spend_csv_lines(rows: Iterable[SpendRow]) -> Iterator[str]:
     """One header line, then a line per row (decimal strings; labels defused against formulas)."""
-    writer = csv.writer(_Echo())
-    yield writer.writerow(CSV_COLUMNS)
-    for row in rows:
-        yield writer.writerow(
+    return csv_lines(
+        CSV_COLUMNS,
+        (
             [row.key, row.label, _money(row.cost), _money(row.gpu_hours), _money(row.idle_cost)]
-        )
+            for row in rows
+        ),
+    )
 
 
 def json_chunks(
@@ -169,7 +163,7 @@ def spend_export(
     """A spend view as a CSV or JSON download, streamed."""
     rows = export_rows(user=user, group_by=group_by, start=start, end=end, team=team, limit=limit)
     if fmt == "csv":
-        body: Iterator[str] = csv_lines(rows)
+        body: Iterator[str] = spend_csv_lines(rows)
     else:
         header = _header(group_by=group_by, start=start, end=end, team=team)
         body = json_chunks(header=header, budget=report_budget(user=user, team=team), rows=rows)

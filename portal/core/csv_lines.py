@@ -1,0 +1,23 @@
+"""CSV written line by line, for downloads streamed as the rows come: cells a spreadsheet would run
+as a formula (`=`, `+`, `-`, `@` ...) are written defused, with a leading `'` (defusedcsv)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from defusedcsv import csv
+
+
+class _Echo:
+    """A file that hands back what is written to it, for csv.writer in a generator."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_lines(header: Sequence[str], rows: Iterable[Sequence[object]]) -> Iterator[str]:
+    """The header line, then a line per row, each as soon as its row is there."""
+    writer = csv.writer(_Echo())
+    yield writer.writerow(header)
+    for row in rows:
+        yield writer.writerow(row)
