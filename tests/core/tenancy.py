@@ -62,12 +62,14 @@ def kind_of(route: str) -> str | None:
     return OBJECT_KINDS[max(begins, key=len)] if begins else None
 
 
-def url_for(route: str, value: object) -> str:
-    """The route with its object parameter filled in (and any other with an example)."""
+def url_for(route: str, value: object, objects: dict[str, object] | None = None) -> str:
+    """The route with its object parameter filled in (and any other with an example, or with the
+    signed approval link of `objects` for a `token`)."""
+    examples = {**EXAMPLES, "token": str((objects or {}).get("action_token", "x"))}
 
     def fill(match: re.Match) -> str:
         name = match.group(1)
-        return str(value) if name in OBJECT_NAMES else EXAMPLES[name]
+        return str(value) if name in OBJECT_NAMES else examples[name]
 
     return "/" + PARAMETER.sub(fill, route)
 
@@ -85,8 +87,6 @@ def team_objects(*, researcher, team, gpus, fleet) -> dict[str, object]:
     preset = Preset.objects.create(
         kind=WorkloadKind.SANDBOX, name="one slice", owner=researcher, created_by=researcher, body={}
     )
-    # A signed approve link made out to the approval's requester: a valid link in the wrong hands.
-    EXAMPLES["token"] = action_token_make(approval_id=approval.pk, lead_id=researcher.pk, action="approve")
     return {
         "token": token.pk,
         "sandbox": sandbox.pk,
@@ -97,6 +97,8 @@ def team_objects(*, researcher, team, gpus, fleet) -> dict[str, object]:
         "catalog": deployment.serving.model.slug,
         "notification": notification.pk,
         "preset": preset.pk,
+        # A signed approve link made out to the approval's requester: a valid link in the wrong hands.
+        "action_token": action_token_make(approval_id=approval.pk, lead_id=researcher.pk, action="approve"),
     }
 
 

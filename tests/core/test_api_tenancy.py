@@ -76,7 +76,7 @@ def caller(request, client_for, other_researcher, other_team) -> APIClient:
 @pytest.mark.parametrize(("route", "method", "caller"), [p.values for p in MATRIX], indirect=["caller"])
 def test_a_caller_outside_the_team_cannot_tell_the_object_exists(route, method, caller, objects):
     kind = kind_of(route)
-    url = url_for(route, objects[kind])
+    url = url_for(route, objects[kind], objects)
     anonymous = caller._credentials == {}
     answer = getattr(caller, method)(url, BODY, format="json")
 

@@ -52,7 +52,7 @@ def visitor(request, other_researcher, other_team) -> Client:
 @pytest.mark.parametrize("route", ROUTES)
 def test_a_visitor_outside_the_team_cannot_tell_the_object_exists(route, visitor, objects):
     kind = kind_of(route)
-    url = url_for(route, objects[kind])
+    url = url_for(route, objects[kind], objects)
     anonymous = "_auth_user_id" not in visitor.session
     answers = {"post": visitor.post(url, DATA), "get": visitor.get(url)}
     statuses = {method: answer.status_code for method, answer in answers.items()}
