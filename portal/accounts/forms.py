@@ -52,5 +52,5 @@ class TokenCreateForm(forms.Form):
         choices=ApiToken.Scope.choices,
         initial=ApiToken.Scope.WORKLOADS,
         required=False,
-        help_text="Read only; workloads: all you may do but manage tokens; admin: tokens too.",
+        help_text="Whatever the scope, a token never does more than you may.",
     )

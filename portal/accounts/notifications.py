@@ -66,7 +66,9 @@ def _event(
         "event": kind,
         "text": text,
         "link": absolute(link) if link else "",
-        "workload": {"id": workload.pk, "kind": workload.kind, "name": workload.name} if workload else None,
+        "workload": {"id": workload.number, "kind": workload.kind, "name": workload.name}
+        if workload
+        else None,
         "team": (team.slug if team else None) or (workload.team.slug if workload is not None else None),
         "user": user.username if user else None,
         "time": timezone.now().isoformat(),

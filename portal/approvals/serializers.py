@@ -21,7 +21,7 @@ class RejectSerializer(serializers.Serializer):
 
 
 class ApprovalSandboxSerializer(serializers.Serializer):
-    id = StrictIntegerField()
+    id = StrictIntegerField(help_text="Its number within its kind, as /api/v1/sandboxes/{id} takes it.")
     kind = StrictCharField(help_text="sandbox or deployment.")
     replicas = StrictIntegerField(help_text="Replicas it has now (1 for a sandbox).")
     name = StrictCharField()
@@ -62,7 +62,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
     def get_sandbox(self, approval: Approval) -> dict[str, Any]:
         sandbox = approval.workload
         return {
-            "id": sandbox.pk,
+            "id": sandbox.number,
             "kind": sandbox.kind,
             "replicas": sandbox.replicas,
             "name": sandbox.name,

@@ -80,7 +80,9 @@ def approval_decide(
         _extend(approval, workload, user, now=now)
     elif approve and approval.kind == Approval.Kind.SCALE:
         if workload.state not in (WorkloadState.PROVISIONING, WorkloadState.RUNNING):
-            raise Conflict(f"Deployment {workload.name} is {workload.state}; it can no longer be scaled.")
+            raise Conflict(
+                f"Deployment {workload.name} is {workload.get_state_display().lower()}; it can no longer be scaled."
+            )
         deployment_apply_scale(workload=workload, replicas=approval.replicas, actor=user, now=now)
     verb = "approved" if approve else "rejected"
     what = {
@@ -149,7 +151,7 @@ def _extend(approval: Approval, workload: Workload, user: User, *, now: datetime
     """The lead's yes overrides the auto-approval line and the budget, never the maximum lifetime."""
     if not workload.is_live:
         raise Conflict(
-            f"{workload.kind.capitalize()} {workload.name} is {workload.state}; it can no longer be extended."
+            f"{workload.kind.capitalize()} {workload.name} is {workload.get_state_display().lower()}; it can no longer be extended."
         )
     hours = approval.extend_hours
     lifetime = extended_lifetime(workload=workload, hours=hours)

@@ -24,6 +24,12 @@ from portal.workloads.live import badges_version, events_version, nothing_change
 from portal.workloads.models import Approval
 
 PAGE_SIZE = 50
+# the kinds as the filter names them: the stored values ("create", "extend") are no words for people
+KIND_LABELS = [
+    (Approval.Kind.CREATE, "New request"),
+    (Approval.Kind.EXTEND, "Extension"),
+    (Approval.Kind.SCALE, "Scale"),
+]
 
 
 @login_required
@@ -42,7 +48,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         "filter": approval_filter,
         "state": data.get("state", ""),
         "states": Approval.State.choices,
-        "kinds": Approval.Kind.choices,
+        "kinds": KIND_LABELS,
         "page_obj": page_obj,
         "rows": approval_rows(list(page_obj.object_list), user=request.user),
         "live_version": version,
@@ -74,7 +80,9 @@ def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
         if error:
             messages.error(request, error)
         else:
-            messages.success(request, "Decision recorded.")
+            messages.success(
+                request, f"{'Approved' if form.approve else 'Rejected'}; the requester has been told."
+            )
         return redirect("approvals")
     try:
         approval = approval_get_for(user=request.user, approval_id=pk)

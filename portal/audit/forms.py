@@ -15,7 +15,7 @@ def style_audit_filter(form: forms.Form) -> forms.Form:
         "object_type": ("Object type", "sandbox"),
         "object_id": ("Object id", "42"),
         "actor": ("Actor", "username"),
-        "team": ("Team", "slug"),
+        "team": ("Team", "e.g. vision"),
         "since": ("From (UTC)", ""),
         "until": ("Before (UTC)", ""),
     }

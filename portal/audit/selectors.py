@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from django.db.models import Q, QuerySet
@@ -24,3 +25,28 @@ def audit_log_allowed(user: User) -> bool:
 
 def _led_team_ids(user: User) -> QuerySet:
     return user.memberships.filter(role="lead").values("team_id")
+
+
+# How an object type's pages are found from the object ids events name: {object_id: url} for a
+# list of ids. The apps above audit register theirs (portal.workloads: sandboxes and deployments,
+# whose pages go by their number within their kind, not by the id events keep).
+ObjectLinker = Callable[[list[str]], dict[str, str]]
+_OBJECT_LINKERS: dict[str, ObjectLinker] = {}
+
+
+def register_object_linker(object_type: str, linker: ObjectLinker) -> None:
+    _OBJECT_LINKERS[object_type] = linker
+
+
+def audit_object_urls(events: Iterable[AuditEvent]) -> list[AuditEvent]:
+    """The events, each with `object_url`: the page of the object it is about, or "" (an object
+    type without pages, or an object gone); one query per object type."""
+    events = list(events)
+    ids: dict[str, list[str]] = {}
+    for event in events:
+        if event.object_type in _OBJECT_LINKERS:
+            ids.setdefault(event.object_type, []).append(event.object_id)
+    urls = {object_type: _OBJECT_LINKERS[object_type](found) for object_type, found in ids.items()}
+    for event in events:
+        event.object_url = urls.get(event.object_type, {}).get(event.object_id, "")
+    return events

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET
 from portal.audit.exports import audit_export
 from portal.audit.filters import AuditEventFilter
 from portal.audit.forms import style_audit_filter
-from portal.audit.selectors import audit_events_visible_to, audit_log_allowed
+from portal.audit.selectors import audit_events_visible_to, audit_log_allowed, audit_object_urls
 from portal.core.views import login_required, page
 
 PAGE_SIZE = 50
@@ -27,6 +27,7 @@ def audit(request: HttpRequest) -> HttpResponse:
     page_obj = Paginator(event_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     export_query = request.GET.copy()
     export_query.pop("page", None)
+    page_obj.object_list = audit_object_urls(page_obj.object_list)
     context = {"filter": event_filter, "page_obj": page_obj, "export_query": export_query.urlencode()}
     return page(request, "audit/audit.html", context, fragment="audit/partials/audit_table.html")
 

@@ -25,6 +25,7 @@ from portal.deployments.serializers import (
 from portal.deployments.services import deployment_request, deployment_request_body, deployment_scale
 from portal.deployments.serving_stats import deployment_serving_now, deployment_serving_series, not_reported
 from portal.workloads.api import (
+    ByNumber,
     WorkloadApi,
     WorkloadCostView,
     WorkloadDetailView,
@@ -54,10 +55,11 @@ class _Deployment:
         return deployment_get_for(user=request.user, deployment_id=pk)
 
 
-class DeploymentRequestBodyView(generics.GenericAPIView):
+class DeploymentRequestBodyView(ByNumber, generics.GenericAPIView):
     """Request again: this deployment's settings (any state) as a body `POST /api/v1/deployments`
     accepts, named `<name>-2`; change what you like and post it."""
 
+    kind = WorkloadKind.DEPLOYMENT
     serializer_class = DeploymentRequestSerializer
 
     @extend_schema(responses={200: DeploymentRequestSerializer})

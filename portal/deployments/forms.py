@@ -68,7 +68,7 @@ class DeployForm(ServiceForm):
         widget=number_input({"min": 1, "max": MAX_REPLICAS}, mode="numeric"),
     )
     ttl_hours = forms.DecimalField(
-        label="Lifetime (hours)",
+        label="Lifetime in hours",
         initial=DEFAULT_TTL_HOURS,
         widget=forms.NumberInput(attrs={"min": "0", "step": "any", "inputmode": "decimal"}),
     )

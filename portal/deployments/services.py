@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_UP, Decimal
 from typing import Any
 
 from django.db import transaction
@@ -28,7 +28,7 @@ from portal.fleet.placement import NoFit, place
 from portal.fleet.selectors import gpu_snapshot
 from portal.fleet.services import allocation_record, mig_layouts_free, placement_request
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
-from portal.workloads.policy import fraction_to_decimal, replica_share, scale_verdict
+from portal.workloads.policy import equivalents_text, fraction_to_decimal, replica_share, scale_verdict
 from portal.workloads.presets import register_preset_check
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
@@ -195,7 +195,7 @@ def deployment_scale(
         raise ValidationFailed(f"replicas: {message}", fields={"replicas": [message]})
     if workload.state not in (S.PROVISIONING, S.RUNNING):
         raise Conflict(
-            f"Deployment {workload.name} is {workload.state}; only a live, placed one can be scaled."
+            f"Deployment {workload.name} is {workload.get_state_display().lower()}; only a live, placed one can be scaled."
         )
     if replicas == workload.replicas:
         return workload
@@ -226,11 +226,11 @@ def deployment_scale(
         action="deployment.scale_requested",
         obj=workload,
         team=team,
-        detail=f"{workload.replicas} -> {replicas} replicas ({fraction_to_decimal(share)} GPU equivalents)",
+        detail=f"{workload.replicas} → {replicas} replicas ({equivalents_text(fraction_to_decimal(share), ROUND_UP)} GPU equivalents)",
     )
     tell_deciders(
         approval=approval,
-        message=f"{user.username} asks to scale {workload.name} to {replicas} replicas. {decision.why_needed}",
+        message=f"{user.username} asks to scale {workload.name} to {counted(replicas, 'replica')}. {decision.why_needed}",
     )
     return workload
 
@@ -253,7 +253,7 @@ def deployment_apply_scale(*, workload: Workload, replicas: int, actor: User | N
         decision = place(gpu_snapshot(gpu_type=gpu_type, now=now), request)
         if isinstance(decision, NoFit):
             raise Conflict(
-                f"No capacity for {replicas - workload.replicas} more replicas now: {decision.reason}."
+                f"No capacity for {counted(replicas - workload.replicas, 'more replica')} now: {decision.reason}."
             )
         allocation_record(
             holder=workload, gpu_type=gpu_type, request=request, decision=decision, now=now, replica=replica
@@ -284,7 +284,7 @@ def _rescaled(workload: Workload, *, replicas: int, actor: User | None, now: dat
         from_states=[S.PROVISIONING, S.RUNNING],
         actor=actor,
         event="scaled",
-        detail=f"{previous} -> {replicas} replicas",
+        detail=f"{previous} → {replicas} replicas",
         replicas=replicas,
         scaling_from=scaling_from,
         message=f"Scaling from {scaling_from if scaling_from is not None else previous} to {counted(replicas, 'replica')}.",

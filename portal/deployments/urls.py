@@ -8,11 +8,13 @@ urlpatterns = [
     path("deployments/new/", views.deployment_new, name="deployment-new"),
     path("deployments/new/fits/", views.deployment_fits, name="deployment-fits"),
     path("deployments/new/estimate/", views.deployment_estimate_panel, name="deployment-estimate"),
-    path("deployments/<int:pk>/", views.deployment_detail, name="deployment-detail"),
-    path("deployments/<int:pk>/scale/", views.deployment_scale_view, name="deployment-scale"),
-    path("deployments/<int:pk>/keep/", views.deployment_keep_posted, name="deployment-keep"),
+    path("deployments/<int:number>/", views.deployment_detail, name="deployment-detail"),
+    path("deployments/<int:number>/scale/", views.deployment_scale_view, name="deployment-scale"),
+    path("deployments/<int:number>/keep/", views.deployment_keep_posted, name="deployment-keep"),
     path(
-        "deployments/<int:pk>/scale-back/", views.deployment_scale_back_posted, name="deployment-scale-back"
+        "deployments/<int:number>/scale-back/",
+        views.deployment_scale_back_posted,
+        name="deployment-scale-back",
     ),
     *action_urls("deployment", "deployments"),
 ]

@@ -34,7 +34,13 @@ from portal.workloads.models import WorkloadKind
 from portal.workloads.presets import presets_for
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import workload_keep
-from portal.workloads.views import actions_changed, form_prefill, save_form_as_preset, workload_list_context
+from portal.workloads.views import (
+    actions_changed,
+    form_prefill,
+    save_form_as_preset,
+    workload_id_or_404,
+    workload_list_context,
+)
 
 
 @login_required
@@ -117,7 +123,7 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
             except DomainError as error:
                 form.add_service_errors(error)
             else:
-                return redirect("deployment-detail", pk=workload.pk)
+                return redirect(workload)
     else:
         initial, prefilled_from, preset_problem = _prefill(request)
         form = _deploy_form(request, prefill=initial)
@@ -189,12 +195,13 @@ def deployment_estimate_panel(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def deployment_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def deployment_detail(request: HttpRequest, number: int) -> HttpResponse:
     """One deployment: progress, endpoint and example, replica health and placement, cost. A
     poll when nothing changed is a 204, except while it serves (its figures move every poll)."""
-    version = workload_version(request.user, workload_id=pk, kind=WorkloadKind.DEPLOYMENT)
+    version = workload_version(request.user, number=number, kind=WorkloadKind.DEPLOYMENT)
     if wants_fragment(request) and unchanged(request, version):
         return nothing_changed()
+    pk = workload_id_or_404(request, kind=WorkloadKind.DEPLOYMENT, number=number)
     try:
         row = deployment_row_for(user=request.user, deployment_id=pk)
     except NotFound as error:
@@ -219,10 +226,11 @@ def deployment_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def deployment_scale_view(request: HttpRequest, pk: int) -> HttpResponse:
+def deployment_scale_view(request: HttpRequest, number: int) -> HttpResponse:
+    pk = workload_id_or_404(request, kind=WorkloadKind.DEPLOYMENT, number=number)
     form = ScaleForm(request.POST)
     if form_refused(request, form):
-        return redirect("deployment-detail", pk=pk)
+        return redirect("deployment-detail", number=number)
     replicas = form.cleaned_data["replicas"]
     workload = run_service(
         request, lambda: deployment_scale(user=request.user, deployment_id=pk, replicas=replicas)
@@ -238,28 +246,30 @@ def deployment_scale_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.info(
             request, f"Scaling to {replicas} replicas needs a lead's approval; a lead has been asked."
         )
-    return redirect("deployment-detail", pk=pk)
+    return redirect("deployment-detail", number=number)
 
 
 @login_required
 @require_POST
-def deployment_keep_posted(request: HttpRequest, pk: int) -> HttpResponse:
+def deployment_keep_posted(request: HttpRequest, number: int) -> HttpResponse:
     """Keep a deployment its GPUs' idleness was about to scale to zero."""
+    pk = workload_id_or_404(request, kind=WorkloadKind.DEPLOYMENT, number=number)
     run_service(
         request,
         lambda: workload_keep(user=request.user, workload_id=pk, kind="deployment"),
         success="Kept: the idle clock starts again.",
     )
-    return redirect("deployment-detail", pk=pk)
+    return redirect("deployment-detail", number=number)
 
 
 @login_required
 @require_POST
-def deployment_scale_back_posted(request: HttpRequest, pk: int) -> HttpResponse:
+def deployment_scale_back_posted(request: HttpRequest, number: int) -> HttpResponse:
     """Back to the replicas it had before idle reclaim scaled it to zero."""
+    pk = workload_id_or_404(request, kind=WorkloadKind.DEPLOYMENT, number=number)
     workload = run_service(request, lambda: deployment_scale_back(user=request.user, deployment_id=pk))
     if workload is not None and workload.replicas:
         messages.success(request, f"Scaling back to {counted(workload.replicas, 'replica')}.")
     elif workload is not None:
         messages.info(request, "Scaling back needs a lead's approval; a lead has been asked.")
-    return redirect("deployment-detail", pk=pk)
+    return redirect("deployment-detail", number=number)

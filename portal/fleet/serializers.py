@@ -45,8 +45,8 @@ class GpuTypeSerializer(serializers.Serializer):
 
 
 class HolderSerializer(serializers.Serializer):
-    kind = serializers.CharField(help_text="sandbox")
-    id = serializers.IntegerField()
+    kind = serializers.CharField(help_text="sandbox or deployment")
+    id = serializers.IntegerField(help_text="Its number within its kind, as /api/v1/sandboxes/{id} takes it.")
     name = serializers.CharField()
 
 
@@ -54,7 +54,8 @@ def holder(holds: list[Allocation]) -> dict[str, Any] | None:
     """Who holds a GPU or slice, from its live allocations (prefetched as `live_holds`)."""
     for allocation in holds:
         if allocation.workload_id is not None:
-            return {"kind": "sandbox", "id": allocation.workload_id, "name": allocation.workload.name}
+            workload = allocation.workload
+            return {"kind": workload.kind, "id": workload.number, "name": workload.name}
     return None
 
 

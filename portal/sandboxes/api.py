@@ -40,6 +40,7 @@ from portal.sandboxes.services import (
     sandbox_share,
 )
 from portal.workloads.api import (
+    ByNumber,
     WorkloadApi,
     WorkloadCostView,
     WorkloadDetailView,
@@ -98,10 +99,11 @@ class SandboxEstimateView(generics.GenericAPIView):
         return Response(EstimateSerializer(estimate).data)
 
 
-class SandboxRequestBodyView(generics.GenericAPIView):
+class SandboxRequestBodyView(ByNumber, generics.GenericAPIView):
     """Request again: this sandbox's settings (any state) as a body `POST /api/v1/sandboxes`
     accepts, named `<name>-2`; change what you like and post it."""
 
+    kind = WorkloadKind.SANDBOX
     serializer_class = SandboxRequestSerializer
 
     @extend_schema(responses={200: SandboxRequestSerializer})
@@ -157,10 +159,11 @@ class SandboxRestartView(_Sandbox, WorkloadApi):
         return self.shown(request, pk)
 
 
-class SandboxInsightView(generics.GenericAPIView):
+class SandboxInsightView(ByNumber, generics.GenericAPIView):
     """The sandbox's recent events and the end of its pod's log, as a worker last read them.
     POST asks for a fresh read (202); GET again until `pending` is false."""
 
+    kind = WorkloadKind.SANDBOX
     serializer_class = InsightSerializer
 
     def _answer(self, request: Request, pk: int, status: int) -> Response:
@@ -186,11 +189,12 @@ class SandboxInsightView(generics.GenericAPIView):
         return self._answer(request, pk, 202)
 
 
-class SandboxKubeconfigView(generics.GenericAPIView):
+class SandboxKubeconfigView(ByNumber, generics.GenericAPIView):
     """kubectl access for the sandbox's owner: POST asks for a kubeconfig (202), GET returns it
     once `state` is `ready`. It opens the sandbox's namespace only (its pod, log, events, exec,
     port-forward) and stops working when the sandbox ends."""
 
+    kind = WorkloadKind.SANDBOX
     serializer_class = KubeconfigSerializer
 
     def _answer(self, request: Request, pk: int, status: int) -> Response:

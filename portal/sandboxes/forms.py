@@ -14,7 +14,7 @@ from portal.fleet.models import GpuType
 from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.selectors import RequestChoices
 from portal.workloads.forms import ServiceForm, name_field, number_input, radio_field
-from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH
+from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH, Image
 
 # Keys of DomainError.fields (the API's names) -> form fields.
 SERVICE_FIELDS = {
@@ -36,6 +36,13 @@ SERVICE_FIELDS = {
 }
 
 
+def image_label(image: Image) -> str:
+    """An image as the form offers it: its name, and how it is used when the name does not say
+    ("PyTorch shell (SSH)" needs no "(Shell (SSH))" after it)."""
+    kind = image.get_kind_display()
+    return image.name if kind.lower() in image.name.lower() else f"{image.name} ({kind})"
+
+
 class SandboxRequestForm(ServiceForm):
     """A sandbox request as a person fills it in: whole GPUs or one MIG slice, hours or an end time."""
 
@@ -50,7 +57,7 @@ class SandboxRequestForm(ServiceForm):
         label="GPU share", choices=[("whole", "Whole GPUs"), ("mig", "One MIG slice")], initial="whole"
     )
     count = forms.IntegerField(
-        label="Whole GPUs", required=False, initial=1, widget=number_input({"min": "1"})
+        label="Number of GPUs", required=False, initial=1, widget=number_input({"min": "1"})
     )
     mig_profile = forms.ChoiceField(label="MIG profile", required=False)
     lifetime_mode = radio_field(
@@ -105,7 +112,7 @@ class SandboxRequestForm(ServiceForm):
         self.gpu_types = {gpu_type.slug: gpu_type for gpu_type in choices.gpu_types}
         self.fields["team"].choices = [(team.slug, team.name) for team in teams]
         self.fields["image"].choices = [("", "Team default")] + [
-            (image.slug, f"{image.name} ({image.get_kind_display()})") for image in choices.images
+            (image.slug, image_label(image)) for image in choices.images
         ]
         self.fields["gpu_type"].choices = [
             (slug, self._type_label(gpu_type, choices)) for slug, gpu_type in self.gpu_types.items()

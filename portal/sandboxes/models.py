@@ -76,7 +76,8 @@ class Home(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"home of {self.user_id} ({self.size_gb} GB, {self.state})"
+        # the audit log writes "home " before it: "home alice (50 GB, ready)"
+        return f"{self.user.username} ({self.size_gb} GB, {self.get_state_display().lower()})"
 
 
 class Dataset(models.Model):

@@ -244,7 +244,7 @@ def kubeconfig_text(access: KubeAccess, sandbox: Workload) -> str:
     }
     assert access.expires_at is not None
     header = (
-        f"# GPU Portal: kubectl access to sandbox {sandbox.name} (#{sandbox.pk}), namespace {access.namespace}.\n"
+        f"# GPU Portal: kubectl access to sandbox {sandbox.name} (#{sandbox.number}), namespace {access.namespace}.\n"
         f"# Valid until {access.expires_at:%Y-%m-%d %H:%M} UTC, or until the sandbox ends; it may look at the\n"
         "# sandbox's pod, its log and events, exec into it and port-forward, nothing else.\n"
     )

@@ -166,7 +166,9 @@ class HomeSerializer(serializers.Serializer):
     team = StrictCharField(source="team.slug", help_text="The team it is billed to.")
     max_gb = StrictIntegerField(source="team.home_gb_max", help_text="How far it may grow.")
     sandbox = StrictIntegerField(
-        source="attached_to_id", allow_null=True, help_text="The sandbox it was last mounted in."
+        source="attached_to.number",
+        allow_null=True,
+        help_text="The number of the sandbox it was last mounted in (its `id`).",
     )
     created_at = serializers.DateTimeField()
 

@@ -45,7 +45,7 @@ class SearchResults:
 
 
 def search_query_error(query: str) -> str:
-    """Why `query` cannot be searched ("" when it can). A workload id (`7`, `#7`) may be short."""
+    """Why `query` cannot be searched ("" when it can). A workload number (`7`, `#7`) may be short."""
     if len(query) < MIN_QUERY and not query.removeprefix("#").isdigit():
         return f"Type at least {MIN_QUERY} characters."
     if len(query) > MAX_QUERY:
@@ -60,14 +60,14 @@ def _bounded(queryset: QuerySet) -> Group:
 
 def workloads_matching(user: User, query: str) -> QuerySet[Workload]:
     """Sandboxes and deployments the user may see whose name or project holds `query`, or whose
-    id it is (`42` or `#42`); newest first."""
+    number within its kind it is (`42` or `#42`: sandbox 42 and deployment 42); newest first."""
     visible = workloads_visible_to(user, kind=WorkloadKind.SANDBOX) | workloads_visible_to(
         user, kind=WorkloadKind.DEPLOYMENT
     )
     match = Q(name__icontains=query) | Q(project__icontains=query)
     number = query.removeprefix("#")
-    if number.isdigit() and len(number) <= 12:  # an id the database's integers hold
-        match |= Q(pk=int(number))
+    if number.isdigit() and len(number) <= 12:  # a number the database's integers hold
+        match |= Q(number=int(number))
     return visible.filter(match).select_related("team").order_by("-created_at", "-pk")
 
 

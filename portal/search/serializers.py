@@ -13,7 +13,7 @@ class SearchQuerySerializer(QuerySerializer):
     q = serializers.CharField(
         max_length=MAX_QUERY,
         help_text=f"What to look for: {MIN_QUERY} to {MAX_QUERY} characters (any case), or a "
-        "workload id (`7` or `#7`).",
+        "sandbox's or deployment's number (`7` or `#7`).",
     )
 
     def validate_q(self, value: str) -> str:
@@ -24,7 +24,9 @@ class SearchQuerySerializer(QuerySerializer):
 
 
 class WorkloadHitSerializer(serializers.Serializer):
-    id = serializers.IntegerField(source="pk")
+    id = serializers.IntegerField(
+        source="number", help_text="Its number within its kind, as its page and the API's paths name it."
+    )
     kind = serializers.CharField()
     name = serializers.CharField()
     team = serializers.CharField(source="team.slug")
@@ -33,7 +35,7 @@ class WorkloadHitSerializer(serializers.Serializer):
     url = serializers.SerializerMethodField()
 
     def get_url(self, workload) -> str:
-        return reverse(f"{workload.kind}-detail", args=[workload.pk])
+        return reverse(f"{workload.kind}-detail", args=[workload.number])
 
 
 class UserHitSerializer(serializers.Serializer):

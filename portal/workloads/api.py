@@ -22,7 +22,7 @@ from portal.spend.workload_cost import workload_cost_series
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.models import Workload
 from portal.workloads.queue_wait import estimated_waits
-from portal.workloads.selectors import queue_positions, user_standing, workload_detail_for
+from portal.workloads.selectors import queue_positions, user_standing, workload_detail_for, workload_id_for
 from portal.workloads.serializers import ExtendSerializer, MeSerializer, WorkloadSerializer
 from portal.workloads.services import (
     workload_extend,
@@ -48,7 +48,22 @@ def workload_response(
     return Response(serializer_class(workload, context=context).data, status=status_code)
 
 
-class WorkloadApi(generics.GenericAPIView):
+class ByNumber:
+    """An API view of one sandbox or deployment, whose path names it by its number within its
+    kind (`/api/v1/sandboxes/{id}`: sandbox 12 is `12`, whatever deployments there are). Once the
+    caller is authenticated and allowed, the `pk` its handlers get is the workload's primary key,
+    as the services take it; a number the caller may not see is a 404. A subclass names its `kind`."""
+
+    kind: str
+
+    def initial(self, request: Request, *args: object, **kwargs: object) -> None:
+        super().initial(request, *args, **kwargs)
+        # The handler is called with self.kwargs (DRF passes that very dict on).
+        if "pk" in self.kwargs:
+            self.kwargs["pk"] = workload_id_for(user=request.user, kind=self.kind, number=self.kwargs["pk"])
+
+
+class WorkloadApi(ByNumber, generics.GenericAPIView):
     """What a kind's API views share: a subclass names its `kind` and `serializer_class`, and
     answers with one workload as the API shows it through `shown`."""
 

@@ -1,6 +1,17 @@
+from functools import partial
+
 from django.apps import AppConfig
 
 
 class WorkloadsConfig(AppConfig):
     name = "portal.workloads"
     label = "workloads"
+
+    def ready(self) -> None:
+        """The audit log links events about sandboxes and deployments to their pages."""
+        from portal.audit.selectors import register_object_linker
+        from portal.workloads.models import WorkloadKind
+        from portal.workloads.selectors import workload_urls
+
+        for kind in WorkloadKind.values:
+            register_object_linker(kind, partial(workload_urls, kind))

@@ -57,9 +57,9 @@ def name_field(example: str) -> forms.CharField:
     """A workload's name; optional in the form so the live estimate works before it is typed, but
     needed to submit, so its label says "required" (`shown_required`)."""
     field = forms.CharField(
-        max_length=63,
+        max_length=40,  # services.resolve.NAME_RE: the name goes into cluster object names
         required=False,
-        help_text=f"Lowercase letters, digits and hyphens, e.g. {example}.",
+        help_text=f"Up to 40 lowercase letters, digits and hyphens, e.g. {example}.",
         widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": example}),
     )
     field.shown_required = True

@@ -57,9 +57,10 @@ def nothing_changed() -> HttpResponse:
     return HttpResponse(status=204)
 
 
-def workload_version(user: User, *, workload_id: int, kind: str) -> str:
-    """The version of a sandbox or deployment page: the newest audit event of its team (its
-    state moves, approvals and extensions among them), and the minute. Two queries."""
-    teams = workloads_visible_to(user, kind=kind).filter(pk=workload_id).values("team_id")
+def workload_version(user: User, *, number: int, kind: str) -> str:
+    """The version of a sandbox or deployment page (which its URL names by its number): the
+    newest audit event of its team (its state moves, approvals and extensions among them), and
+    the minute. Two queries."""
+    teams = workloads_visible_to(user, kind=kind).filter(number=number).values("team_id")
     newest = AuditEvent.objects.filter(team_id__in=teams).aggregate(newest=Max("id"))["newest"] or 0
     return f"{newest}.{_minute()}"

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.validators import RegexValidator
-from django.db import models
-from django.db.models import Q
+from django.db import IntegrityError, models, transaction
+from django.db.models import F, Max, Q
 from django.urls import reverse
 
 
@@ -86,15 +86,51 @@ class WorkloadKind(models.TextChoices):
     DEPLOYMENT = "deployment"
 
 
+class WorkloadCounter(models.Model):
+    """The last number given to a workload of one kind: sandboxes and deployments are counted
+    apart (sandbox 1, 2, 3 ... and deployment 1, 2, 3 ...), as their users read and type them."""
+
+    kind = models.CharField(max_length=20, choices=WorkloadKind.choices, unique=True)
+    last = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.last}"
+
+
+def next_workload_number(kind: str) -> int:
+    """The next number of `kind`, taken in the caller's transaction: the counter row stays locked
+    until it commits, so two requests at once never get the same number, and a request that
+    rolls back gives its number back. A counter missing (a database emptied by hand) starts after
+    the highest number in use."""
+    with transaction.atomic():
+        for _ in range(2):
+            if WorkloadCounter.objects.filter(kind=kind).update(last=F("last") + 1):
+                return WorkloadCounter.objects.values_list("last", flat=True).get(kind=kind)
+            highest = Workload.objects.filter(kind=kind).aggregate(highest=Max("number"))["highest"]
+            try:
+                with transaction.atomic():  # another request may be creating it at this moment
+                    WorkloadCounter.objects.create(kind=kind, last=highest or 0)
+            except IntegrityError:
+                pass
+    raise RuntimeError(f"no counter of {kind} workloads")  # pragma: no cover (created just above)
+
+
 class Workload(models.Model):
     """A GPU workload with an expiry: a development sandbox, or a model serving deployment.
 
     Both kinds share one lifecycle, quota, approval, placement and metering path; a deployment
     adds its serving details (portal.deployments.Serving) and may have several replicas, each
     placed as `gpu_count` whole GPUs on one node or one MIG slice.
+
+    `number` is what people call it and what its URLs and the API's `id` say: its place among
+    the workloads of its kind. The primary key stays internal (foreign keys, cluster labels,
+    namespace names).
     """
 
     kind = models.CharField(max_length=20, choices=WorkloadKind.choices, default=WorkloadKind.SANDBOX)
+    number = models.PositiveIntegerField(
+        editable=False, help_text="Its number among the workloads of its kind (sandbox 12, deployment 3)."
+    )
     name = models.CharField(max_length=63)
     team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="workloads")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads")
@@ -210,14 +246,28 @@ class Workload(models.Model):
                 fields=["owner", "kind", "name"],
                 condition=Q(state__in=[s.value for s in LIVE_STATES]),
                 name="workload_live_name_unique_per_owner",
-            )
+            ),
+            models.UniqueConstraint(fields=["kind", "number"], name="workload_number_unique_per_kind"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.name} (#{self.pk})"
+        return f"{self.name} (#{self.number})"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        """A new workload takes the next number of its kind, however it is made."""
+        if not self._state.adding or self.number is not None:
+            super().save(*args, **kwargs)
+            return
+        try:
+            with transaction.atomic():
+                self.number = next_workload_number(self.kind)
+                super().save(*args, **kwargs)
+        except BaseException:
+            self.number = None  # given back with the rolled-back counter
+            raise
 
     def get_absolute_url(self) -> str:
-        return reverse(f"{self.kind}-detail", args=[self.pk])
+        return reverse(f"{self.kind}-detail", args=[self.number])
 
     @property
     def audit_type(self) -> str:
@@ -341,7 +391,9 @@ class Approval(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} approval #{self.pk} ({self.state})"
+        # the audit log writes "approval " before it: "approval #5, extension (rejected)"
+        what = {"create": "request", "extend": "extension"}.get(self.kind, self.kind)
+        return f"#{self.pk}, {what} ({self.state})"
 
 
 class Preset(models.Model):

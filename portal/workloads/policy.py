@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_DOWN, ROUND_UP, Decimal
 from fractions import Fraction
 
 from portal.accounts.models import Team
@@ -27,6 +27,12 @@ QUOTA_STATES = [s for s in LIVE_STATES if s != WorkloadState.TERMINATING]
 
 def fraction_to_decimal(value: Fraction, places: str = "0.001") -> Decimal:
     return (Decimal(value.numerator) / Decimal(value.denominator)).quantize(Decimal(places))
+
+
+def equivalents_text(value: Decimal, rounding: str) -> str:
+    """GPU equivalents as people read them: at most two decimals ("7.71", "16"). What is left is
+    rounded down and what is needed up, so a refusal never reads as if the request would fit."""
+    return f"{value.quantize(Decimal('0.01'), rounding=rounding).normalize():f}"
 
 
 def request_share(*, count: int, shape: ProfileShape | None, replicas: int = 1) -> Fraction:
@@ -193,8 +199,10 @@ def request_verdict(
     refusal = None
     if wanted > left:
         refusal = QuotaExceeded(
-            f"Team {team.slug} has {left.normalize():f} of {team.quota_gpus.normalize():f} GPU equivalents "
-            f"left; this request needs {wanted.normalize():f}.",
+            f"Team {team.name} has {equivalents_text(left, ROUND_DOWN)} of "
+            f"{equivalents_text(team.quota_gpus, ROUND_DOWN)} GPU equivalents left; this request needs "
+            f"{equivalents_text(wanted, ROUND_UP)}. Ask for fewer GPUs or a smaller slice, or end some of "
+            "the team's running work first.",
             fields={"quota_left": str(left), "requested": str(wanted)},
         )
     reasons = _request_reasons(
@@ -221,8 +229,10 @@ def scale_verdict(*, workload: Workload, team: Team, replicas: int, now: datetim
     refusal = None
     if fraction_to_decimal(extra) > left:
         refusal = QuotaExceeded(
-            f"Team {team.slug} has {left.normalize():f} GPU equivalents left; "
-            f"{added} more replicas need {fraction_to_decimal(extra).normalize():f}.",
+            f"Team {team.name} has {equivalents_text(left, ROUND_DOWN)} GPU equivalents left; "
+            f"{counted(added, 'more replica')} {'needs' if added == 1 else 'need'} "
+            f"{equivalents_text(fraction_to_decimal(extra), ROUND_UP)}. Scale to fewer replicas, or end "
+            "some of the team's running work first.",
             fields={"quota_left": str(left), "requested": str(fraction_to_decimal(extra))},
         )
     live = [a for a in workload.allocations.all() if a.ended_at is None]
@@ -266,7 +276,7 @@ def extension_verdict(*, workload: Workload, hours: Decimal, now: datetime) -> V
     if not within_max_lifetime(team=team, lifetime_hours=lifetime):
         refusal = ValidationFailed(
             f"That would make the {workload.kind} live {lifetime.quantize(Decimal('0.1'))} hours; "
-            f"team {team.slug} allows at most {team.max_lifetime_hours.normalize():f}.",
+            f"team {team.name} allows at most {team.max_lifetime_hours.normalize():f} hours.",
             fields={"hours": ["Beyond the team's maximum lifetime."]},
         )
         return Verdict(False, "", refusal=refusal)

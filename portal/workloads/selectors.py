@@ -11,11 +11,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.db.models import Prefetch, Q, QuerySet
+from django.urls import reverse
 from django.utils import timezone
 
 from portal.accounts.models import Membership, Team, User
 from portal.accounts.selectors import lead_team_ids
 from portal.audit.models import AuditEvent
+from portal.core.errors import NotFound
 from portal.core.selectors import one_visible
 from portal.fleet.models import Allocation
 from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
@@ -51,6 +53,23 @@ def workloads_with_details(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
         "shared_with",
         "datasets",  # a sandbox's team datasets (portal.sandboxes.Dataset)
     )
+
+
+def workload_id_for(*, user: User, kind: str, number: int) -> int:
+    """The primary key of the workload of `kind` numbered `number` that the user may see: its
+    pages and the API name it by its number, the services by its key. Else NotFound."""
+    found = workloads_visible_to(user, kind=kind).filter(number=number).values_list("pk", flat=True).first()
+    if found is None:
+        raise NotFound(f"No {kind} {number} that you can see.")
+    return found
+
+
+def workload_urls(kind: str, ids: list[str]) -> dict[str, str]:
+    """The pages of the workloads of `kind` among `ids` (primary keys, as audit events name
+    them), by id: a page goes by the workload's number. One query."""
+    keys = {int(i) for i in ids if i.isdigit()}
+    found = Workload.objects.filter(kind=kind, pk__in=keys).values_list("pk", "number")
+    return {str(pk): reverse(f"{kind}-detail", args=[number]) for pk, number in found}
 
 
 def workload_get_for(*, user: User, workload_id: int, lock: bool = False, kind: str) -> Workload:

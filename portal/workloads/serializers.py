@@ -107,6 +107,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
     """What a sandbox and a deployment show alike: who, which GPU, the latest approval, access,
     cost and queue place. A subclass declares its Meta and `get_placement`."""
 
+    id = serializers.IntegerField(
+        source="number",
+        read_only=True,
+        help_text="Its number within its kind (sandbox 12, deployment 3): the {id} of its paths and its page.",
+    )
     team = StrictCharField(source="team.slug", read_only=True)
     owner = StrictCharField(source="owner.username", read_only=True)
     state = serializers.ChoiceField(

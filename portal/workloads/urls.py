@@ -13,14 +13,16 @@ from portal.workloads.views import (
 
 
 def action_urls(kind: str, prefix: str) -> list[URLPattern]:
-    """`<prefix>/<pk>/extend/`, `.../terminate/`, `.../withdraw/` and `.../extension/withdraw/`,
+    """`<prefix>/<number>/extend/`, `.../terminate/`, `.../withdraw/` and `.../extension/withdraw/`,
     named `<kind>-extend`, `<kind>-terminate`, `<kind>-withdraw` and `<kind>-extension-withdraw`."""
     return [
-        path(f"{prefix}/<int:pk>/extend/", action_view(kind, extend_posted), name=f"{kind}-extend"),
-        path(f"{prefix}/<int:pk>/terminate/", action_view(kind, terminate_posted), name=f"{kind}-terminate"),
-        path(f"{prefix}/<int:pk>/withdraw/", action_view(kind, withdraw_posted), name=f"{kind}-withdraw"),
+        path(f"{prefix}/<int:number>/extend/", action_view(kind, extend_posted), name=f"{kind}-extend"),
         path(
-            f"{prefix}/<int:pk>/extension/withdraw/",
+            f"{prefix}/<int:number>/terminate/", action_view(kind, terminate_posted), name=f"{kind}-terminate"
+        ),
+        path(f"{prefix}/<int:number>/withdraw/", action_view(kind, withdraw_posted), name=f"{kind}-withdraw"),
+        path(
+            f"{prefix}/<int:number>/extension/withdraw/",
             action_view(kind, extension_withdraw_posted),
             name=f"{kind}-extension-withdraw",
         ),

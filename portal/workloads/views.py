@@ -24,6 +24,7 @@ from portal.workloads.presets import preset_body_for_use, preset_get_for, preset
 from portal.workloads.selectors import (
     any_live,
     pending_extension,
+    workload_id_for,
 )
 from portal.workloads.services import (
     workload_extend,
@@ -59,6 +60,15 @@ def workload_list_context(
         "rows": rows(workloads),
         "polling": any_live(workloads),
     }
+
+
+def workload_id_or_404(request: HttpRequest, *, kind: str, number: int) -> int:
+    """The primary key of the workload of `kind` that a page's URL names by its number; a number
+    the user may not see is a 404."""
+    try:
+        return workload_id_for(user=request.user, kind=kind, number=number)
+    except NotFound as error:
+        raise Http404(error.message) from error
 
 
 def actions_changed(request: HttpRequest, actions: list[str]) -> bool:
@@ -129,9 +139,9 @@ def action_view(kind: str, act: Callable[..., None]) -> Callable[..., HttpRespon
 
     @login_required
     @require_POST
-    def view(request: HttpRequest, pk: int) -> HttpResponse:
-        act(request, pk, kind=kind)
-        return redirect(f"{kind}-detail", pk=pk)
+    def view(request: HttpRequest, number: int) -> HttpResponse:
+        act(request, workload_id_or_404(request, kind=kind, number=number), kind=kind)
+        return redirect(f"{kind}-detail", number=number)
 
     return view
 
@@ -144,13 +154,14 @@ def form_prefill(
     initial_from_body: Callable[[dict], dict],
 ) -> tuple[dict | None, str, str]:
     """A request form's starting values, a line saying where they come from, and what no longer
-    fits in them: `?again=<id>` (another workload's settings, from `request_body(id)`) or
-    `?preset=<id>` (a saved preset of `kind`); none by default. An id one may not see is a 404."""
+    fits in them: `?again=<number>` (another workload's settings, from `request_body(its key)`) or
+    `?preset=<id>` (a saved preset of `kind`); none by default. One the user may not see is a 404."""
     again, preset = request.GET.get("again"), request.GET.get("preset")
     try:
         if again:
-            body = request_body(int(again))
-            return initial_from_body(body), f"The settings of {kind} #{int(again)}; change what you like.", ""
+            number = int(again)
+            body = request_body(workload_id_for(user=request.user, kind=kind, number=number))
+            return initial_from_body(body), f"The settings of {kind} #{number}; change what you like.", ""
         if preset:
             chosen = preset_get_for(user=request.user, preset_id=int(preset), kind=kind)
             source = f"Preset {chosen.name} ({chosen.scope})."

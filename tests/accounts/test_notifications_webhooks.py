@@ -1,22 +1,30 @@
 """Webhooks: each user's and each team's, posted by a job to a local HTTP server on loopback, in
-the generic, Slack or Teams shape; failures kept and shown; URLs the portal refuses."""
+the generic, Slack or Teams shape; budget alerts to the team's once; failures kept and shown; URLs
+the portal refuses."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import time_machine
 
-from portal.accounts.action_links import action_link_make
+from portal.accounts.action_links import action_link_make, action_token_read
 from portal.accounts.models import NotificationSettings, WebhookDelivery
 from portal.accounts.notifications import notify
 from portal.accounts.webhooks import MAX_ATTEMPTS, webhook_deliver, webhook_url_check
 from portal.core.errors import ValidationFailed
 from portal.sandboxes.services import sandbox_request
+from portal.spend.models import Budget
 from portal.workloads.models import Approval
+from portal.workloads.services import budgets_watch
+from tests.rows import make_sandbox
 
 pytestmark = pytest.mark.django_db
 
@@ -59,8 +67,8 @@ def test_a_users_webhook_gets_the_generic_body_from_a_job(
     [body] = received.bodies
     assert body["event"] == "running"
     assert body["text"] == "Sandbox mig-small is running."
-    assert body["link"].endswith(f"/sandboxes/{sandbox.pk}/")
-    assert body["workload"] == {"id": sandbox.pk, "kind": "sandbox", "name": "mig-small"}
+    assert body["link"].endswith(f"/sandboxes/{sandbox.number}/")
+    assert body["workload"] == {"id": sandbox.number, "kind": "sandbox", "name": "mig-small"}
     assert body["team"] == "vision" and body["user"] == "alice" and body["time"]
     assert body["actions"] == {}
     delivery = WebhookDelivery.objects.get(user=researcher)
@@ -90,12 +98,73 @@ def test_a_leads_slack_message_has_the_signed_links_and_the_team_hook_has_none(
     )
     approval = Approval.objects.get(workload=sandbox)
     slack = next(body for body in received.bodies if "text" in body and "@type" not in body)
-    approve = action_link_make(approval_id=approval.pk, lead_id=lead.pk, action="approve")
     assert slack["text"].startswith("alice asks for 4x h100-80gb (big).")
-    assert f"<{approve}|Approve>" in slack["text"]
+    # the link signed when the message went (its timestamp is that second's, so read it back)
+    link = re.search(r"<([^<>|]+)\|Approve>", slack["text"])[1]
+    prefix = action_link_make(approval_id=approval.pk, lead_id=lead.pk, action="approve").rsplit(":", 2)[0]
+    assert link.startswith(prefix)
+    token = link.rstrip("/").rsplit("/", 1)[1]
+    assert action_token_read(token=token, approval_id=approval.pk, lead_id=lead.pk) == "approve"
     teams = next(body for body in received.bodies if body.get("@type") == "MessageCard")
     assert [action["name"] for action in teams["potentialAction"]] == ["Open in the portal"]
     assert "/act/" not in json.dumps(teams)
+
+
+BUDGET_NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def spending_80(team, researcher, whole_gpus):
+    """$8.00 spent this month ($4/h for 2 h, project llm-eval) of a $10 team budget told at 80 %."""
+    team.monthly_budget = Decimal("10.00")
+    team.budget_thresholds = [80]
+    team.save()
+    with time_machine.travel(BUDGET_NOW, tick=False):
+        make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0], hours_ago=2, price=Decimal("4"),
+                     project="llm-eval")  # fmt: skip
+    return team
+
+
+def test_a_teams_budget_alert_is_posted_once_to_its_webhook(run_jobs, spending_80, lead, receiver):
+    received, url = receiver
+    spending_80.webhook_url = url
+    spending_80.save()
+    assert run_jobs(lambda: budgets_watch(now=BUDGET_NOW)).alerts == [("vision", 80)]
+    [body] = received.bodies
+    assert body["event"] == "budget"
+    assert body["text"] == "Team Vision has spent $8.00 this month: 80 % of its $10.00 budget."
+    assert body["link"].endswith("/spend/")
+    assert body["workload"] is None and body["team"] == "vision" and body["user"] is None
+    assert body["actions"] == {}
+    assert run_jobs(lambda: budgets_watch(now=BUDGET_NOW)).alerts == []  # the same threshold and month
+    assert len(received.bodies) == 1
+    assert WebhookDelivery.objects.get().team == spending_80
+
+
+def test_a_projects_budget_alert_goes_to_the_teams_webhook_and_a_users_does_not(
+    run_jobs, spending_80, researcher, lead, receiver
+):
+    received, url = receiver
+    spending_80.monthly_budget = Decimal("1000.00")  # the team's own is far from 80 %
+    spending_80.webhook_url = url
+    spending_80.save()
+    Budget.objects.create(team=spending_80, kind="project", project="llm-eval", monthly_amount=Decimal("10"))
+    Budget.objects.create(team=spending_80, kind="user", user=researcher, monthly_amount=Decimal("10"))
+    watch = run_jobs(lambda: budgets_watch(now=BUDGET_NOW))
+    assert sorted(watch.target_alerts) == [
+        ("vision", "project", "llm-eval", 80),
+        ("vision", "user", "alice", 80),
+    ]
+    [body] = received.bodies
+    assert body["event"] == "budget" and "project llm-eval's spend this month is $8.00" in body["text"]
+    run_jobs(lambda: budgets_watch(now=BUDGET_NOW))
+    assert len(received.bodies) == 1
+
+
+def test_no_budget_alert_is_posted_for_a_team_without_a_webhook(run_jobs, spending_80, lead, receiver):
+    received, _ = receiver
+    assert run_jobs(lambda: budgets_watch(now=BUDGET_NOW)).alerts == [("vision", 80)]
+    assert received.bodies == [] and not WebhookDelivery.objects.exists()
 
 
 def test_a_failing_hook_is_retried_then_recorded_and_shown(run_jobs, researcher, researcher_client, receiver):

@@ -101,7 +101,7 @@ def test_a_sandboxs_utilization_series_from_its_slice(fleet, researcher, team, a
     ])])  # fmt: skip
     telemetry_record(readings=readings_of(nvml, "gpu-h100-b", MINUTE, MINUTE + timedelta(minutes=1)))
     series = alice.get(
-        f"/api/v1/sandboxes/{sandbox.pk}/utilization",
+        f"/api/v1/sandboxes/{sandbox.number}/utilization",
         {
             "from": (MINUTE - timedelta(minutes=5)).isoformat(),
             "to": (MINUTE + timedelta(minutes=5)).isoformat(),
@@ -111,10 +111,10 @@ def test_a_sandboxs_utilization_series_from_its_slice(fleet, researcher, team, a
         (40.0, 5000),
         (40.0, 5000),
     ]  # its slice only
-    hourly = alice.get(f"/api/v1/sandboxes/{sandbox.pk}/utilization",
+    hourly = alice.get(f"/api/v1/sandboxes/{sandbox.number}/utilization",
                        {"from": (MINUTE - timedelta(hours=1)).isoformat(), "to": (MINUTE + timedelta(hours=1)).isoformat(), "step": 3600}).json()  # fmt: skip
     assert len(hourly) == 1 and hourly[0]["utilization"] == 40.0
-    bad = alice.get(f"/api/v1/sandboxes/{sandbox.pk}/utilization", {"step": "7"})
+    bad = alice.get(f"/api/v1/sandboxes/{sandbox.number}/utilization", {"step": "7"})
     assert bad.status_code == 400
 
 
@@ -154,12 +154,12 @@ def test_the_simulated_cluster_reports_like_agents_so_the_page_has_a_chart(
         assert (
             simulate_telemetry(now=(now - timedelta(minutes=minutes)).timestamp()) == 16
         )  # every simulated GPU
-    series = alice.get(f"/api/v1/sandboxes/{sandbox.pk}/utilization").json()
+    series = alice.get(f"/api/v1/sandboxes/{sandbox.number}/utilization").json()
     assert len(series) == 3 and all(p["utilization"] is not None and p["memory_used_mb"] > 0 for p in series)
     idle = GpuMinute.objects.filter(device="GPU-gpu-h100-a-1").first()
     assert idle is not None and idle.utilization == 0.0 and idle.memory_used_mb_max == 0  # nothing holds it
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
-    assert f'data-series-url="/api/v1/sandboxes/{sandbox.pk}/utilization?from=' in page
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert f'data-series-url="/api/v1/sandboxes/{sandbox.number}/utilization?from=' in page
     assert "vendor/uplot.iife.min.js" in page
     import time_machine
 
@@ -187,10 +187,10 @@ def test_a_deployments_replicas_have_their_series_and_page_chart(
     )
     now = timezone.now()
     simulate_telemetry(now=(now - timedelta(minutes=2)).timestamp())
-    series = alice.get(f"/api/v1/deployments/{deployment.pk}/utilization").json()
+    series = alice.get(f"/api/v1/deployments/{deployment.number}/utilization").json()
     assert len(series) == 1 and series[0]["memory_used_mb"] > 0
     assert (
-        alice.get(f"/api/v1/deployments/{deployment.pk}/utilization", {"from": "yesterday"}).status_code
+        alice.get(f"/api/v1/deployments/{deployment.number}/utilization", {"from": "yesterday"}).status_code
         == 400
     )
 

@@ -64,7 +64,7 @@ def test_approving_places_the_sandbox_and_records_the_decider(pending, run_jobs,
     assert body["comment"] == "ok"
     assert body["decided_at"] is not None
     assert body["sandbox"]["state"] in ("provisioning", "running")
-    assert Workload.objects.get(pk=pending["id"]).state == "running"
+    assert Workload.objects.get(kind="sandbox", number=pending["id"]).state == "running"
 
 
 def test_an_admin_may_approve_too(pending, run_jobs, admin):
@@ -85,7 +85,7 @@ def test_nobody_approves_their_own_request(fleet, team, lead, bob, big_body):
 def test_a_researcher_cannot_approve_their_own_request(pending, alice):
     response = alice.post(f"{URL}/{pending['approval']['id']}/approve", format="json")
     assert response.status_code == 403
-    assert Workload.objects.get(pk=pending["id"]).state == "pending_approval"
+    assert Workload.objects.get(kind="sandbox", number=pending["id"]).state == "pending_approval"
 
 
 def test_another_teams_member_does_not_find_the_approval(pending, carol):
@@ -101,7 +101,7 @@ def test_rejecting_needs_a_reason(pending, bob, body):
     error = response.json()["error"]
     assert error["code"] == "invalid"
     assert "reason" in error["fields"]
-    assert Workload.objects.get(pk=pending["id"]).state == "pending_approval"
+    assert Workload.objects.get(kind="sandbox", number=pending["id"]).state == "pending_approval"
 
 
 def test_rejecting_with_a_reason_ends_the_request_and_tells_why(pending, bob, alice):

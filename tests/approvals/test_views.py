@@ -93,7 +93,7 @@ def test_a_post_without_htmx_redirects_back_with_a_message(lead_client, pending,
     )
 
     assert response.redirect_chain[-1][0] == "/approvals/"
-    assert "Decision recorded." in response.content.decode()
+    assert "Approved; the requester has been told." in response.content.decode()
 
 
 def test_the_state_filter_shows_the_history(lead_client, pending, run_jobs):

@@ -111,7 +111,7 @@ def test_audit_rows_link_deployments_as_they_link_sandboxes(lead_client, researc
 
     page = lead_client.get("/audit/").content.decode()
 
-    assert f'href="/deployments/{deployment.pk}/"' in page
+    assert f'href="/deployments/{deployment.number}/"' in page
 
 
 # The API: the same rows as a download, the same visibility.

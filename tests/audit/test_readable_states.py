@@ -17,6 +17,6 @@ def test_the_sandbox_page_trail_reads_in_words(researcher_client, researcher, te
 
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
     audit_record(actor=researcher, action="sandbox.request", obj=sandbox, to_state="pending_approval")
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert "now pending approval" in page
     assert "· →" not in page and "→ pending_approval" not in page

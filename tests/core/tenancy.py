@@ -15,10 +15,11 @@ from portal.workloads.models import Approval, Preset, WorkloadKind
 from tests.factories import MembershipFactory, UserFactory
 from tests.rows import make_deployment, make_sandbox
 
-# A route's object is named by its `pk` or `slug` (<int:pk>, <slug:slug>, <str:slug>); other
-# parameters (a month, a file format, a host behind the sandbox gate) name no object.
+# A route's object is named by its `pk`, `number` (a sandbox's or deployment's page) or `slug`
+# (<int:pk>, <int:number>, <slug:slug>, <str:slug>); other parameters (a month, a file format, a
+# host behind the sandbox gate) name no object.
 PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
-OBJECT_NAMES = {"pk", "slug"}
+OBJECT_NAMES = {"pk", "number", "slug"}
 EXAMPLES = {"month": "2026-03", "fmt": "csv", "kind": "user", "target": "alice"}
 # What an object route's path begins with, and so which object of team vision to try.
 OBJECT_KINDS = {
@@ -89,8 +90,8 @@ def team_objects(*, researcher, team, gpus, fleet) -> dict[str, object]:
     )
     return {
         "token": token.pk,
-        "sandbox": sandbox.pk,
-        "deployment": deployment.pk,
+        "sandbox": sandbox.number,  # pages and API paths name them by their number within their kind
+        "deployment": deployment.number,
         "approval": approval.pk,
         "team": team.slug,
         "node": fleet["whole"].pk,

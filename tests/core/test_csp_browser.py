@@ -97,7 +97,7 @@ def test_the_main_pages_raise_no_content_security_policy_violation(
     page.locator("input[name=ttl_hours]").press_sequentially("2")
     expect(page.locator("#estimate-total")).to_have_text("$1.97")
 
-    visit(page, f"{base}/sandboxes/{sandbox.pk}/", console, "#sandbox-live")
+    visit(page, f"{base}/sandboxes/{sandbox.number}/", console, "#sandbox-live")
     with page.context.expect_page() as opened:
         page.click("#open-app")
     app = opened.value
@@ -105,7 +105,7 @@ def test_the_main_pages_raise_no_content_security_policy_violation(
     app.wait_for_load_state("networkidle")
     app.close()
 
-    visit(page, f"{base}/deployments/{deployment.pk}/", console, "h1")
+    visit(page, f"{base}/deployments/{deployment.number}/", console, "h1")
     visit(page, f"{base}/catalog/", console, "h1")
     visit(page, f"{base}/home/", console, "h1")
     visit(page, f"{base}/tokens/", console, "h1")

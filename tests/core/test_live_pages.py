@@ -117,7 +117,7 @@ def test_the_detail_poll_is_idle_until_an_event_then_brings_the_audit_trail(
     researcher_client, researcher, fleet
 ):
     sandbox = sandbox_request(user=researcher, **SMALL)
-    url = f"/sandboxes/{sandbox.pk}/"
+    url = f"/sandboxes/{sandbox.number}/"
     page = researcher_client.get(url).content.decode()
     version = live_version(page, "sandbox-live")
     assert 'id="audit-trail-events"' in page
@@ -136,4 +136,4 @@ def test_the_detail_poll_is_idle_until_an_event_then_brings_the_audit_trail(
 
 def test_a_poll_of_a_sandbox_one_may_not_see_is_still_a_404(other_client, researcher, fleet):
     sandbox = sandbox_request(user=researcher, **SMALL)
-    assert poll(other_client, f"/sandboxes/{sandbox.pk}/", "stale").status_code == 404
+    assert poll(other_client, f"/sandboxes/{sandbox.number}/", "stale").status_code == 404

@@ -72,7 +72,7 @@ def test_a_researcher_sizes_70b_deploys_8b_scales_it_and_ends_it(
     page.click("button:has-text('Deploy')")
     expect(page.locator("h1")).to_have_text("llama-chat")
     workload = Workload.objects.get(owner=researcher, kind="deployment", name="llama-chat")
-    assert page.url == f"{live_server.url}/deployments/{workload.pk}/"
+    assert page.url == f"{live_server.url}/deployments/{workload.number}/"
     state = page.locator("#deployment-live .status-head .state")
     expect(state).to_have_text("provisioning")
     page.evaluate("window.__notReloaded = true")
@@ -104,7 +104,7 @@ def test_a_researcher_sizes_70b_deploys_8b_scales_it_and_ends_it(
     expect(row).to_contain_text(workload.access)
     page.screenshot(path="/tmp/dep-list.png", full_page=True)
 
-    page.goto(f"{live_server.url}/deployments/{workload.pk}/")
+    page.goto(f"{live_server.url}/deployments/{workload.number}/")
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("button:has-text('Terminate')")
     expect(page.locator(".flash-success")).to_contain_text("billing stopped")

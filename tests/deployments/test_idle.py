@@ -124,9 +124,9 @@ def test_the_page_and_the_api_warn_keep_and_scale_back(run_jobs, serving, resear
     deployment, now = serving
     deployments_idle_sweep(now=now)
     client.force_login(researcher)
-    page = client.get(f"/deployments/{deployment.pk}/").content.decode()
+    page = client.get(f"/deployments/{deployment.number}/").content.decode()
     assert 'id="idle-warning"' in page and "scaled to\n      zero at" in page and ">Keep it</button>" in page
-    assert client.post(f"/deployments/{deployment.pk}/keep/").status_code == 302
+    assert client.post(f"/deployments/{deployment.number}/keep/").status_code == 302
     deployment.refresh_from_db()
     assert deployment.idle_warned_at is None
 
@@ -136,14 +136,14 @@ def test_the_page_and_the_api_warn_keep_and_scale_back(run_jobs, serving, resear
     run_jobs(lambda: deployments_idle_sweep(now=now + timedelta(minutes=2)))
     deployment.refresh_from_db()
     assert deployment.replicas == 0
-    page = client.get(f"/deployments/{deployment.pk}/").content.decode()
+    page = client.get(f"/deployments/{deployment.number}/").content.decode()
     assert 'id="scaled-to-zero"' in page and "Scale back to 1 replica</button>" in page
     assert "scaled to zero" in page  # the replicas fact
     api = APIClient()
     api.force_authenticate(researcher)
-    shown = api.get(f"/api/v1/deployments/{deployment.pk}").json()
+    shown = api.get(f"/api/v1/deployments/{deployment.number}").json()
     assert (shown["replicas"], shown["ready_replicas"]) == (0, 0)
-    back = run_jobs(lambda: api.post(f"/api/v1/deployments/{deployment.pk}/scale-back"))
+    back = run_jobs(lambda: api.post(f"/api/v1/deployments/{deployment.number}/scale-back"))
     assert back.status_code == 200 and back.json()["replicas"] == 1
-    assert api.post(f"/api/v1/deployments/{deployment.pk}/scale-back").status_code == 409
-    assert api.post(f"/api/v1/deployments/{deployment.pk}/keep").status_code == 200
+    assert api.post(f"/api/v1/deployments/{deployment.number}/scale-back").status_code == 409
+    assert api.post(f"/api/v1/deployments/{deployment.number}/keep").status_code == 200

@@ -44,36 +44,36 @@ def test_scaling_a_running_deployment_keeps_it_running_with_scaling_shown(runnin
 
 def test_the_page_and_the_api_show_running_and_scaling(running, researcher, researcher_client, alice):
     deployment_scale(user=researcher, deployment_id=running.pk, replicas=0)
-    html = researcher_client.get(reverse("deployment-detail", args=[running.pk])).content.decode()
+    html = researcher_client.get(reverse("deployment-detail", args=[running.number])).content.decode()
     assert "state-running" in html and "scaling 1 → 0" in html
     assert "state-provisioning" not in html
-    body = alice.get(f"/api/v1/deployments/{running.pk}").json()
+    body = alice.get(f"/api/v1/deployments/{running.number}").json()
     assert body["state"] == "running"
     assert (body["scaling_from"], body["scaling_to"]) == (1, 0)
     assert "scale" in body["allowed_actions"] and "terminate" in body["allowed_actions"]
     listed = alice.get("/api/v1/deployments", {"state": "running"}).json()
-    assert [row["id"] for row in listed["results"]] == [running.pk]
+    assert [row["id"] for row in listed["results"]] == [running.number]
     assert alice.get("/api/v1/deployments", {"state": "provisioning"}).json()["results"] == []
 
 
 def test_a_deployment_not_being_scaled_shows_no_scaling(running, alice):
-    body = alice.get(f"/api/v1/deployments/{running.pk}").json()
+    body = alice.get(f"/api/v1/deployments/{running.number}").json()
     assert body["state"] == "running" and body["scaling_from"] is None and body["scaling_to"] is None
 
 
 def test_a_terminating_deployment_offers_no_scale_extend_or_terminate(
     running, researcher, researcher_client, alice
 ):
-    alice.post(f"/api/v1/deployments/{running.pk}/terminate")
+    alice.post(f"/api/v1/deployments/{running.number}/terminate")
     assert Workload.objects.get(pk=running.pk).state == S.TERMINATING  # its objects not gone yet
-    html = researcher_client.get(reverse("deployment-detail", args=[running.pk])).content.decode()
+    html = researcher_client.get(reverse("deployment-detail", args=[running.number])).content.decode()
     assert (
         'id="scale-form"' not in html and 'id="extend-form"' not in html and 'id="terminate-form"' not in html
     )
     assert "going away" in html and "Cost so far" not in html
-    body = alice.get(f"/api/v1/deployments/{running.pk}").json()
+    body = alice.get(f"/api/v1/deployments/{running.number}").json()
     assert body["allowed_actions"] == []
     assert (
-        alice.post(f"/api/v1/deployments/{running.pk}/scale", {"replicas": 2}, format="json").status_code
+        alice.post(f"/api/v1/deployments/{running.number}/scale", {"replicas": 2}, format="json").status_code
         == 409
     )

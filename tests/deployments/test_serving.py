@@ -154,7 +154,7 @@ def test_the_page_shows_the_figures_and_what_the_runtime_does_not_report(
     )
     client = signed_in(researcher)
     with django_assert_max_num_queries(30) as counted:
-        page = client.get(f"/deployments/{llama.pk}/", **HTMX).content.decode()
+        page = client.get(f"/deployments/{llama.number}/", **HTMX).content.decode()
     assert 'id="serving-figures"' in page
     assert "750 tokens/s" in page and "2.00 req/s" in page
     assert "200 ms" in page and "5.00 s" in page
@@ -162,13 +162,13 @@ def test_the_page_shows_the_figures_and_what_the_runtime_does_not_report(
     assert "not reported" not in page
     ServingMinute.objects.filter(workload=llama).delete()
     with django_assert_max_num_queries(len(counted.captured_queries)):  # the same queries without readings
-        client.get(f"/deployments/{llama.pk}/", **HTMX)
+        client.get(f"/deployments/{llama.number}/", **HTMX)
 
-    page = client.get(f"/deployments/{tgi.pk}/").content.decode()
+    page = client.get(f"/deployments/{tgi.number}/").content.decode()
     assert "150 tokens/s" in page and "3.00 s" in page
     assert page.count("not reported by TGI") == 2  # time to first token, this minute and this hour
     ServingMinute.objects.filter(workload=tgi).delete()
-    assert signed_in(researcher).get(f"/deployments/{tgi.pk}/").content.decode().count("no reading") == 10
+    assert signed_in(researcher).get(f"/deployments/{tgi.number}/").content.decode().count("no reading") == 10
 
 
 def test_the_api_gives_the_figures_and_a_series(alice, carol, llama, catalog, django_assert_max_num_queries):
@@ -176,26 +176,26 @@ def test_the_api_gives_the_figures_and_a_series(alice, carol, llama, catalog, dj
     minute_row(llama, minutes_ago=2, **LLAMA_MINUTE)
     minute_row(llama, minutes_ago=1, **{**LLAMA_MINUTE, "generated_tokens": 30000.0})
     with django_assert_max_num_queries(12):
-        body = alice.get(f"/api/v1/deployments/{llama.pk}/serving").json()
+        body = alice.get(f"/api/v1/deployments/{llama.number}/serving").json()
     assert body["runtime"] == "vllm" and body["not_reported"] == [] and body["read_error"] == ""
     assert body["last_minute"]["tokens_per_second"] == 500.0
     assert body["last_minute"]["cost_per_million_tokens"] == "3.82"  # 6.88 / 1.8 M tokens
     assert body["last_hour"]["seconds"] == 120.0 and body["last_hour"]["time_to_first_token_seconds"] == 0.2
     assert [point["tokens_per_second"] for point in body["points"]] == [750.0, 750.0, 500.0]
-    hourly = alice.get(f"/api/v1/deployments/{llama.pk}/serving?step=3600").json()["points"]
+    hourly = alice.get(f"/api/v1/deployments/{llama.number}/serving?step=3600").json()["points"]
     assert 1 <= len(hourly) <= 3 and sum(p["tokens_per_second"] for p in hourly) > 0
     since = (timezone.now() - timedelta(minutes=5)).isoformat()
-    recent = alice.get(f"/api/v1/deployments/{llama.pk}/serving", {"from": since}).json()["points"]
+    recent = alice.get(f"/api/v1/deployments/{llama.number}/serving", {"from": since}).json()["points"]
     assert len(recent) == 2
-    refused = alice.get(f"/api/v1/deployments/{llama.pk}/serving?step=5")
+    refused = alice.get(f"/api/v1/deployments/{llama.number}/serving?step=5")
     assert refused.status_code == 400 and refused.json()["error"]["fields"] == {"step": ["60 or 3600"]}
-    assert carol.get(f"/api/v1/deployments/{llama.pk}/serving").status_code == 404
+    assert carol.get(f"/api/v1/deployments/{llama.number}/serving").status_code == 404
 
 
 def test_the_api_names_what_a_runtime_does_not_report(alice, catalog, researcher, team, whole_gpus):
     resnet = make_deployment(owner=researcher, team=team, gpu=whole_gpus[2], model="resnet-50")
     minute_row(resnet, minutes_ago=1, requests=2400.0, latency_sum=19.2, latency_count=2400.0)
-    body = alice.get(f"/api/v1/deployments/{resnet.pk}/serving").json()
+    body = alice.get(f"/api/v1/deployments/{resnet.number}/serving").json()
     assert body["runtime"] == "triton"
     assert body["not_reported"] == [
         "tokens_per_second",

@@ -90,7 +90,7 @@ def test_a_deploy_on_one_h100_goes_to_its_page_running_with_endpoint_and_example
 
     workload = Workload.objects.get(owner=researcher, kind="deployment", name="llama-chat")
     assert response.status_code == 302
-    assert response["Location"] == f"/deployments/{workload.pk}/"
+    assert response["Location"] == f"/deployments/{workload.number}/"
     assert (workload.gpu_count, workload.mig_profile, workload.state) == (1, "", WorkloadState.RUNNING)
 
     page = alice.get(response["Location"]).content.decode()
@@ -180,7 +180,7 @@ def test_the_estimate_prices_every_replica_and_says_when_a_lead_must_approve(ali
 
 def test_the_detail_fragment_is_only_the_live_card(alice, researcher, fleet, catalog, run_jobs):
     workload = deployed(run_jobs, researcher, gpu_type="h100-80gb", count=1)
-    page = alice.get(f"/deployments/{workload.pk}/", **HTMX).content.decode()
+    page = alice.get(f"/deployments/{workload.number}/", **HTMX).content.decode()
 
     assert page.lstrip().startswith('<section id="deployment-live"')
     assert 'hx-trigger="every 3s"' in page
@@ -194,7 +194,7 @@ def test_scale_up_waits_for_a_lead_who_sees_it_in_the_inbox_then_down_and_termin
     workload = deployed(run_jobs, researcher)  # the cheapest fit: one 3g.40gb slice
 
     response = run_jobs(
-        lambda: alice.post(f"/deployments/{workload.pk}/scale/", {"replicas": "2"}, follow=True)
+        lambda: alice.post(f"/deployments/{workload.number}/scale/", {"replicas": "2"}, follow=True)
     )
     page = response.content.decode()
     assert "needs a lead&#x27;s approval" in page
@@ -203,24 +203,24 @@ def test_scale_up_waits_for_a_lead_who_sees_it_in_the_inbox_then_down_and_termin
 
     inbox = bob.get("/approvals/").content.decode()
     assert "scale to 2 replicas" in inbox
-    assert f'href="/deployments/{workload.pk}/"' in inbox
+    assert f'href="/deployments/{workload.number}/"' in inbox
     assert "now 1, asks 2 replicas" in inbox
     run_jobs(lambda: bob.post(f"/approvals/{approval.pk}/decide/", {"decision": "approve"}))
 
-    page = alice.get(f"/deployments/{workload.pk}/").content.decode()
+    page = alice.get(f"/deployments/{workload.number}/").content.decode()
     assert "2 of 2 ready" in page
     assert "replica 0: gpu-h100-b" in page and "replica 1: gpu-h100-b" in page
 
     response = run_jobs(
-        lambda: alice.post(f"/deployments/{workload.pk}/scale/", {"replicas": "1"}, follow=True)
+        lambda: alice.post(f"/deployments/{workload.number}/scale/", {"replicas": "1"}, follow=True)
     )
     page = response.content.decode()
     assert "Scaling to 1 replica." in page
     assert "1 of 1 ready" in page and "replica 1:" not in page
 
-    response = run_jobs(lambda: alice.post(f"/deployments/{workload.pk}/terminate/", follow=True))
+    response = run_jobs(lambda: alice.post(f"/deployments/{workload.number}/terminate/", follow=True))
     assert "billing stopped" in response.content.decode()
-    page = alice.get(f"/deployments/{workload.pk}/").content.decode()  # once the cluster let go
+    page = alice.get(f"/deployments/{workload.number}/").content.decode()  # once the cluster let go
     assert 'class="state state-terminated"' in page
     assert "gone with the deployment" in page
     assert "Try it" not in page and 'id="deployment-actions"' not in page
@@ -228,16 +228,18 @@ def test_scale_up_waits_for_a_lead_who_sees_it_in_the_inbox_then_down_and_termin
 
 def test_scaling_an_ended_deployment_says_why(alice, researcher, fleet, catalog, run_jobs):
     workload = deployed(run_jobs, researcher)
-    run_jobs(lambda: alice.post(f"/deployments/{workload.pk}/terminate/"))
-    page = alice.post(f"/deployments/{workload.pk}/scale/", {"replicas": "2"}, follow=True).content.decode()
+    run_jobs(lambda: alice.post(f"/deployments/{workload.number}/terminate/"))
+    page = alice.post(
+        f"/deployments/{workload.number}/scale/", {"replicas": "2"}, follow=True
+    ).content.decode()
     assert "only a live, placed one can be scaled" in page
-    page = alice.post(f"/deployments/{workload.pk}/extend/", {"hours": "2"}, follow=True).content.decode()
+    page = alice.post(f"/deployments/{workload.number}/extend/", {"hours": "2"}, follow=True).content.decode()
     assert "only a live" in page
 
 
 def test_extend_moves_the_expiry(alice, researcher, fleet, catalog, run_jobs):
     workload = deployed(run_jobs, researcher, ttl_hours=4)
-    page = alice.post(f"/deployments/{workload.pk}/extend/", {"hours": "2"}, follow=True).content.decode()
+    page = alice.post(f"/deployments/{workload.number}/extend/", {"hours": "2"}, follow=True).content.decode()
     assert "Extended: it now expires" in page
     before = workload.expires_at
     workload.refresh_from_db()
@@ -246,7 +248,7 @@ def test_extend_moves_the_expiry(alice, researcher, fleet, catalog, run_jobs):
 
 def test_others_get_404(carol, researcher, fleet, catalog, run_jobs):
     workload = deployed(run_jobs, researcher)
-    assert carol.get(f"/deployments/{workload.pk}/").status_code == 404
+    assert carol.get(f"/deployments/{workload.number}/").status_code == 404
     assert "llama-chat" not in carol.get("/deployments/").content.decode()
 
 

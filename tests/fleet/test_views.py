@@ -32,7 +32,7 @@ def test_admins_see_slices_at_their_start_with_profile_and_holder(
 
     slice_html = page.split(f'at-{start + 1} span-1"')[1].split("</span>\n")[0]
     assert "<b>1g.10gb</b>" in slice_html
-    assert f'href="/sandboxes/{sandbox.pk}/">mig-small</a>' in slice_html
+    assert f'href="/sandboxes/{sandbox.number}/">mig-small</a>' in slice_html
     assert "alice" in slice_html
     assert 'class="slice held at-' in page
     assert 'class="slice whole held at-1 span-8"' in page and "whole-box" in page

@@ -99,7 +99,7 @@ def test_a_restored_older_dump_converges_with_the_cluster(
     call_command("cluster_reconcile", "--report", stdout=out)
     text = out.getvalue()
     assert f"orphan namespace {later.namespace}" in text
-    assert f"lost sandbox {back.pk}" in text and f"lost sandbox {soon.pk}" in text
+    assert f"lost sandbox {back.number}" in text and f"lost sandbox {soon.number}" in text
     assert not ClusterOrphan.objects.exists() and namespaces(fake_kube) == {kept.namespace, later.namespace}
 
     # Apply, ten minutes on: `back` has time left and comes back; `soon` has none and fails.

@@ -267,7 +267,7 @@ def test_terminating_ends_the_sandbox_and_a_second_time_is_a_conflict(run_jobs, 
 def test_a_lead_may_terminate_a_team_members_sandbox(run_jobs, fleet, alice, bob, slice_body):
     workload_id = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()["id"]
     assert run_jobs(lambda: bob.post(f"{URL}/{workload_id}/terminate")).status_code == 200
-    assert Workload.objects.get(pk=workload_id).state == "terminated"
+    assert Workload.objects.get(kind="sandbox", number=workload_id).state == "terminated"
 
 
 def test_a_request_that_cannot_be_placed_shows_its_queue_position(run_jobs, fleet, team, alice, slice_body):

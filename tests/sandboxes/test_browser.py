@@ -50,7 +50,7 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
     page.click("button:has-text('Request sandbox')")
     expect(page.locator("h1")).to_have_text("browser-slice")
     sandbox = Workload.objects.get(owner=researcher, name="browser-slice")
-    assert page.url == f"{live_server.url}/sandboxes/{sandbox.pk}/"
+    assert page.url == f"{live_server.url}/sandboxes/{sandbox.number}/"
     state = page.locator("#sandbox-live .status-head .state")
     expect(state).to_have_text("provisioning")
     page.evaluate("window.__notReloaded = true")
@@ -78,7 +78,7 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
     expect(page.locator(f"#sandbox-row-{sandbox.pk} .state")).to_have_text("running")
     page.screenshot(path="/tmp/ui-dashboard.png", full_page=True)
 
-    page.goto(f"{live_server.url}/sandboxes/{sandbox.pk}/")
+    page.goto(f"{live_server.url}/sandboxes/{sandbox.number}/")
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("button:has-text('Terminate')")
     expect(page.locator(".flash-success")).to_contain_text("billing stopped")

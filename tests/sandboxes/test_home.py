@@ -26,11 +26,11 @@ def test_the_home_page_before_and_after_the_first_sandbox(
     assert "simulated cluster: a simulated figure" in page  # its use, marked as such
     home = Home.objects.get(user=researcher)
     assert home.used_gb is not None and home.volume_name.startswith("pv-home-alice-")
-    detail = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    detail = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert "alice&#x27;s home volume (50 GB), kept when the sandbox ends" in detail
 
     second = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "name": "second"}))
-    detail = researcher_client.get(f"/sandboxes/{second.pk}/").content.decode()
+    detail = researcher_client.get(f"/sandboxes/{second.number}/").content.decode()
     assert "a scratch volume" in detail  # the home is in the first sandbox
 
 
@@ -39,7 +39,7 @@ def test_growing_and_deleting_the_home_on_the_page(
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     response = run_jobs(lambda: researcher_client.post("/home/resize/", {"size_gb": "500"}, follow=True))
-    assert "Team vision lets a home grow to 200 GB at most." in response.content.decode()
+    assert "Team Vision lets a home grow to 200 GB at most." in response.content.decode()
     response = run_jobs(lambda: researcher_client.post("/home/resize/", {"size_gb": "120"}, follow=True))
     assert "Your home grows to 120 GB" in response.content.decode()
     assert Home.objects.get(user=researcher).size_gb == 120

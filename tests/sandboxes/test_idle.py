@@ -61,7 +61,7 @@ def test_keeping_it_resets_the_clock_and_busy_again_clears_the_warning(
 ):
     sandbox, now = idle_box
     workloads_idle_sweep(now=now)
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert 'id="idle-warning"' in page and ">Keep it</button>" in page
     sandbox_keep(user=researcher, sandbox_id=sandbox.pk, now=now + timedelta(minutes=1))
     sandbox.refresh_from_db()
@@ -98,7 +98,7 @@ def test_without_enough_readings_or_with_a_process_it_is_not_idle(researcher, te
 def test_keep_through_the_api_and_only_by_those_who_manage_it(idle_box, alice, carol):
     sandbox, now = idle_box
     workloads_idle_sweep(now=now)
-    assert alice.get(f"/api/v1/sandboxes/{sandbox.pk}").json()["idle_warned_at"] is not None
-    assert carol.post(f"/api/v1/sandboxes/{sandbox.pk}/keep").status_code == 404
-    kept = alice.post(f"/api/v1/sandboxes/{sandbox.pk}/keep")
+    assert alice.get(f"/api/v1/sandboxes/{sandbox.number}").json()["idle_warned_at"] is not None
+    assert carol.post(f"/api/v1/sandboxes/{sandbox.number}/keep").status_code == 404
+    kept = alice.post(f"/api/v1/sandboxes/{sandbox.number}/keep")
     assert kept.status_code == 200 and kept.json()["idle_warned_at"] is None

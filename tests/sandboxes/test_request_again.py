@@ -57,14 +57,14 @@ def test_posting_the_request_body_of_an_ended_sandbox_asks_for_an_equal_one(
     )
     run_jobs(lambda: workload_terminate(user=researcher, workload_id=first.pk, kind="sandbox"))
 
-    body = alice.get(f"{SANDBOXES}/{first.pk}/request-body")
+    body = alice.get(f"{SANDBOXES}/{first.number}/request-body")
     assert body.status_code == 200
     assert body.json()["name"] == "mig-small-2"
     assert body.json()["gpu"] == {"type": "h100-80gb", "mig_profile": "1g.10gb"}
 
     created = run_jobs(lambda: alice.post(SANDBOXES, body.json(), format="json"))
     assert created.status_code == 201, created.json()
-    again = Workload.objects.get(pk=created.json()["id"])
+    again = Workload.objects.get(kind="sandbox", number=created.json()["id"])
     first.refresh_from_db()
     assert [getattr(again, f) for f in SAME_SETTINGS] == [getattr(first, f) for f in SAME_SETTINGS]
     assert (again.project, again.purpose, again.storage_gb) == ("llm-eval", "eval runs", first.storage_gb)
@@ -72,7 +72,7 @@ def test_posting_the_request_body_of_an_ended_sandbox_asks_for_an_equal_one(
 
 def test_others_get_404_for_the_request_body(run_jobs, fleet, researcher, carol, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    assert carol.get(f"{SANDBOXES}/{sandbox.pk}/request-body").status_code == 404
+    assert carol.get(f"{SANDBOXES}/{sandbox.number}/request-body").status_code == 404
 
 
 def test_the_request_form_opens_filled_with_a_sandbox_settings(
@@ -83,11 +83,11 @@ def test_the_request_form_opens_filled_with_a_sandbox_settings(
             user=researcher, team="vision", name="whole", gpu_type="h100-80gb", count=2, ttl_hours=5, cpu=12
         )
     )
-    html = researcher_client.get(f"/sandboxes/new/?again={sandbox.pk}").content.decode()
+    html = researcher_client.get(f"/sandboxes/new/?again={sandbox.number}").content.decode()
     assert 'value="whole-2"' in html
     assert 'name="cpu" value="12"' in html
     assert 'name="count" value="2"' in html
-    assert f"The settings of sandbox #{sandbox.pk}" in html
+    assert f"The settings of sandbox #{sandbox.number}" in html
 
 
 def test_the_detail_page_offers_request_again_even_once_ended(
@@ -95,8 +95,8 @@ def test_the_detail_page_offers_request_again_even_once_ended(
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind="sandbox"))
-    html = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
-    assert f"/sandboxes/new/?again={sandbox.pk}" in html
+    html = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert f"/sandboxes/new/?again={sandbox.number}" in html
 
 
 def test_posting_the_request_body_of_a_deployment_asks_for_an_equal_one(run_jobs, fleet, catalog, alice):
@@ -114,11 +114,17 @@ def test_posting_the_request_body_of_a_deployment_asks_for_an_equal_one(run_jobs
     assert again_body["name"] == "llama8b-2" and again_body["context"] == 4096
     again = run_jobs(lambda: alice.post(DEPLOYMENTS, again_body, format="json"))
     assert again.status_code == 201, again.json()
-    one, two = (Serving.objects.get(workload_id=r.json()["id"]) for r in (first, again))
+    one, two = (
+        Serving.objects.get(workload__kind="deployment", workload__number=r.json()["id"])
+        for r in (first, again)
+    )
     assert (one.model_id, one.precision, one.context, one.concurrency) == (
         two.model_id,
         two.precision,
         two.context,
         two.concurrency,
     )
-    assert Workload.objects.get(pk=again.json()["id"]).state != WorkloadState.PENDING_APPROVAL
+    assert (
+        Workload.objects.get(kind="deployment", number=again.json()["id"]).state
+        != WorkloadState.PENDING_APPROVAL
+    )

@@ -18,7 +18,7 @@ def test_a_running_slice_shows_placement_access_expiry_and_cost(
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     sandbox.refresh_from_db()
 
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
 
     assert 'class="state state-running"' in page
     assert '<li class="step step-current">Running</li>' in page
@@ -40,7 +40,7 @@ def test_the_fragment_carries_the_live_part_and_the_nav_badges(
 ):
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0], hours_ago=1)
 
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/", **HTMX).content.decode()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/", **HTMX).content.decode()
 
     assert page.lstrip().startswith('<section id="sandbox-live"')
     assert 'id="cost-so-far">$6.88<' in page
@@ -59,7 +59,7 @@ def test_a_queued_sandbox_shows_its_place_in_the_queue(researcher_client, resear
         message="Waiting for capacity: no h100-80gb node has 8 free GPUs.",
     )
 
-    page = researcher_client.get(f"/sandboxes/{second.pk}/").content.decode()
+    page = researcher_client.get(f"/sandboxes/{second.number}/").content.decode()
 
     assert "#2 in the h100-80gb queue" in page
     assert "Waiting for capacity: no h100-80gb node has 8 free GPUs." in page
@@ -68,14 +68,14 @@ def test_a_queued_sandbox_shows_its_place_in_the_queue(researcher_client, resear
 def test_a_sandbox_of_another_user_is_not_found(other_client, researcher, team, whole_gpus):
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
 
-    assert other_client.get(f"/sandboxes/{sandbox.pk}/").status_code == 404
+    assert other_client.get(f"/sandboxes/{sandbox.number}/").status_code == 404
     assert other_client.get("/sandboxes/999999/").status_code == 404
 
 
 def test_the_lead_of_the_team_may_see_a_members_sandbox(lead_client, researcher, team, whole_gpus):
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
 
-    response = lead_client.get(f"/sandboxes/{sandbox.pk}/")
+    response = lead_client.get(f"/sandboxes/{sandbox.number}/")
     assert response.status_code == 200
     assert f"<h1>{sandbox.name}</h1>" in response.content.decode()
 
@@ -84,7 +84,7 @@ def test_extending_within_policy_moves_the_expiry(researcher_client, researcher,
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
     before = sandbox.expires_at
 
-    response = researcher_client.post(f"/sandboxes/{sandbox.pk}/extend/", {"hours": "4"}, follow=True)
+    response = researcher_client.post(f"/sandboxes/{sandbox.number}/extend/", {"hours": "4"}, follow=True)
 
     sandbox.refresh_from_db()
     assert sandbox.expires_at - before == timedelta(hours=4)
@@ -95,7 +95,7 @@ def test_extending_past_the_auto_approval_line_asks_a_lead(researcher_client, re
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
     before = sandbox.expires_at
 
-    response = researcher_client.post(f"/sandboxes/{sandbox.pk}/extend/", {"hours": "30"}, follow=True)
+    response = researcher_client.post(f"/sandboxes/{sandbox.number}/extend/", {"hours": "30"}, follow=True)
 
     sandbox.refresh_from_db()
     assert sandbox.expires_at == before
@@ -110,11 +110,11 @@ def test_a_bad_extension_shows_the_reason_and_changes_nothing(
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
     before = sandbox.expires_at
 
-    response = researcher_client.post(f"/sandboxes/{sandbox.pk}/extend/", {"hours": "1000"}, follow=True)
+    response = researcher_client.post(f"/sandboxes/{sandbox.number}/extend/", {"hours": "1000"}, follow=True)
 
     sandbox.refresh_from_db()
     assert sandbox.expires_at == before
-    assert "team vision allows at most 168" in response.content.decode()
+    assert "team Vision allows at most 168 hours" in response.content.decode()
 
 
 def test_terminating_stops_billing_and_ends_the_sandbox(
@@ -122,22 +122,22 @@ def test_terminating_stops_billing_and_ends_the_sandbox(
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
 
-    response = run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.pk}/terminate/"))
+    response = run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.number}/terminate/"))
 
     sandbox.refresh_from_db()
-    assert response.status_code == 302 and response["Location"] == f"/sandboxes/{sandbox.pk}/"
+    assert response.status_code == 302 and response["Location"] == f"/sandboxes/{sandbox.number}/"
     assert sandbox.state == WorkloadState.TERMINATED
     assert sandbox.allocations.get().ended_at is not None
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert '<li class="step step-done">Terminated</li>' in page
     assert 'hx-trigger="every 3s"' not in page
-    assert f"/sandboxes/{sandbox.pk}/terminate/" not in page
+    assert f"/sandboxes/{sandbox.number}/terminate/" not in page
 
 
 def test_the_fragment_hides_the_actions_once_the_sandbox_ended(researcher_client, researcher, team, h100):
     sandbox = make_sandbox(owner=researcher, team=team, state=WorkloadState.TERMINATED, gpu_type=h100)
 
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/", **HTMX).content.decode()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/", **HTMX).content.decode()
 
     assert '<section id="sandbox-actions" hx-swap-oob="true" hidden>' in page
 
@@ -145,7 +145,7 @@ def test_the_fragment_hides_the_actions_once_the_sandbox_ended(researcher_client
 def test_another_user_cannot_terminate_a_sandbox(other_client, researcher, team, whole_gpus):
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
 
-    other_client.post(f"/sandboxes/{sandbox.pk}/terminate/")
+    other_client.post(f"/sandboxes/{sandbox.number}/terminate/")
 
     assert Workload.objects.get(pk=sandbox.pk).state == WorkloadState.RUNNING
 
@@ -159,7 +159,7 @@ def test_a_rejected_request_shows_the_reason(researcher_client, researcher, team
         message="Rejected by bob: use one GPU first",
     )
 
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
 
     assert '<p class="message message-bad">Rejected by bob: use one GPU first</p>' in page
     assert '<li class="step step-failed">Rejected</li>' in page
@@ -174,13 +174,13 @@ def test_a_request_a_lead_approved_shows_the_approval_step_done(
     run_jobs(
         lambda: approval_decide(user=lead, approval_id=sandbox.approvals.get().pk, approve=True, comment="ok")
     )
-    researcher_client.post(f"/sandboxes/{sandbox.pk}/extend/", {"hours": "2"})  # a later extension waits
+    researcher_client.post(f"/sandboxes/{sandbox.number}/extend/", {"hours": "2"})  # a later extension waits
 
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
 
     assert '<li class="step step-done">Pending approval</li>' in page
     assert "Approved by policy" not in page
-    assert "extend: <strong>pending</strong>" in page
+    assert "Extension: <strong>pending</strong>" in page
 
 
 def test_a_degraded_sandbox_says_so_beside_running(researcher_client, researcher, team, whole_gpus):
@@ -188,7 +188,7 @@ def test_a_degraded_sandbox_says_so_beside_running(researcher_client, researcher
     Workload.objects.filter(pk=sandbox.pk).update(
         degraded_since=timezone.now(), message="Degraded: OOM-killed: the sandbox keeps using more memory"
     )
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert '<span class="state state-running">running</span>' in page
     assert 'class="state state-degraded"' in page and "Degraded: OOM-killed" in page
     dashboard = researcher_client.get("/").content.decode()
@@ -199,17 +199,17 @@ def test_a_running_sandbox_shows_its_events_and_log_and_can_be_restarted(
     researcher_client, researcher, fleet, slice_request, run_jobs
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
-    assert f'hx-post="/sandboxes/{sandbox.pk}/insight/" hx-trigger="load"' in page  # asks once shown
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert f'hx-post="/sandboxes/{sandbox.number}/insight/" hx-trigger="load"' in page  # asks once shown
     assert ">Restart</button>" in page
 
-    panel = run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.pk}/insight/", **HTMX))
+    panel = run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.number}/insight/", **HTMX))
     assert panel.status_code == 200
-    panel = researcher_client.get(f"/sandboxes/{sandbox.pk}/insight/", **HTMX).content.decode()
+    panel = researcher_client.get(f"/sandboxes/{sandbox.number}/insight/", **HTMX).content.decode()
     assert 'id="sandbox-events"' in panel and "Scheduled" in panel and "gpu-h100-b" in panel
     assert "[simulated cluster]" in panel and 'hx-trigger="every 2s"' not in panel  # read: no polling
 
-    response = run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.pk}/restart/", follow=True))
+    response = run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.number}/restart/", follow=True))
     assert "Restarting: a new pod starts on the same GPUs" in response.content.decode()
     sandbox.refresh_from_db()
     assert sandbox.restarted_at is not None and sandbox.state == WorkloadState.RUNNING
@@ -219,16 +219,16 @@ def test_events_and_restart_are_for_those_who_see_the_sandbox(
     other_client, researcher_client, researcher, team, whole_gpus
 ):
     sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
-    assert other_client.post(f"/sandboxes/{sandbox.pk}/insight/", **HTMX).status_code == 404
-    assert other_client.get(f"/sandboxes/{sandbox.pk}/insight/", **HTMX).status_code == 404
-    refused = other_client.post(f"/sandboxes/{sandbox.pk}/restart/")
+    assert other_client.post(f"/sandboxes/{sandbox.number}/insight/", **HTMX).status_code == 404
+    assert other_client.get(f"/sandboxes/{sandbox.number}/insight/", **HTMX).status_code == 404
+    refused = other_client.post(f"/sandboxes/{sandbox.number}/restart/")
     assert refused.status_code == 404  # as in the API: nothing says it exists
     sandbox.refresh_from_db()
     assert sandbox.restart_requested_at is None  # nothing changed
     ended = make_sandbox(
         owner=researcher, team=team, state=WorkloadState.TERMINATED, gpu_type=whole_gpus[0].gpu_type
     )
-    panel = researcher_client.post(f"/sandboxes/{ended.pk}/insight/", **HTMX).content.decode()
+    panel = researcher_client.post(f"/sandboxes/{ended.number}/insight/", **HTMX).content.decode()
     assert "only while the sandbox is starting or running" in panel
 
 
@@ -236,21 +236,21 @@ def test_the_owner_gets_a_kubeconfig_on_the_page_and_only_while_the_sandbox_runs
     researcher_client, lead_client, researcher, fleet, slice_request, run_jobs
 ):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    page = researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert 'id="sandbox-kubectl"' in page and "kubectl exec -it sandbox-0 -- bash" in page
-    assert 'id="sandbox-kubectl"' not in lead_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+    assert 'id="sandbox-kubectl"' not in lead_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     sandbox.refresh_from_db()
 
-    run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.pk}/kubectl/", **HTMX))
-    panel = researcher_client.get(f"/sandboxes/{sandbox.pk}/kubectl/", **HTMX).content.decode()
+    run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.number}/kubectl/", **HTMX))
+    panel = researcher_client.get(f"/sandboxes/{sandbox.number}/kubectl/", **HTMX).content.decode()
     assert 'id="kubeconfig-download"' in panel and "simulated cluster" in panel
-    download = researcher_client.get(f"/sandboxes/{sandbox.pk}/kubeconfig/")
+    download = researcher_client.get(f"/sandboxes/{sandbox.number}/kubeconfig/")
     assert download["Content-Disposition"] == f'attachment; filename="{sandbox.namespace}.kubeconfig"'
     assert b"Simulated cluster: there is no API server" in download.content
 
-    refused = lead_client.post(f"/sandboxes/{sandbox.pk}/kubectl/", **HTMX).content.decode()
+    refused = lead_client.post(f"/sandboxes/{sandbox.number}/kubectl/", **HTMX).content.decode()
     assert "kubectl access to a sandbox is its owner&#x27;s alone." in refused
-    assert lead_client.get(f"/sandboxes/{sandbox.pk}/kubeconfig/").status_code == 404  # not theirs
+    assert lead_client.get(f"/sandboxes/{sandbox.number}/kubeconfig/").status_code == 404  # not theirs
 
     Workload.objects.filter(pk=sandbox.pk).update(state=WorkloadState.TERMINATED)
-    assert researcher_client.get(f"/sandboxes/{sandbox.pk}/kubeconfig/").status_code == 404
+    assert researcher_client.get(f"/sandboxes/{sandbox.number}/kubeconfig/").status_code == 404

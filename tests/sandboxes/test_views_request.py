@@ -47,7 +47,7 @@ def test_a_valid_slice_request_is_created_and_redirects_to_its_page(
 
     sandbox = Workload.objects.get(owner=researcher, name="mig-small")
     assert response.status_code == 302
-    assert response["Location"] == f"/sandboxes/{sandbox.pk}/"
+    assert response["Location"] == f"/sandboxes/{sandbox.number}/"
     assert sandbox.mig_profile == "1g.10gb"
     assert sandbox.state == WorkloadState.RUNNING
 
@@ -91,7 +91,7 @@ def test_a_request_over_quota_says_how_much_is_left(researcher_client, fleet, te
 
     page = researcher_client.post("/sandboxes/new/", data).content.decode()
 
-    assert "Team vision has 1 of 1 GPU equivalents left; this request needs 2." in page
+    assert "Team Vision has 1 of 1 GPU equivalents left; this request needs 2." in page
     assert not Workload.objects.exists()
 
 

@@ -1,5 +1,5 @@
-"""Global search: the page and `GET /api/v1/search` find workloads the user may see (by name, id
-or project), their teammates and catalog models, a bounded number of each, in a bounded number
+"""Global search: the page and `GET /api/v1/search` find workloads the user may see (by name,
+number or project), their teammates and catalog models, a bounded number of each, in a bounded number
 of queries; another team's workloads never appear; short and long queries are refused."""
 
 from __future__ import annotations
@@ -52,21 +52,23 @@ def test_a_lead_finds_the_teams_workloads_and_an_admin_everyones(bob, admin, wor
     assert "llama-secret" in names(admin.get(API, {"q": "llama"}).json(), "workloads")
 
 
-def test_workloads_are_found_by_id_and_by_project_with_their_page(alice, workloads):
-    deployment = workloads["deployment"]
-    by_id = alice.get(API, {"q": f"#{deployment.pk}"}).json()["workloads"]["rows"]
-    assert [(row["id"], row["kind"], row["url"]) for row in by_id] == [
-        (deployment.pk, "deployment", f"/deployments/{deployment.pk}/")
-    ]
+def test_workloads_are_found_by_number_and_by_project_with_their_page(alice, workloads):
+    deployment, sandbox = workloads["deployment"], workloads["mine"]
+    assert deployment.number == sandbox.number == 1  # each kind counts on its own
+    by_number = alice.get(API, {"q": "#1"}).json()["workloads"]["rows"]
+    assert {(row["id"], row["kind"], row["url"]) for row in by_number} == {
+        (1, "deployment", "/deployments/1/"),
+        (1, "sandbox", "/sandboxes/1/"),
+    }
     by_project = alice.get(API, {"q": "chat-ev"}).json()["workloads"]["rows"]
     assert [row["name"] for row in by_project] == ["llama-tune"]
 
 
-def test_another_teams_workload_is_not_found_by_its_id(alice, workloads):
+def test_another_teams_workload_is_not_found_by_its_number(alice, workloads):
     theirs = workloads["theirs"]
-    body = alice.get(API, {"q": str(theirs.pk)}).json()
+    body = alice.get(API, {"q": str(theirs.number)}).json()
 
-    assert theirs.pk not in {row["id"] for row in body["workloads"]["rows"]}
+    assert "llama-secret" not in names(body, "workloads")
 
 
 def test_people_are_teammates_for_members_and_everyone_for_admins(alice, admin, workloads):
@@ -121,8 +123,8 @@ def test_the_page_groups_results_with_links(researcher_client, workloads):
     page = researcher_client.get("/search/", {"q": "llama"}).content.decode()
 
     mine, deployment = workloads["mine"], workloads["deployment"]
-    assert f'href="/sandboxes/{mine.pk}/"' in page
-    assert f'href="/deployments/{deployment.pk}/"' in page
+    assert f'href="/sandboxes/{mine.number}/"' in page
+    assert f'href="/deployments/{deployment.number}/"' in page
     assert 'id="search-models"' in page and 'href="/catalog/llama-3.1-8b-instruct/"' in page
     assert "llama-secret" not in page
 

@@ -44,14 +44,15 @@ def test_the_api_and_the_page(box, researcher, other_researcher, researcher_clie
     api = APIClient()
     api.force_authenticate(researcher)
     with time_machine.travel(NOW, tick=False):
-        answer = api.get(f"/api/v1/sandboxes/{box.pk}/cost")
+        answer = api.get(f"/api/v1/sandboxes/{box.number}/cost")
         assert answer.status_code == 200 and answer.json()[-1]["total"] == "14.43"
-        assert api.get(f"/api/v1/sandboxes/{box.pk}/cost", {"step": "60"}).status_code == 400
-        assert api.get(f"/api/v1/sandboxes/{box.pk}/cost", {"step": "x"}).status_code == 400
-        assert api.get(f"/api/v1/deployments/{box.pk}/cost").status_code == 404  # not a deployment
+        assert api.get(f"/api/v1/sandboxes/{box.number}/cost", {"step": "60"}).status_code == 400
+        assert api.get(f"/api/v1/sandboxes/{box.number}/cost", {"step": "x"}).status_code == 400
+        assert api.get(f"/api/v1/deployments/{box.number}/cost").status_code == 404  # not a deployment
         api.force_authenticate(other_researcher)
-        assert api.get(f"/api/v1/sandboxes/{box.pk}/cost").status_code == 404
-    page = researcher_client.get(f"/sandboxes/{box.pk}/").content.decode()
+        assert api.get(f"/api/v1/sandboxes/{box.number}/cost").status_code == 404
+    page = researcher_client.get(f"/sandboxes/{box.number}/").content.decode()
     assert (
-        f'data-cost-url="/api/v1/sandboxes/{box.pk}/cost"' in page and "<summary>As a table</summary>" in page
+        f'data-cost-url="/api/v1/sandboxes/{box.number}/cost"' in page
+        and "<summary>As a table</summary>" in page
     )

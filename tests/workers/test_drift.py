@@ -79,7 +79,7 @@ def test_the_namespace_left_by_a_failed_sandbox_is_deleted(fake_kube, request_on
     event = AuditEvent.objects.get(action="namespace.orphan_deleted")
     assert event.object_type == "sandbox" and event.object_id == str(sandbox.pk)
     assert event.team_id == sandbox.team_id
-    assert event.detail.endswith(f"sandbox {sandbox.pk} is failed")
+    assert event.detail.endswith(f"sandbox {sandbox.number} is failed")
 
 
 def test_a_running_sandbox_whose_namespace_was_deleted_by_hand_is_applied_again(fake_kube, running_on_kube):

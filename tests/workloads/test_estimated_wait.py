@@ -139,9 +139,9 @@ def test_the_sandbox_page_and_api_show_the_estimate(client, alice, two_gpus, h10
     client.force_login(researcher)
     # The rows are made relative to NOW (taken when the module was imported): read them at NOW.
     with time_machine.travel(NOW, tick=False):
-        page = client.get(f"/sandboxes/{waiting.pk}/").content.decode()
+        page = client.get(f"/sandboxes/{waiting.number}/").content.decode()
         listed = client.get("/", HTMX).content.decode()
-        body = alice.get(f"/api/v1/sandboxes/{waiting.pk}").json()
+        body = alice.get(f"/api/v1/sandboxes/{waiting.number}").json()
     assert "Estimated start" in page and "about 40 minutes" in page
     assert "about 40 minutes" in listed
     assert body["estimated_wait_seconds"] == 40 * 60

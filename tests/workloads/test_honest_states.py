@@ -127,7 +127,7 @@ def test_a_sandbox_past_its_expiry_shows_ending_and_offers_nothing(
         owner=researcher, team=team, gpu=gpu, hours_ago=1, expires_at=timezone.now() - timedelta(seconds=5)
     )
     assert workload_allowed_actions(sandbox) == []
-    html = researcher_client.get(reverse("sandbox-detail", args=[sandbox.pk])).content.decode()
+    html = researcher_client.get(reverse("sandbox-detail", args=[sandbox.number])).content.decode()
     assert ">ending<" in html
     assert "sandbox-terminate" not in html and 'id="terminate-form"' not in html
     with pytest.raises(Conflict, match="no longer be extended"):
@@ -173,7 +173,7 @@ def test_an_ended_sandbox_shows_when_it_ended_and_its_final_cost(researcher_clie
     gpu = Gpu.objects.filter(node=fleet["whole"]).first()
     sandbox = make_sandbox(owner=researcher, team=team, gpu=gpu, state=S.TERMINATED)
     Allocation.objects.filter(workload=sandbox).update(ended_at=timezone.now(), released_at=timezone.now())
-    html = researcher_client.get(reverse("sandbox-detail", args=[sandbox.pk])).content.decode()
+    html = researcher_client.get(reverse("sandbox-detail", args=[sandbox.number])).content.decode()
     assert "Ended at" in html and "final" in html
     assert "Cost so far" not in html and "<dt>Expires</dt>" not in html
     assert "once it is running" not in html
@@ -182,7 +182,7 @@ def test_an_ended_sandbox_shows_when_it_ended_and_its_final_cost(researcher_clie
 
 def test_a_rejected_request_never_ran_and_offers_nothing(researcher_client, fleet, team, researcher, h100):
     sandbox = make_sandbox(owner=researcher, team=team, gpu_type=h100, state=S.REJECTED, queued_at=None)
-    html = researcher_client.get(reverse("sandbox-detail", args=[sandbox.pk])).content.decode()
+    html = researcher_client.get(reverse("sandbox-detail", args=[sandbox.number])).content.decode()
     assert "Rejected at" in html and "it never ran" in html and "nothing billed" in html
     assert "once it is running" not in html and "Cost so far" not in html
     assert workload_allowed_actions(sandbox) == []
@@ -191,15 +191,16 @@ def test_a_rejected_request_never_ran_and_offers_nothing(researcher_client, flee
 def test_a_terminating_sandbox_offers_no_action(researcher_client, alice, fleet, team, researcher):
     gpu = Gpu.objects.filter(node=fleet["whole"]).first()
     sandbox = make_sandbox(owner=researcher, team=team, gpu=gpu, state=S.TERMINATING, ended_at=timezone.now())
-    html = researcher_client.get(reverse("sandbox-detail", args=[sandbox.pk])).content.decode()
+    html = researcher_client.get(reverse("sandbox-detail", args=[sandbox.number])).content.decode()
     assert 'id="terminate-form"' not in html and 'id="withdraw-form"' not in html and "Extend" not in html
     assert "Ended at" in html and "Cost so far" not in html
-    body = alice.get(f"/api/v1/sandboxes/{sandbox.pk}").json()
+    body = alice.get(f"/api/v1/sandboxes/{sandbox.number}").json()
     assert body["allowed_actions"] == []
     assert (
-        alice.post(f"/api/v1/sandboxes/{sandbox.pk}/extend", {"hours": 1}, format="json").status_code == 409
+        alice.post(f"/api/v1/sandboxes/{sandbox.number}/extend", {"hours": 1}, format="json").status_code
+        == 409
     )
-    assert alice.post(f"/api/v1/sandboxes/{sandbox.pk}/terminate").status_code == 409
+    assert alice.post(f"/api/v1/sandboxes/{sandbox.number}/terminate").status_code == 409
 
 
 def test_actions_follow_the_state(fleet, team, researcher, h100):
@@ -213,7 +214,7 @@ def test_actions_follow_the_state(fleet, team, researcher, h100):
 def test_a_page_refresh_swaps_the_actions_only_when_they_changed(researcher_client, fleet, team, researcher):
     gpu = Gpu.objects.filter(node=fleet["whole"]).first()
     sandbox = make_sandbox(owner=researcher, team=team, gpu=gpu)
-    url = reverse("sandbox-detail", args=[sandbox.pk])
+    url = reverse("sandbox-detail", args=[sandbox.number])
     same = researcher_client.get(url, {"actions": "extend,restart,terminate"}, **HTMX).content.decode()
     assert 'id="sandbox-actions"' not in same
     Workload.objects.filter(pk=sandbox.pk).update(state=S.TERMINATING, ended_at=timezone.now())
@@ -254,11 +255,11 @@ def test_a_placed_workload_cannot_be_withdrawn(fleet, team, researcher):
 
 def test_withdraw_on_the_web_says_nothing_was_billed(researcher_client, fleet, researcher):
     sandbox = big_request(researcher)
-    html = researcher_client.get(reverse("sandbox-detail", args=[sandbox.pk])).content.decode()
+    html = researcher_client.get(reverse("sandbox-detail", args=[sandbox.number])).content.decode()
     assert 'id="withdraw-form"' in html and 'id="terminate-form"' not in html
     confirm = html.split('id="withdraw-form"')[1].split(">")[0]
     assert "billing stops" not in confirm and "nothing has been billed" in confirm
-    answer = researcher_client.post(reverse("sandbox-withdraw", args=[sandbox.pk]), follow=True)
+    answer = researcher_client.post(reverse("sandbox-withdraw", args=[sandbox.number]), follow=True)
     assert "Request withdrawn" in answer.content.decode()
     sandbox.refresh_from_db()
     assert sandbox.state == S.TERMINATED
@@ -286,11 +287,11 @@ def test_a_pending_extension_can_be_withdrawn(fleet, team, researcher, lead, ali
     assert workload_allowed_actions(sandbox) == ["withdraw_extension", "restart", "terminate"]
     expires = sandbox.expires_at
 
-    answer = alice.post(f"/api/v1/sandboxes/{sandbox.pk}/extension/withdraw")
+    answer = alice.post(f"/api/v1/sandboxes/{sandbox.number}/extension/withdraw")
     assert answer.status_code == 200, answer.content
     approval.refresh_from_db()
     sandbox.refresh_from_db()
     assert approval.state == Approval.State.CANCELLED and sandbox.expires_at == expires
     assert not Notification.objects.filter(user=lead, read_at__isnull=True).exists()
     assert AuditEvent.objects.filter(action="sandbox.extend_withdrawn").exists()
-    assert alice.post(f"/api/v1/sandboxes/{sandbox.pk}/extension/withdraw").status_code == 409
+    assert alice.post(f"/api/v1/sandboxes/{sandbox.number}/extension/withdraw").status_code == 409

@@ -33,7 +33,7 @@ def test_a_sandbox_requested_over_the_api_keeps_its_project_and_shows_it(run_job
 
     assert created.status_code == 201, created.json()
     assert created.json()["project"] == "llm-eval"
-    assert Workload.objects.get(pk=created.json()["id"]).project == "llm-eval"
+    assert Workload.objects.get(kind="sandbox", number=created.json()["id"]).project == "llm-eval"
     assert alice.get(f"{SANDBOXES}/{created.json()['id']}").json()["project"] == "llm-eval"
 
 
@@ -62,7 +62,7 @@ def test_a_deployment_takes_a_project_over_the_api(run_jobs, fleet, catalog, ali
 
     assert created.status_code == 201, created.json()
     assert created.json()["project"] == "chat-bot"
-    assert Workload.objects.get(pk=created.json()["id"]).project == "chat-bot"
+    assert Workload.objects.get(kind="deployment", number=created.json()["id"]).project == "chat-bot"
 
 
 def test_the_request_form_sets_the_project_and_the_page_and_list_show_it(
@@ -76,7 +76,8 @@ def test_the_request_form_sets_the_project_and_the_page_and_list_show_it(
     assert response.status_code == 302
     assert sandbox.project == "llm-eval"
     assert (
-        'id="project-label">llm-eval<' in researcher_client.get(f"/sandboxes/{sandbox.pk}/").content.decode()
+        'id="project-label">llm-eval<'
+        in researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     )
     assert "llm-eval" in researcher_client.get("/").content.decode()
 
@@ -93,7 +94,7 @@ def test_an_extension_keeps_the_project(run_jobs, fleet, alice, slice_body):
     extended = alice.post(f"{SANDBOXES}/{created.json()['id']}/extend", {"hours": 1}, format="json")
 
     assert extended.status_code in (200, 202), extended.json()
-    assert Workload.objects.get(pk=created.json()["id"]).project == "llm-eval"
+    assert Workload.objects.get(kind="sandbox", number=created.json()["id"]).project == "llm-eval"
 
 
 def test_the_api_list_filters_by_project(fleet, h100, team, researcher, alice):
@@ -104,4 +105,4 @@ def test_the_api_list_filters_by_project(fleet, h100, team, researcher, alice):
     listed = alice.get(SANDBOXES, {"project": "llm-eval"}).json()
 
     rows = listed["results"] if isinstance(listed, dict) else listed
-    assert [row["id"] for row in rows] == [mine.pk]
+    assert [row["id"] for row in rows] == [mine.number]

@@ -46,7 +46,7 @@ def test_a_scheduled_request_holds_its_quota_and_is_not_placed_before_its_time(r
     assert quota_left(team=_vision()) == before - 1
 
     run_jobs(lambda: workloads_sweep(now=start - timedelta(minutes=1)))
-    workload = Workload.objects.get(pk=body["id"])
+    workload = Workload.objects.get(kind="sandbox", number=body["id"])
     assert workload.state == S.QUEUED
     assert not Allocation.objects.filter(workload=workload).exists()
     assert workload.expires_at is None  # the lifetime counts from the start
@@ -58,8 +58,8 @@ def test_the_sweep_places_it_at_its_start(run_jobs, fleet, alice):
     assert created.status_code == 201
     with time_machine.travel(start + timedelta(seconds=30), tick=False):
         placed = run_jobs(lambda: workloads_sweep())
-    assert created.json()["id"] in placed.placed
-    workload = Workload.objects.get(pk=created.json()["id"])
+    workload = Workload.objects.get(kind="sandbox", number=created.json()["id"])
+    assert workload.pk in placed.placed
     assert workload.state in (S.PROVISIONING, S.RUNNING)
     assert Allocation.objects.filter(workload=workload, released_at__isnull=True).count() == 1
 
@@ -114,7 +114,7 @@ def test_a_scheduled_request_over_the_line_still_waits_for_a_lead_then_for_its_t
     approval_id = created.json()["approval"]["id"]
     decided = run_jobs(lambda: bob.post(f"/api/v1/approvals/{approval_id}/approve", format="json"))
     assert decided.status_code == 200, decided.json()
-    workload = Workload.objects.get(pk=created.json()["id"])
+    workload = Workload.objects.get(kind="sandbox", number=created.json()["id"])
     assert workload.state == S.QUEUED
     assert workload.queued_at == start
 

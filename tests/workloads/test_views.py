@@ -32,7 +32,7 @@ def test_an_extension_that_is_no_number_is_refused_by_the_form_and_changes_nothi
     client.force_login(researcher)
     expires_at = running.expires_at
 
-    page = client.post(f"/sandboxes/{running.pk}/extend/", {"hours": hours}, follow=True).content.decode()
+    page = client.post(f"/sandboxes/{running.number}/extend/", {"hours": hours}, follow=True).content.decode()
 
     assert "Extend by (hours):" in page
     running.refresh_from_db()
@@ -46,7 +46,7 @@ def test_a_scale_that_the_form_refuses_never_reaches_the_service(client, researc
     running.save(update_fields=["kind"])
     client.force_login(researcher)
 
-    response = client.post(f"/deployments/{running.pk}/scale/", {"replicas": replicas}, follow=True)
+    response = client.post(f"/deployments/{running.number}/scale/", {"replicas": replicas}, follow=True)
 
     assert "Replicas:" in response.content.decode()
     running.refresh_from_db()

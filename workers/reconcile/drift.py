@@ -126,11 +126,11 @@ def owns_namespace(workload: Workload, name: str) -> bool:
 def _orphaned(namespace: ManagedNamespace, workload: Workload, cluster: Cluster) -> str:
     """Why the namespace of a known workload should not exist, or "" when its workload wants it."""
     if workload.state in END_STATES:
-        return f"{workload.kind} {workload.pk} is {workload.state}"
+        return f"{workload.kind} {workload.number} is {workload.state}"
     if workload.cluster_id is None:
-        return f"{workload.kind} {workload.pk} is {workload.state} and placed on no cluster"
+        return f"{workload.kind} {workload.number} is {workload.state} and placed on no cluster"
     if workload.cluster_id != cluster.pk:
-        return f"{workload.kind} {workload.pk} is placed on another cluster"
+        return f"{workload.kind} {workload.number} is placed on another cluster"
     return ""  # live here: queued, starting, running or ending, each handled by its own reconciler
 
 
@@ -194,7 +194,7 @@ def _restore(driver: ClusterDriver, workload: Workload, report: DriftReport, now
         if not Workload.objects.filter(pk=workload.pk, state=WorkloadState.RUNNING).exists():
             return  # ended meanwhile: its teardown removed the objects on purpose
     except DriverError as error:
-        report.errors.append(f"{workload.kind} {workload.pk}: {error.message}")
+        report.errors.append(f"{workload.kind} {workload.number}: {error.message}")
         return
     if workload.expires_at <= now:
         _lost(workload, "its time was up", report, now)
@@ -205,7 +205,7 @@ def _restore(driver: ClusterDriver, workload: Workload, report: DriftReport, now
         if not error.retryable:  # refused for good (its home volume gone, say): it cannot come back
             _lost(workload, error.message, report, now)
             return
-        report.errors.append(f"{workload.kind} {workload.pk}: {error.message}")
+        report.errors.append(f"{workload.kind} {workload.number}: {error.message}")
         return
     report.repaired.append(workload.pk)
     Workload.objects.filter(pk=workload.pk, state=WorkloadState.RUNNING).update(

@@ -92,11 +92,9 @@ def find_orphans(
         if workload is None:
             why = f"a dataset volume copy for workload {volume.workload_id}, which the database does not know"
         elif workload.state in END_STATES:
-            why = f"a dataset volume copy for {workload.kind} {workload.pk}, which is {workload.state}"
+            why = f"a dataset volume copy for {workload.kind} {workload.number}, which is {workload.state}"
         elif claim_namespace and not owns_namespace(workload, claim_namespace):
-            why = (
-                f"a dataset volume copy for {claim_namespace}, not {workload.kind} {workload.pk}'s namespace"
-            )
+            why = f"a dataset volume copy for {claim_namespace}, not {workload.kind} {workload.number}'s namespace"
         else:
             continue
         found.append(
@@ -115,7 +113,7 @@ def lost_workloads(cluster: Cluster, namespaces: list[ManagedNamespace]) -> list
     ):
         name = workload.namespace or ""
         if name and name not in present:
-            lost.append(f"{workload.kind} {workload.pk} ({workload.state}, namespace {name})")
+            lost.append(f"{workload.kind} {workload.number} ({workload.state}, namespace {name})")
     return lost
 
 

@@ -58,7 +58,7 @@ def home_of(*, user: User) -> Home | None:
     return (
         Home.objects.filter(user=user)
         .exclude(state=Home.State.DELETED)
-        .select_related("cluster", "team")
+        .select_related("cluster", "team", "attached_to")
         .first()
     )
 
@@ -150,7 +150,7 @@ def home_resize(*, user: User, size_gb: int, now: datetime | None = None) -> Hom
         )
     if size_gb > team.home_gb_max:
         raise ValidationFailed(
-            f"Team {team.slug} lets a home grow to {team.home_gb_max} GB at most.",
+            f"Team {team.name} lets a home grow to {team.home_gb_max} GB at most.",
             fields={"size_gb": [f"at most {team.home_gb_max}"]},
         )
     before = home.size_gb

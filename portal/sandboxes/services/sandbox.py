@@ -163,7 +163,9 @@ def sandbox_restart(*, user: User, sandbox_id: int, now: datetime | None = None)
     if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
         raise NotAllowed("Only the owner, a lead of the team or an admin may restart this sandbox.")
     if sandbox.state != WorkloadState.RUNNING:
-        raise Conflict(f"Only a running sandbox can be restarted; this one is {sandbox.state}.")
+        raise Conflict(
+            f"Only a running sandbox can be restarted; this one is {sandbox.get_state_display().lower()}."
+        )
     if sandbox.restart_requested_at and (
         sandbox.restarted_at is None or sandbox.restarted_at < sandbox.restart_requested_at
     ):
@@ -219,7 +221,9 @@ def sandbox_kube_access_request(*, user: User, sandbox_id: int, now: datetime | 
     if sandbox.owner_id != user.pk:
         raise NotAllowed("kubectl access to a sandbox is its owner's alone.")
     if sandbox.state != WorkloadState.RUNNING:
-        raise Conflict(f"A kubeconfig is issued for a running sandbox; this one is {sandbox.state}.")
+        raise Conflict(
+            f"A kubeconfig is issued for a running sandbox; this one is {sandbox.get_state_display().lower()}."
+        )
     access, _ = KubeAccess.objects.select_for_update().get_or_create(
         workload=sandbox, user=user, defaults={"requested_at": now}
     )

@@ -45,7 +45,13 @@ from portal.workloads.models import WorkloadKind, WorkloadState
 from portal.workloads.presets import presets_for
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import sandbox_keep
-from portal.workloads.views import actions_changed, form_prefill, save_form_as_preset, workload_list_context
+from portal.workloads.views import (
+    actions_changed,
+    form_prefill,
+    save_form_as_preset,
+    workload_id_or_404,
+    workload_list_context,
+)
 
 
 @login_required
@@ -99,7 +105,7 @@ def sandbox_new(request: HttpRequest) -> HttpResponse:
             except DomainError as error:
                 form.add_service_errors(error)
             else:
-                return redirect("sandbox-detail", pk=sandbox.pk)
+                return redirect(sandbox)
         preset_problem = ""
     else:
         initial, prefilled_from, preset_problem = _prefill(request)
@@ -141,12 +147,13 @@ def sandbox_mig_profiles(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def sandbox_detail(request: HttpRequest, number: int) -> HttpResponse:
     """One sandbox: its progress, placement, access, expiry and cost, refreshed while it lives
     (a poll when nothing changed is a 204; one that renders carries the audit trail too)."""
-    version = workload_version(request.user, workload_id=pk, kind=WorkloadKind.SANDBOX)
+    version = workload_version(request.user, number=number, kind=WorkloadKind.SANDBOX)
     if wants_fragment(request) and unchanged(request, version):
         return nothing_changed()
+    pk = workload_id_or_404(request, kind=WorkloadKind.SANDBOX, number=number)
     try:
         row = sandbox_row_for(user=request.user, workload_id=pk)
     except NotFound as error:
@@ -173,8 +180,9 @@ def sandbox_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def sandbox_share_posted(request: HttpRequest, pk: int) -> HttpResponse:
+def sandbox_share_posted(request: HttpRequest, number: int) -> HttpResponse:
     """The owner's choice of team members who may open the sandbox too."""
+    pk = workload_id_or_404(request, kind=WorkloadKind.SANDBOX, number=number)
     sandbox = run_service(
         request,
         lambda: sandbox_share(user=request.user, sandbox_id=pk, usernames=request.POST.getlist("users")),
@@ -184,35 +192,37 @@ def sandbox_share_posted(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(
             request, f"Shared with {names}." if names else "Shared with nobody: only you can open it."
         )
-    return redirect("sandbox-detail", pk=pk)
+    return redirect("sandbox-detail", number=number)
 
 
 @login_required
 @require_POST
-def sandbox_keep_posted(request: HttpRequest, pk: int) -> HttpResponse:
+def sandbox_keep_posted(request: HttpRequest, number: int) -> HttpResponse:
     """Keep a sandbox its GPUs' idleness was about to end."""
+    pk = workload_id_or_404(request, kind=WorkloadKind.SANDBOX, number=number)
     run_service(
         request,
         lambda: sandbox_keep(user=request.user, sandbox_id=pk),
         success="Kept: the idle clock starts again.",
     )
-    return redirect("sandbox-detail", pk=pk)
+    return redirect("sandbox-detail", number=number)
 
 
 @login_required
 @require_POST
-def sandbox_restart_posted(request: HttpRequest, pk: int) -> HttpResponse:
+def sandbox_restart_posted(request: HttpRequest, number: int) -> HttpResponse:
     """A new pod on the same placement, the home kept."""
+    pk = workload_id_or_404(request, kind=WorkloadKind.SANDBOX, number=number)
     run_service(
         request,
         lambda: sandbox_restart(user=request.user, sandbox_id=pk),
         success="Restarting: a new pod starts on the same GPUs, with your home volume.",
     )
-    return redirect("sandbox-detail", pk=pk)
+    return redirect("sandbox-detail", number=number)
 
 
 def _panel(
-    request: HttpRequest, pk: int, template: str, *, ask: Callable[[], object], read: Callable[[], dict]
+    request: HttpRequest, number: int, template: str, *, ask: Callable[[], object], read: Callable[[], dict]
 ) -> HttpResponse:
     """A panel of the sandbox page that a POST asks a worker to fill (`ask`) and a GET shows
     (`read`): a refusal is shown in the panel, a sandbox the user may not see is a 404."""
@@ -223,41 +233,44 @@ def _panel(
     except NotFound as error:
         raise Http404(error.message) from error
     except DomainError as error:
-        return fragment(request, template, {"refused": error.message, "pk": pk})
-    return fragment(request, template, {**context, "pk": pk})
+        return fragment(request, template, {"refused": error.message, "number": number})
+    return fragment(request, template, {**context, "number": number})
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def sandbox_insight_panel(request: HttpRequest, pk: int) -> HttpResponse:
+def sandbox_insight_panel(request: HttpRequest, number: int) -> HttpResponse:
     """The sandbox's recent events and log tail as a worker last read them; a POST asks for a
     fresh read (the panel polls until it comes)."""
+    pk = workload_id_or_404(request, kind=WorkloadKind.SANDBOX, number=number)
 
     def read() -> dict:
         sandbox, insight = sandbox_insight_for(user=request.user, sandbox_id=pk)
         return {"sandbox": sandbox, "insight": insight}
 
     ask = partial(sandbox_insight_request, user=request.user, sandbox_id=pk)
-    return _panel(request, pk, "sandboxes/partials/insight.html", ask=ask, read=read)
+    return _panel(request, number, "sandboxes/partials/insight.html", ask=ask, read=read)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def sandbox_kubectl_panel(request: HttpRequest, pk: int) -> HttpResponse:
+def sandbox_kubectl_panel(request: HttpRequest, number: int) -> HttpResponse:
     """The owner's kubectl panel: the commands, and a kubeconfig to ask for (POST) and download."""
+    pk = workload_id_or_404(request, kind=WorkloadKind.SANDBOX, number=number)
 
     def read() -> dict:
         sandbox, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
         return {"sandbox": sandbox, "access": access, "usable": kube_access_usable(access, sandbox)}
 
     ask = partial(sandbox_kube_access_request, user=request.user, sandbox_id=pk)
-    return _panel(request, pk, "sandboxes/partials/kubectl.html", ask=ask, read=read)
+    return _panel(request, number, "sandboxes/partials/kubectl.html", ask=ask, read=read)
 
 
 @login_required
 @require_GET
-def sandbox_kubeconfig_download(request: HttpRequest, pk: int) -> HttpResponse:
+def sandbox_kubeconfig_download(request: HttpRequest, number: int) -> HttpResponse:
     """The kubeconfig file, for its owner, while it is good."""
+    pk = workload_id_or_404(request, kind=WorkloadKind.SANDBOX, number=number)
     try:
         sandbox, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
     except NotFound as error:

@@ -1,11 +1,14 @@
 """The workers' watch over teams' monthly budgets: leads told once per threshold per month (in the
-portal and by e-mail), and the team's 100 % policy carried out. Under "stop", once the budget is
-spent, the team's owners and leads are told when its running work will end; after the grace
-period, still over, it ends (audited). Raising the budget, or a new month, lifts it.
+portal, by e-mail and on the team's webhook), and the team's 100 % policy carried out. Under
+"stop", once the budget is spent, the team's owners and leads are told when its running work will
+end; after the grace period, still over, it ends (audited). Raising the budget, or a new month,
+lifts it.
 
 A user's or a project label's budget in a team (portal.spend.models.Budget) is watched the same
-way with the team's thresholds and policy: the leads told, and the user too for theirs; under
-"stop" only that user's (or project's) running work ends."""
+way with the team's thresholds and policy: the leads told, and the user too for theirs; a
+project's alert goes to the team's webhook as well, a user's only to that user's and the leads'
+own channels (it concerns one person). Under "stop" only that user's (or project's) running work
+ends."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.accounts.models import BudgetAlert, Team
+from portal.accounts.notifications import team_webhook_notify
 from portal.accounts.selectors import team_leads
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
@@ -133,6 +137,8 @@ def _target_alert(budget: Budget, forecast: Forecast, month, threshold: int, now
     for person in _told(budget):
         notify(kind="budget", user=person, message=message, link=SPEND_LINK,
                email_subject=f"Team {team.name}: {threshold} % of {whose} monthly budget spent")  # fmt: skip
+    if budget.kind == Budget.Kind.PROJECT:
+        team_webhook_notify(team=team, kind="budget", message=message, link=SPEND_LINK)
     return True
 
 
@@ -178,6 +184,7 @@ def _alert(team: Team, month, threshold: int, spent, now: datetime) -> bool:
     for lead in team_leads(team):
         notify(kind="budget", user=lead, message=message, link=SPEND_LINK,
                email_subject=f"Team {team.name}: {threshold} % of the monthly budget spent")  # fmt: skip
+    team_webhook_notify(team=team, kind="budget", message=message, link=SPEND_LINK)
     return True
 
 

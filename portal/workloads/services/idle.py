@@ -155,7 +155,7 @@ def workload_keep(*, user: User, workload_id: int, kind: str, now: datetime | No
     if not can_manage(user=user, team=workload.team, owner=workload.owner):
         raise NotAllowed(f"Only the owner, a lead of the team or an admin may keep this {what.lower()}.")
     if workload.state != WorkloadState.RUNNING:
-        raise Conflict(f"{what} {workload.name} is {workload.state}.")
+        raise Conflict(f"{what} {workload.name} is {workload.get_state_display().lower()}.")
     Workload.objects.filter(pk=workload.pk).update(idle_kept_at=now, idle_warned_at=None)
     audit_record(
         actor=user, action=f"{kind}.kept", obj=workload, team=workload.team, detail="kept though idle"

@@ -206,7 +206,9 @@ def workload_end(
         )
         return
     if workload.state not in (S.PROVISIONING, S.RUNNING):
-        raise Conflict(f"{workload.kind.capitalize()} {workload.name} is already {workload.state}.")
+        raise Conflict(
+            f"{workload.kind.capitalize()} {workload.name} is already {workload.get_state_display().lower()}."
+        )
     move(
         workload=workload,
         to=S.TERMINATING,
@@ -249,7 +251,7 @@ def workload_mark_running(
             to=S.RUNNING,
             from_states=[S.PROVISIONING],
             event="running" if rescaled_from is None else "scaled_running",
-            detail="" if rescaled_from is None else f"{rescaled_from} -> {workload.replicas} replicas",
+            detail="" if rescaled_from is None else f"{rescaled_from} → {workload.replicas} replicas",
             access=access,
             message=message,
             attempts=0,

@@ -153,7 +153,7 @@ def _create(
         obj=workload,
         team=team,
         to_state=state,
-        detail=f"{workload.gpu_label} for {resolved.lifetime_hours.quantize(Decimal('0.01'))} h"
+        detail=f"{workload.gpu_label} for {resolved.lifetime_hours.quantize(Decimal('0.01')).normalize():f} h"
         + (f", from {resolved.start_at.isoformat(timespec='minutes')}" if resolved.start_at else ""),
     )
     if before_placing is not None:
@@ -258,7 +258,7 @@ def workload_extend(
         )
     if workload.state not in EXTENDABLE:
         raise Conflict(
-            f"{workload.kind.capitalize()} {workload.name} is {workload.state}; only a live {workload.kind} can be extended."
+            f"{workload.kind.capitalize()} {workload.name} is {workload.get_state_display().lower()}; only a live {workload.kind} can be extended."
         )
     if workload.expires_at is not None and workload.expires_at <= now:
         raise Conflict(
@@ -307,7 +307,7 @@ def workload_apply_extension(*, workload: Workload, actor: User | None, hours: D
     Workload.objects.filter(pk=workload.pk).update(
         expires_at=new_expiry, ttl_hours=ttl_hours, expiry_warned_at=None
     )
-    when = f"expires {new_expiry.isoformat(timespec='seconds')}" if new_expiry else "not started yet"
+    when = f"expires {new_expiry:%Y-%m-%d %H:%M} UTC" if new_expiry else "not started yet"
     audit_record(
         actor=actor,
         action=f"{workload.kind}.extend",

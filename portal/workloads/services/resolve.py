@@ -163,7 +163,7 @@ def resolve_lifetime(
     # Checked before any date arithmetic, so an absurd value is an error, never an overflow.
     if team is not None and not within_max_lifetime(team=team, lifetime_hours=hours):
         errors[field] = [
-            f"Team {team.slug} allows at most {team.max_lifetime_hours.normalize():f} hours per {kind}."
+            f"Team {team.name} allows at most {team.max_lifetime_hours.normalize():f} hours per {kind}."
         ]
         return None, None
     if hours > MAX_ANY_LIFETIME_HOURS:
