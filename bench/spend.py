@@ -16,8 +16,9 @@ dropped and built again after.
 
 Then it rolls up the year as `manage.py spend_rollup` does, runs the periodic roll-up once (today's
 hours), and times, as a platform admin: a team's month-to-date spend, the budget check of a request,
-and the spend report by user, team, GPU type, day, workload and project over 1, 30 and 365 days, both ending
-now (partial-day edges) and in whole days (as the web form asks). Finally it checks a sample of
+and the spend report by user, team, GPU type, day, workload and project over 1, 30 and 365 days: ending
+now, in whole days (as the web form asks), and with an edge at 12:30 UTC (the worst time of day: half
+a day from midnight, half an hour from the hour). Finally it checks a sample of
 figures against the slow definition: every hold in Python, as spend was computed before roll-ups,
 but in exact fractions.
 Targets: month-to-date under 20 ms, budget check under 10 ms more, any report under 200 ms.
@@ -151,7 +152,7 @@ def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime) -> dict:
         StoragePrice,
     )
     from portal.fleet.selectors import slice_share
-    from portal.workloads.models import Workload
+    from portal.workloads.models import Workload, WorkloadCounter
 
     rng = random.Random(seed)
     year_ago = now - timedelta(days=365)
@@ -222,8 +223,9 @@ def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime) -> dict:
     workload_columns, workload_defaults = _defaults(
         Workload,
         ["id", "kind", "name", "team_id", "owner_id", "gpu_type_id", "gpu_count", "replicas", "mig_profile",
-         "state", "expires_at", "created_at", "started_at", "ended_at", "project"],
+         "state", "expires_at", "created_at", "started_at", "ended_at", "project", "number"],
     )  # fmt: skip
+    numbers = {"sandbox": 0, "deployment": 0}  # each kind counts its own (sandbox 1, deployment 1)
     labels = random.Random(seed + 1)  # its own stream: the holds stay those of earlier runs of a seed
     workloads: list[tuple] = []
     allocation_columns = [
@@ -262,11 +264,13 @@ def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime) -> dict:
             if is_open and rng.random() < 0.03:
                 expires = now - timedelta(minutes=rng.randrange(1, 600))  # expired, the sweep not run yet
                 made["expired_open"] += count
+            kind = "deployment" if long_running or count > 2 else "sandbox"
+            numbers[kind] += 1
             workloads.append(
-                (workload_id, "deployment" if long_running or count > 2 else "sandbox", f"w{workload_id}", team_id,
+                (workload_id, kind, f"w{workload_id}", team_id,
                  user_id, gpu_type.pk, 1 if profile else count, count if profile else 1, profile,
                  "running" if is_open else "terminated", expires, start, start, None if is_open else end,
-                 f"project-{labels.randrange(40)}" if labels.random() < 2 / 3 else "")
+                 f"project-{labels.randrange(40)}" if labels.random() < 2 / 3 else "", numbers[kind])
             )  # fmt: skip
             for replica in range(count):
                 pool = gpus_of[gpu_type.pk]
@@ -305,6 +309,8 @@ def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime) -> dict:
             cursor.execute(
                 "SELECT setval(pg_get_serial_sequence('workloads_workload', 'id'), %s)", [workload_id_max]
             )
+        for kind, last in numbers.items():
+            WorkloadCounter.objects.update_or_create(kind=kind, defaults={"last": last})
     workloads.clear()
     loaded = time.monotonic() - started
 
@@ -422,10 +428,15 @@ def measure(*, runs: int, seed: int) -> list[tuple[str, list[float]]]:
         )
     )
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    half_past_noon = today - timedelta(days=1) + timedelta(hours=12, minutes=30)  # yesterday's
     for days in (1, 30, 365):
         for style, start, end in (
             ("ending now", now - timedelta(days=days), now),
             ("whole days", today - timedelta(days=days - 1), today + timedelta(days=1)),
+            # the worst time of day for an edge: half a day from either midnight, half an hour
+            # from either hour
+            ("12:30 to now", half_past_noon - timedelta(days=days - 1), now),
+            ("to 12:30", half_past_noon - timedelta(days=days), half_past_noon),
         ):
             for group in GROUPS:
                 label = f"{group:8} {days:3} d, {style}"
@@ -549,8 +560,10 @@ def verify(*, seed: int, samples: int) -> tuple[int, int]:
             )
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     for team in teams:
+        half_past_noon = today - timedelta(days=1) + timedelta(hours=12, minutes=30)
         for start, end in ((now - timedelta(days=1), now), (today - timedelta(days=29), today + timedelta(days=1)),
-                           (now - timedelta(days=365), now)):  # fmt: skip
+                           (now - timedelta(days=365), now), (half_past_noon, now),
+                           (half_past_noon - timedelta(days=30, minutes=17), half_past_noon)):  # fmt: skip
             for group in GROUPS:
                 got = spend_grouped(
                     user=admin, group_by=group, start=start, end=end, team=team, now=now, limit=10**6

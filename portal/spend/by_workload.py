@@ -4,11 +4,11 @@ everything else cost, without summing a row per workload and day for a year.
 Each workload's total over all its rolled days is kept (`WorkloadSpend`, with its first and last
 rolled day; today's rows count, up to today's roll-up). Over a range whose whole days [first, end)
 are rolled, a workload whose rolled days all lie inside costs exactly that total plus whatever it
-held in the range's live stretches. So the candidates are: the largest such totals, read in order
+held in the range's live stretches and rolled hours. So the candidates are: the largest such totals, read in order
 from an index until `limit` are found outside the set below; and, computed exactly from their day
 rows and the holds, the workloads that total cannot answer for: those running across the range's
 first or last whole day, those with rows on a day that is stale, and those holding anything in a
-live stretch of the range (a partial-day edge, the minutes since today's roll-up). Any other workload costs no more than `limit` of the candidates, so the
+live stretch or rolled hour of the range (a partial-day edge, the minutes since today's roll-up). Any other workload costs no more than `limit` of the candidates, so the
 largest `limit` candidates are the largest `limit` workloads. Ties in cost go to the lower id.
 """
 
@@ -173,6 +173,12 @@ def workload_spend(
         plan=plan, keys=("kind", "workload"), scope=scope, now=now
     ).items():
         by_kind.setdefault((kind,), Amount()).add(amount)
+        if workload_id is not None:
+            recent.setdefault(workload_id, Amount()).add(amount)
+    # Hours rolled at the range's edges count like live time: not in the workloads' totals.
+    for (_, workload_id), amount in rolled_sums(
+        plan=plan, keys=("kind", "workload"), scope=scope, spans=(Span.HOUR,)
+    ).items():
         if workload_id is not None:
             recent.setdefault(workload_id, Amount()).add(amount)
     storage = by_kind.pop((STORAGE,), Amount())

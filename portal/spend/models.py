@@ -44,8 +44,10 @@ def _ref(model: str, **kwargs: object) -> models.ForeignKey:
 
 
 class Span(models.TextChoices):
-    """A UTC day, or a block of 2**k days aligned on a multiple of its length since 1970-01-01."""
+    """A UTC hour (kept for recent days only: they answer the partial-day edges of a range), a UTC
+    day, or a block of 2**k days aligned on a multiple of its length since 1970-01-01."""
 
+    HOUR = "hour"
     DAY = "day"
     DAYS_2 = "2d"
     DAYS_4 = "4d"

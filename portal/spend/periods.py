@@ -3,10 +3,14 @@
 Periods: UTC days (today's rolled only so far, up to its `until`), and blocks of 2, 4, ... 256 days
 aligned on multiples of their length since 1970-01-01, summed from their halves. Any run of N
 whole days is covered by at most about 2 log2(N) of them, so a year by user reads some 16 rows a
-user and 30 days some 8, whatever the number of holds.
+user and 30 days some 8, whatever the number of holds. Recent days (PORTAL_SPEND_HOUR_DAYS) are
+rolled by the hour as well: a range that starts or ends within such a day reads its hours.
 
-A report over [start, end) is split into fresh periods and live stretches (the rest: partial-day
-edges, the minutes since today's roll-up, stale periods), which are costed from the holds. Before
+A report over [start, end) is split into fresh periods and live stretches (the rest: partial-hour
+or partial-day edges, the minutes since today's roll-up, stale periods), which are costed from the
+holds. A stretch is costed either directly or as its hour or day less the part outside the range,
+whichever leaves less time to cost from the holds: at most half an hour at each edge where hours
+are rolled, else at most half a day. Before
 trusting a period a report also looks for changes to the holds that the workers have not seen yet
 (`changes`), so a hold ended in the past is reflected at once, not at the next roll-up.
 """
@@ -24,6 +28,7 @@ from django.utils.dateparse import parse_datetime
 from portal.spend.models import Span, SpendWatermark
 
 DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
 EPOCH = date(1970, 1, 1)
 BLOCKS = [(Span(f"{2**k}d"), 2**k) for k in range(8, 0, -1)]  # largest first
 SPAN_DAYS = {Span.DAY: 1, **dict(BLOCKS)}
@@ -39,14 +44,16 @@ def midnight(moment: datetime) -> datetime:
 
 
 def floor(moment: datetime, span: str) -> datetime:
-    """The start of the day or block (UTC) that `moment` falls in."""
+    """The start of the hour, day or block (UTC) that `moment` falls in."""
+    if span == Span.HOUR:
+        return utc(moment).replace(minute=0, second=0, microsecond=0)
     day = midnight(moment)
     length = SPAN_DAYS[span]
     return day - DAY * ((day.date() - EPOCH).days % length)
 
 
 def period_end(start: datetime, span: str) -> datetime:
-    return start + DAY * SPAN_DAYS[span]
+    return start + HOUR if span == Span.HOUR else start + DAY * SPAN_DAYS[span]
 
 
 def halves(start: datetime, span: str) -> list[tuple[str, datetime]]:
@@ -70,9 +77,11 @@ def affected_days(stretches: Iterable[Interval], rolled: dict[datetime, datetime
 
 
 def periods_of_days_q(days: Iterable[datetime]) -> Q:
-    """SpendPeriod (or roll-up) rows of these days and of the blocks that hold them."""
+    """SpendPeriod (or roll-up) rows of these days, of their hours and of the blocks that hold them."""
     days = set(days)
     q = Q(span=Span.DAY, start__in=sorted(days))
+    for first, last in runs(sorted(days), Span.DAY):
+        q |= Q(span=Span.HOUR, start__gte=first, start__lt=last + DAY)
     for span, _ in BLOCKS:
         q |= Q(span=span, start__in=sorted({floor(day, span) for day in days}))
     return q
@@ -239,7 +248,11 @@ def fresh_periods(
     return {
         (span, period_start): until
         for span, period_start, until in periods
-        if not any(period_start <= day < until for day in bad)
+        if not (
+            midnight(period_start) in bad
+            if span == Span.HOUR
+            else any(period_start <= day < until for day in bad)
+        )
     }
 
 
@@ -262,16 +275,6 @@ def make_plan(
             _live(plan, moment, end, merge=True)
             break
         day = midnight(moment)
-        whole = fresh.get((Span.DAY, day)) == day + DAY
-        if moment > day and whole and day + DAY <= end and moment - day < day + DAY - moment:
-            plan.rolled.setdefault(Span.DAY, []).append(day)  # the day, less [midnight, start)
-            plan.minus.append((day, moment))
-            moment = day + DAY
-            continue
-        if moment == day and whole and day + DAY > end and day + DAY - end < end - day:
-            plan.rolled.setdefault(Span.DAY, []).append(day)  # the day, less [end, midnight)
-            plan.minus.append((end, day + DAY))
-            break
         if moment == day:
             taken = None
             if blocks:
@@ -287,9 +290,58 @@ def make_plan(
                 moment = taken[1]
                 continue
         stop = min(day + DAY, end)
-        _live(plan, moment, stop, merge=not (split_days and moment == day))
+        _part_of_day(plan, day, moment, stop, fresh, merge=not (split_days and moment == day))
         moment = stop
     return plan
+
+
+def _part_of_day(
+    plan: Plan, day: datetime, low: datetime, high: datetime, fresh: dict, *, merge: bool
+) -> None:
+    """Cover [low, high), part of one day, with whichever leaves the least time to cost from the
+    holds: the stretch itself, its hours (each hour direct or less its part outside), or the whole
+    day less the part outside."""
+    whole = fresh.get((Span.DAY, day)) == day + DAY
+    hours = _by_hours(day, low, high, fresh)
+    choices = [(high - low, 2, Plan(live=[(low, high)])), (hours[0], 1, hours[1])]
+    if whole and high == day + DAY:
+        choices.append((low - day, 0, Plan(rolled={Span.DAY: [day]}, minus=[(day, low)])))
+    elif whole and low == day:
+        choices.append((day + DAY - high, 0, Plan(rolled={Span.DAY: [day]}, minus=[(high, day + DAY)])))
+    _, _, best = min(choices, key=lambda choice: choice[:2])  # least live time; then fewest rows
+    for span, starts in best.rolled.items():
+        plan.rolled.setdefault(span, []).extend(starts)
+    plan.minus.extend(best.minus)
+    for at, (first, last) in enumerate(best.live):
+        _live(plan, first, last, merge=merge or at > 0 or first > low)
+
+
+def _by_hours(day: datetime, low: datetime, high: datetime, fresh: dict) -> tuple[timedelta, Plan]:
+    """[low, high) within `day` by fresh hours: each hour whole, or less its part outside the
+    stretch where that part is the shorter; the rest live. Returns the live time and the plan."""
+    plan, live = Plan(), timedelta(0)
+    moment = low
+    while moment < high:
+        hour = floor(moment, Span.HOUR)
+        after = hour + HOUR
+        rolled = fresh.get((Span.HOUR, hour)) == after
+        if rolled and after <= high and moment - hour < after - moment:
+            plan.rolled.setdefault(Span.HOUR, []).append(hour)
+            if moment > hour:
+                plan.minus.append((hour, moment))
+                live += moment - hour
+            moment = after
+            continue
+        if rolled and moment == hour and after - high < high - hour:
+            plan.rolled.setdefault(Span.HOUR, []).append(hour)
+            plan.minus.append((high, after))
+            live += after - high
+            break
+        stop = min(after, high)
+        _live(plan, moment, stop, merge=True)
+        live += stop - moment
+        moment = stop
+    return live, plan
 
 
 def _live(plan: Plan, low: datetime, high: datetime, *, merge: bool) -> None:

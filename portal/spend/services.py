@@ -16,8 +16,13 @@ GiST index over each allocation's span (PostgreSQL) finds the holds of any stret
 year's as cheaply as today's. The workload report keeps one row more per workload, its total over
 its rolled days (`WorkloadSpend`), to take the largest of a year in one index scan (`by_workload`).
 
-Why not something else: hourly rows or a roll-up per workload and month would be as many rows as
-the holds at the fine levels; running sums per day would make every correction rewrite the rest
+Recent days (PORTAL_SPEND_HOUR_DAYS, 35 by default) are also rolled by the hour, with the day and
+from the same holds and minutes (`_roll_hours`), so a range starting or ending within one of them
+(the last 30 days, ending now) costs at most half an hour at each edge from the holds, not half a
+day; the hour rows of older days are dropped, and their edges are costed from the holds.
+
+Why not something else: hourly rows kept for ever, or a roll-up per workload and month, would be
+as many rows as the holds at the fine levels; running sums per day would make every correction rewrite the rest
 of the year; a materialized view cannot be refreshed one day at a time.
 
 Exact: roll-ups are made by the same function a report uses for live time (`holds.spend_by_key`:
@@ -49,6 +54,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max, Value
 from django.utils import timezone
@@ -75,6 +81,7 @@ from portal.spend.models import (
 from portal.spend.periods import (
     BLOCKS,
     DAY,
+    HOUR,
     affected_days,
     changes,
     floor,
@@ -148,8 +155,10 @@ def _projects(workload_ids: Iterable[int | None]) -> dict[int, str]:
     return found
 
 
-def _rollup_rows(*, start: datetime, fine: dict[tuple, Amount], projects: dict[int, str]) -> Iterator[tuple]:
-    """The rows (ROLLUP_COLUMNS) of every level for one day, from its finest sums and the
+def _rollup_rows(
+    *, span: str, start: datetime, fine: dict[tuple, Amount], projects: dict[int, str]
+) -> Iterator[tuple]:
+    """The rows (ROLLUP_COLUMNS) of every level for one day or hour, from its finest sums and the
     project label of each workload (`projects`; none: "")."""
     derived = {
         (*key, projects.get(key[3], "") if key[2] != STORAGE else "", key[2] == STORAGE): amount
@@ -171,7 +180,7 @@ def _rollup_rows(*, start: datetime, fine: dict[tuple, Amount], projects: dict[i
             values = dict(zip(keys, sub, strict=True))
             kind = values.get("kind")
             yield (
-                Span.DAY,
+                span,
                 start,
                 level,
                 values["team"],
@@ -252,7 +261,7 @@ INSERT INTO spend_workloadspend (workload_id, team_id, user_id, first_day, last_
 SELECT workload_id, team_id, user_id, (MIN(start) AT TIME ZONE 'UTC')::date, (MAX(start) AT TIME ZONE 'UTC')::date,
        SUM(cost), SUM(gpu_hours), SUM(idle_cost)
 FROM spend_spendrollup
-WHERE level = %(fine)s AND workload_id = ANY(%(ids)s)
+WHERE level = %(fine)s AND span = %(day)s AND workload_id = ANY(%(ids)s)
 GROUP BY workload_id, team_id, user_id
 """
 
@@ -263,13 +272,13 @@ def _refresh_workload_spend(workload_ids: Iterable[int | None]) -> None:
     if connection.vendor == "postgresql":  # two statements, whatever the number of workloads
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM spend_workloadspend WHERE workload_id = ANY(%s)", [ids])
-            cursor.execute(_REFRESH_WORKLOADS_SQL, {"fine": Level.FINE, "ids": ids})
+            cursor.execute(_REFRESH_WORKLOADS_SQL, {"fine": Level.FINE, "day": Span.DAY, "ids": ids})
         return
     for chunk in _chunks(ids):  # SQLite keeps units as text: added up here
         WorkloadSpend.objects.filter(workload_id__in=chunk).delete()
         totals: dict[tuple, list] = {}
         for workload_id, team_id, user_id, start, cost, hours, idle in SpendRollup.objects.filter(
-            level=Level.FINE, workload_id__in=chunk
+            level=Level.FINE, span=Span.DAY, workload_id__in=chunk
         ).values_list("workload_id", "team_id", "user_id", "start", "cost", "gpu_hours", "idle_cost"):
             day = utc(start).date()
             found = totals.setdefault((workload_id, team_id, user_id), [day, day, ZERO, ZERO, ZERO])
@@ -376,7 +385,7 @@ def spend_roll_day(
         touched = set(rows.filter(level=Level.FINE).values_list("workload_id", flat=True).distinct())
         rows.delete()
         projects = _projects(key[3] for key in fine)
-        written = _insert_rollups(_rollup_rows(start=day, fine=fine, projects=projects))
+        written = _insert_rollups(_rollup_rows(span=Span.DAY, start=day, fine=fine, projects=projects))
         SpendPeriod.objects.update_or_create(
             span=Span.DAY, start=day, defaults={"until": until, "stale": False, "rolled_at": now}
         )
@@ -384,7 +393,50 @@ def spend_roll_day(
             stale=True
         )
         _refresh_workload_spend(touched | {key[3] for key in fine})
+        written += _roll_hours(day=day, until=until, now=now, again=until == day + DAY)
     return written
+
+
+def hours_kept_from(now: datetime) -> datetime:
+    """The first day rolled by the hour as well (PORTAL_SPEND_HOUR_DAYS before today)."""
+    return midnight(now) - DAY * settings.PORTAL_SPEND_HOUR_DAYS
+
+
+def _roll_hours(*, day: datetime, until: datetime, now: datetime, again: bool) -> int:
+    """Roll the whole hours of a recent day up to `until`, within the day's roll-up (the same
+    holds, the same minutes): all of them if `again` (the day is rolled whole, or was stale),
+    else those not rolled yet or stale (today's, as they close). Returns the rows written."""
+    if day < hours_kept_from(now) or not settings.PORTAL_SPEND_HOUR_DAYS:
+        return 0
+    done = set()
+    if not again:
+        done = {
+            utc(start)
+            for start in SpendPeriod.objects.filter(
+                span=Span.HOUR, start__gte=day, start__lt=until, stale=False
+            ).values_list("start", flat=True)
+        }
+    written = 0
+    hour = day
+    while hour + HOUR <= until:
+        if hour not in done:
+            fine = spend_by_key(start=hour, end=hour + HOUR, now=now, keys=CANONICAL)
+            SpendRollup.objects.filter(span=Span.HOUR, start=hour).delete()
+            projects = _projects(key[3] for key in fine)
+            written += _insert_rollups(_rollup_rows(span=Span.HOUR, start=hour, fine=fine, projects=projects))
+            SpendPeriod.objects.update_or_create(
+                span=Span.HOUR, start=hour, defaults={"until": hour + HOUR, "stale": False, "rolled_at": now}
+            )
+        hour += HOUR
+    return written
+
+
+def spend_hours_prune(*, now: datetime) -> int:
+    """Forget the hour roll-ups of days older than PORTAL_SPEND_HOUR_DAYS; how many periods went."""
+    first = hours_kept_from(now)
+    SpendRollup.objects.filter(span=Span.HOUR, start__lt=first).delete()
+    gone, _ = SpendPeriod.objects.filter(span=Span.HOUR, start__lt=first).delete()
+    return gone
 
 
 def _fresh_whole(span: str, starts: list[datetime]) -> set[datetime]:
@@ -485,6 +537,7 @@ class RollupRun:
     days: list[date] = field(default_factory=list)
     partial: list[date] = field(default_factory=list)
     blocks: int = 0
+    hours: int = 0  # hour roll-up rows written for recent days rolled before their hours were
 
 
 def spend_rollup_due(*, now: datetime | None = None, days_per_run: int = DAYS_PER_RUN) -> RollupRun:
@@ -518,7 +571,33 @@ def spend_rollup_due(*, now: datetime | None = None, days_per_run: int = DAYS_PE
                 spend_roll_day(day=day, now=now, until=target)
                 run.partial.append(day.date())
     run.blocks = spend_roll_blocks(days=[_as_day(d) for d in run.days], now=now)
+    run.hours = _hours_caught_up(periods=periods, now=now, days_per_run=days_per_run)
+    spend_hours_prune(now=now)
     return run
+
+
+def _hours_caught_up(*, periods: dict, now: datetime, days_per_run: int) -> int:
+    """Roll the hours of recent days rolled whole before they were kept by the hour (a new
+    install, PORTAL_SPEND_HOUR_DAYS raised), while the node agents' minutes for their idle cost
+    are still kept (the day's rows were rolled from them). Returns the rows written."""
+    first = max(hours_kept_from(now), midnight(now) - DAY * (settings.PORTAL_TELEMETRY_MINUTE_DAYS - 1))
+    rolled = {
+        utc(start)
+        for start in SpendPeriod.objects.filter(span=Span.HOUR, start__gte=first, stale=False).values_list(
+            "start", flat=True
+        )
+    }
+    written = days = 0
+    for day, (until, stale) in sorted(periods.items(), reverse=True):
+        if day < first or stale or until != day + DAY or days >= days_per_run:
+            continue
+        if all(day + HOUR * n in rolled for n in range(24)):
+            continue
+        with without_jit(), transaction.atomic():
+            _lock()
+            written += _roll_hours(day=day, until=until, now=now, again=False)
+        days += 1
+    return written
 
 
 def _as_day(day: date) -> datetime:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from portal.spend.models import Span
-from portal.spend.periods import DAY, make_plan
+from portal.spend.periods import DAY, HOUR, make_plan
 
 D1 = datetime(2026, 3, 10, tzinfo=UTC)
 D2, D3 = D1 + DAY, D1 + 2 * DAY
@@ -39,3 +39,45 @@ def test_a_day_rolled_only_in_part_is_never_taken_whole():
     assert plan.minus == []
     assert plan.rolled[Span.DAY] == [D1, D2, D3]  # the part rolled, [D3, D3 + 5 h)
     assert plan.live == [(D3 + timedelta(hours=5), D3 + timedelta(hours=22))]
+
+
+def _hours(day: datetime, first: int = 0, last: int = 24) -> dict:
+    return {(Span.HOUR, day + HOUR * n): day + HOUR * (n + 1) for n in range(first, last)}
+
+
+def test_a_range_starting_at_noon_of_a_day_rolled_by_the_hour_reads_its_last_twelve_hours():
+    plan = make_plan(start=D1 + 12 * HOUR, end=D3, fresh={**WHOLE, **_hours(D1)}, blocks=False)
+    assert plan.rolled[Span.HOUR] == [D1 + HOUR * n for n in range(12, 24)]
+    assert plan.rolled[Span.DAY] == [D2]
+    assert plan.live == [] and plan.minus == []
+
+
+def test_an_edge_within_an_hour_costs_at_most_half_an_hour_from_the_holds():
+    start = D1 + timedelta(hours=12, minutes=10)
+    plan = make_plan(start=start, end=D3, fresh={**WHOLE, **_hours(D1)}, blocks=False)
+    assert plan.rolled[Span.HOUR] == [D1 + HOUR * n for n in range(12, 24)]  # hour 12 less 10 minutes
+    assert plan.minus == [(D1 + 12 * HOUR, start)]
+    late = D1 + timedelta(hours=12, minutes=50)
+    plan = make_plan(start=late, end=D3, fresh={**WHOLE, **_hours(D1)}, blocks=False)
+    assert plan.live == [(late, D1 + 13 * HOUR)]  # 10 minutes live, then hours 13-23
+    assert plan.rolled[Span.HOUR] == [D1 + HOUR * n for n in range(13, 24)]
+    end = D3 + timedelta(hours=5, minutes=40)
+    plan = make_plan(start=D1, end=end, fresh={**WHOLE, **_hours(D3)}, blocks=False)
+    assert plan.rolled[Span.DAY] == [D1, D2]
+    assert plan.rolled[Span.HOUR] == [D3 + HOUR * n for n in range(6)]
+    assert plan.minus == [(end, D3 + 6 * HOUR)]
+
+
+def test_a_day_less_a_few_minutes_is_read_as_the_day_not_as_its_hours():
+    start = D1 + timedelta(minutes=5)
+    plan = make_plan(start=start, end=D3, fresh={**WHOLE, **_hours(D1)}, blocks=False)
+    assert plan.rolled[Span.DAY] == [D1, D2]
+    assert plan.minus == [(D1, start)]
+    assert Span.HOUR not in plan.rolled
+
+
+def test_hours_not_rolled_are_costed_from_the_holds():
+    start = D1 + timedelta(hours=12)
+    plan = make_plan(start=start, end=D3, fresh={**WHOLE, **_hours(D1, 14, 24)}, blocks=False)
+    assert plan.live == [(start, D1 + 14 * HOUR)]
+    assert plan.rolled[Span.HOUR] == [D1 + HOUR * n for n in range(14, 24)]

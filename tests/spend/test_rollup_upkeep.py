@@ -16,6 +16,7 @@ from portal.fleet.models import Allocation, Gpu, StorageHold
 from portal.spend import selectors
 from portal.spend.models import Level, Span, SpendOpenHold, SpendPeriod, SpendRollup, WorkloadSpend
 from portal.spend.services import spend_changes_apply, spend_roll_day, spend_rollup_due
+from portal.spend.totals import Scope, plan_for
 from portal.workloads.models import WorkloadState
 from portal.workloads.services.sweep import workloads_expire_overdue
 from tests.rows import make_hold, make_sandbox
@@ -312,3 +313,74 @@ def test_the_api_reports_by_workload_within_a_limit(gpus, team, researcher, admi
         ("others", "20.64"),
     ]
     assert admin.get("/api/v1/spend", {"group_by": "workload", "limit": 0}).status_code == 400
+
+
+def hour_starts(**filters) -> set[datetime]:
+    return set(SpendPeriod.objects.filter(span=Span.HOUR, **filters).values_list("start", flat=True))
+
+
+def test_recent_days_are_rolled_by_the_hour_too_and_reports_at_any_time_of_day_are_exact(
+    gpus, team, other_team, researcher, lead, admin_user, settings
+):
+    settings.PORTAL_SPEND_HOUR_DAYS = 3
+    sandbox = make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type)
+    make_hold(
+        gpu=gpus[0], user=researcher, team=team, workload=sandbox, started_at=day(15, 7), ended_at=day(18, 12)
+    )
+    make_hold(gpu=gpus[1], user=lead, team=team, started_at=day(17, 13), ended_at=None, share=(3, 7))
+    make_hold(gpu=gpus[2], user=researcher, team=team, started_at=day(18, 16), ended_at=day(20, 2))  # fmt: skip
+    spend_rollup_due(now=NOW, days_per_run=100)
+    # The last three closed days by the hour, and today's hours closed before its roll-up (13:28).
+    want = {day(n) + timedelta(hours=h) for n in (17, 18, 19) for h in range(24)}
+    want |= {day(20) + timedelta(hours=h) for h in range(13)}
+    assert hour_starts(stale=False) == want
+    assert not SpendRollup.objects.filter(span=Span.HOUR, start__lt=day(17)).exists()
+    plan = plan_for(start=day(18, 12), end=NOW, now=NOW, scope=Scope(), keys=("user",))
+    assert plan.rolled[Span.HOUR] == [day(18, h) for h in range(12, 24)]
+    assert plan.live == [(datetime(2026, 3, 20, 13, 28, tzinfo=UTC), NOW)]  # since today's roll-up
+    for start in (day(18, 12), datetime(2026, 3, 18, 12, 40, 7, tzinfo=UTC), day(17, 1), day(16, 12)):
+        for end in (NOW, datetime(2026, 3, 19, 16, 20, tzinfo=UTC)):
+            for viewer in (admin_user, lead, researcher):
+                for group, (got, want_) in figures(viewer, start=start, end=end).items():
+                    assert got == want_, (viewer, group, start, end)
+    # The workload totals count each day once, not its hours again.
+    assert WorkloadSpend.objects.get(workload=sandbox).first_day == day(15).date()
+    assert_exact(admin_user, team, start=day(15), end=NOW)
+
+
+def test_a_changed_hold_makes_its_days_hours_stale_and_the_workers_roll_them_again(
+    gpus, team, researcher, admin_user, settings
+):
+    settings.PORTAL_SPEND_HOUR_DAYS = 3
+    hold = make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(17, 6), ended_at=None)
+    spend_rollup_due(now=NOW, days_per_run=100)
+    Allocation.objects.filter(pk=hold.pk).update(
+        ended_at=day(
+            18,
+            9,
+        )
+    )
+    window = {"start": datetime(2026, 3, 18, 7, 15, tzinfo=UTC), "end": NOW}
+    assert_exact(admin_user, team, **window)  # at once, before the workers run
+    spend_rollup_due(now=NOW, days_per_run=100)
+    assert not hour_starts(stale=True)
+    assert SpendPeriod.objects.get(span=Span.HOUR, start=day(18, 8)).rolled_at == NOW
+    assert_exact(admin_user, team, **window)
+
+
+def test_hours_are_caught_up_for_recent_days_and_forgotten_as_days_grow_old(
+    gpus, team, researcher, admin_user, settings
+):
+    settings.PORTAL_SPEND_HOUR_DAYS = 0
+    make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(10, 6), ended_at=day(19, 20))
+    spend_rollup_due(now=NOW, days_per_run=100)
+    assert not hour_starts()
+    settings.PORTAL_SPEND_HOUR_DAYS = 3  # raised: the days rolled before get their hours
+    run = spend_rollup_due(now=NOW, days_per_run=100)
+    assert run.hours > 0
+    assert {h.date() for h in hour_starts(stale=False)} == {day(17).date(), day(18).date(), day(19).date()}
+    assert_exact(admin_user, team, start=day(17, 11), end=NOW)
+    later = NOW + timedelta(days=2)
+    spend_rollup_due(now=later, days_per_run=100)
+    assert min(hour_starts()) == day(19)  # three days before the 22nd
+    assert not SpendRollup.objects.filter(span=Span.HOUR, start__lt=day(19)).exists()

@@ -1,7 +1,7 @@
 """Roll-ups give the same figures, to the cent, as costing every hold one by one (tests/spend/
 reference.py): on random holds across day boundaries, open ones, ones of workloads past their
 expiry, slices, price changes, storage and idle minutes; over whole days, blocks of days,
-partial-day edges and today."""
+partial-day edges (of days rolled by the hour and of older ones) and today."""
 
 from __future__ import annotations
 
@@ -174,8 +174,9 @@ def assert_same_figures(people, ranges, *, viewers=None) -> None:
     end_one=st.one_of(st.none(), st.tuples(st.integers(0, 13), st.integers(0, 20 * 86400))),
 )
 def test_rolled_up_figures_equal_every_hold_costed_one_by_one(
-    people, holds, storage, minutes, ranges, expired, end_one
+    people, holds, storage, minutes, ranges, expired, end_one, settings
 ):
+    settings.PORTAL_SPEND_HOUR_DAYS = 10  # the last ten days by the hour too: edges of both kinds
     _clear()
     _load(people, holds, storage, minutes, expired=expired)
     spend_rollup_due(now=NOW, days_per_run=100)
