@@ -32,10 +32,14 @@ PAGES = {
     "spend": "/spend/",
     "approvals": "/approvals/",
     "fleet": "/fleet/",
+    "sandbox": "/sandboxes/1/",  # alice's running sandbox, made below (the seed has none)
 }
 WIDTHS = {"desktop": {"width": 1280, "height": 900}, "phone": PHONE}
 # what changes from run to run: times, countdowns, charts drawn from live series, the CSRF-bound bits
-DYNAMIC = "time, [data-countdown-until], .chart, .live-note, .sub, .trail, #notifications, .spend-exports"
+DYNAMIC = (
+    "time, [data-countdown-until], .chart, .live-note, .sub, .trail, #notifications, .spend-exports,"
+    " #expires, #cost-so-far"
+)
 # a pixel differs when any channel moves more than this; the page fails above MAX_DIFFERENT_RATIO
 CHANNEL_TOLERANCE = 16
 MAX_DIFFERENT_RATIO = 0.01
@@ -53,8 +57,25 @@ def different_ratio(actual: Path, reference: Path) -> float:
         return changed.histogram()[255] / (got.size[0] * got.size[1])
 
 
+def running_sandbox() -> None:
+    """Sandbox 1: alice's, running on a whole GPU of the demo fleet for two hours."""
+    from portal.accounts.models import User
+    from portal.fleet.models import Gpu
+    from tests.rows import make_sandbox
+
+    alice = User.objects.get(username="alice")
+    gpu = Gpu.objects.filter(mig_enabled=False).order_by("node__name", "index").first()
+    make_sandbox(
+        owner=alice,
+        team=alice.memberships.order_by("team__slug").first().team,
+        gpu=gpu,
+        name="vision-notebook",
+    )
+
+
 def test_main_pages_look_as_their_references(live_server, transactional_db, browser_page, tmp_path):
     call_command("seed_demo", verbosity=0)
+    running_sandbox()
     page = browser_page
     # no motion (portal.css stops animations under reduced motion; the CSP refuses injected styles)
     page.emulate_media(reduced_motion="reduce", color_scheme="light")
