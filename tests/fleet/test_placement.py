@@ -125,6 +125,18 @@ def test_at_most_one_media_slice_per_gpu() -> None:
     assert isinstance(decision, Placement) and decision.gpu_ids == (1,)
 
 
+def test_a_free_slice_on_an_idle_dynamic_gpu_waits_until_no_gpu_in_use_can_take_the_slice() -> None:
+    idle = mig_gpu(0, held("1g.10gb", 6, is_held=False, slice_id=7), node="n1")
+    busy = mig_gpu(1, held("3g.40gb", 4))
+    decision = place([idle, busy], slice_request("1g.10gb"))
+    assert isinstance(decision, Placement)
+    assert decision.gpu_ids == (1,) and decision.creates_slice
+    full = mig_gpu(1, held("4g.40gb", 0), held("3g.40gb", 4))
+    decision = place([idle, full], slice_request("1g.10gb"))
+    assert isinstance(decision, Placement)
+    assert (decision.gpu_ids, decision.slice_id) == ((0,), 7)
+
+
 def test_gpu_held_whole_gets_no_slices() -> None:
     gpus = [mig_gpu(0, whole_held=True)]
     assert isinstance(place(gpus, slice_request("1g.10gb")), NoFit)

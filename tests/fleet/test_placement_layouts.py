@@ -59,6 +59,18 @@ def test_the_layout_follows_demand() -> None:
     assert len(slots) == len(set(slots))
 
 
+def test_a_layout_for_a_request_that_starts_at_once_weighs_demand_per_memory_slot() -> None:
+    # Demand is the recent mix, a forecast: a 4g.40gb cut for it would hold four slots for one
+    # request. A queued request's layout covers the queue as asked.
+    demand = {"1g.10gb": 1.0, "4g.40gb": 1.0}
+    at_once = FleetState([layouts_gpu(0)]).place(slice_request("1g.10gb"), demand=demand)
+    assert isinstance(at_once, Placement) and at_once.layout is not None
+    assert [p for p, _ in at_once.layout] == ["1g.10gb"] * 7
+    queued = FleetState([layouts_gpu(0)]).place(slice_request("1g.10gb"), demand=demand, reshape_idle=True)
+    assert isinstance(queued, Placement) and queued.layout is not None
+    assert sorted(p for p, _ in queued.layout) == ["1g.10gb"] * 3 + ["4g.40gb"]
+
+
 def test_released_slices_stay_cut_and_cannot_be_destroyed_alone() -> None:
     state = FleetState([layouts_gpu(0)])
     decision = state.place(slice_request("3g.40gb"))

@@ -3,7 +3,8 @@
 The rules, in the order they apply:
 
 - A slice reuses an existing free slice of the exact profile first (no reconfiguration), on a GPU
-  already in use before one that holds nothing.
+  already in use before one that holds nothing; a free slice on an idle "dynamic" GPU only where
+  no GPU in use can take the slice by a cut (taking it would start one more GPU).
 - Otherwise, on a "dynamic" GPU, a new slice is cut where it costs the least future room: every
   (GPU, start) that the geometry allows is scored by how many more instances of each profile
   the GPU could still take (weighted by the recent demand for each, or by compute slices where
@@ -11,7 +12,8 @@ The rules, in the order they apply:
   way of the new one are destroyed.
 - On a "layouts" GPU nothing is cut alone: a GPU that holds nothing is re-partitioned into a
   whole layout shaped by demand (the requested slice, then the profiles whose demand the free
-  slices cover least), the GPU with the least-wanted free slices first. A GPU holding anything
+  slices cover least; per memory slot for a request that starts at once, whose demand is a
+  forecast), the GPU with the least-wanted free slices first. A GPU holding anything
   keeps its layout; released slices stay cut.
 - Whole GPUs go to the node where they break the fewest free blocks of 4 and of 8 GPUs (room
   for the large requests), then leave the fewest free GPUs (best fit), then plain GPUs before

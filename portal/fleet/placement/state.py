@@ -155,7 +155,9 @@ class FleetState:
         profile. `reshape_idle` lets a request that would take a free slice of an idle
         "layouts" GPU re-partition that GPU instead, where a layout shaped by `demand` offers
         clearly more of what is wanted: worth a layout change for requests that already wait
-        in a queue, not for one that would start at once.
+        in a queue, not for one that would start at once. It also marks `demand` as the queue
+        itself, which a new layout covers as asked; without it demand is a forecast, and the
+        layout weighs it per memory slot (see `_repartition_placement`).
         """
         if isinstance(request, WholeRequest):
             return self._place_whole(request, whole_on_empty_mig)
@@ -246,11 +248,19 @@ class FleetState:
                 free, key=lambda item: (not self._gpus[item[0]].held, self._gpus[item[0]].rank, item[1])
             )
             gpu = self._gpus[gpu_id]
+            if not gpu.held and not gpu.layouts:
+                # A free slice on an idle "dynamic" GPU only where no GPU in use can take the
+                # slice: taking it would start one more GPU (and, on another node, break that
+                # node's free block for whole requests) where a cut beside slices in use costs
+                # nothing of the sort.
+                beside = self._cut_beside_held(gpu_type, shape, demand)
+                if beside is not None:
+                    return beside
             if reshape_idle and not gpu.held and gpu.repartitionable and demand:
                 # Taking a slice of an idle GPU fixes its layout for as long as the slice is held:
                 # where a layout shaped by demand would offer clearly more of what is wanted,
                 # re-partition it instead.
-                better = self._repartition_placement(gpu, shape, demand)
+                better = self._repartition_placement(gpu, shape, demand, per_slot=False)
                 assert better.layout is not None
                 now = [(s.profile, at) for at, s in gpu.slices.items()]
                 if _usefulness(better.layout, demand) >= _usefulness(now, demand) + 1:
@@ -289,7 +299,7 @@ class FleetState:
                     g.rank,
                 ),
             )
-            return self._repartition_placement(gpu, shape, wanted)
+            return self._repartition_placement(gpu, shape, wanted, per_slot=not reshape_idle)
         if self._layouts_gpus.get(gpu_type):
             return NoFit(
                 f"no free {shape.name} slice on {gpu_type}; waiting for a {gpu_type} GPU with nothing"
@@ -302,8 +312,23 @@ class FleetState:
             )
         return NoFit(f"no {gpu_type} with a free {shape.name} position")
 
+    def _cut_beside_held(
+        self, gpu_type: str, shape: ProfileShape, demand: Mapping[str, float] | None
+    ) -> Placement | None:
+        """The best cut for `shape` on a "dynamic" GPU that already holds slices, if any."""
+        buckets = self._cut.get(gpu_type)
+        if not buckets:
+            return None
+        index = _choice_index(shape, self._weights(gpu_type, demand))
+        ranked = sorted((index[key] for key in buckets if key and key in index), key=lambda item: item[0])
+        for _, choice in ranked:
+            gpu = self._pick(buckets[choice.key], shape, choice)
+            if gpu is not None:
+                return self._cut_placement(gpu, shape, choice)
+        return None
+
     def _repartition_placement(
-        self, gpu: _Gpu, shape: ProfileShape, demand: Mapping[str, float]
+        self, gpu: _Gpu, shape: ProfileShape, demand: Mapping[str, float], *, per_slot: bool
     ) -> Placement:
         """Re-partition an idle "layouts" GPU into a whole layout and take one of its slices.
 
@@ -311,6 +336,12 @@ class FleetState:
         profile whose demand is least covered by the type's free slices (demand / (1 + free
         slices of it, counting this layout's)) goes at its best start. Profiles with no demand
         are not cut; slots nothing is wanted for stay uncut.
+
+        `per_slot` divides that score by the profile's memory slots: for a request that starts
+        at once, demand is the recent mix, a forecast, and a GPU keeps its layout for as long
+        as any slice of it is held, so a large slice cut for the forecast can stay reserved
+        for its profile while smaller requests that would fit in its slots are turned away.
+        For queued requests the demand is the queue itself, and the layout covers it as asked.
         """
         start = _choice_index(shape)[0][1].start
         layout = [(shape.name, start)]
@@ -330,6 +361,8 @@ class FleetState:
                 if found is None or counts.get(profile.name, 0) >= profile.max_count:
                     continue
                 score = demand[profile.name] / (1 + supply[profile.name] + added.get(profile.name, 0))
+                if per_slot:
+                    score /= profile.size
                 if best is None or (score, -number) > (best[0], -best[1]):
                     best = (score, number, profile, found[1])
             if best is None:
