@@ -51,7 +51,7 @@ def _fleet(sandboxes: int, rng: random.Random) -> list[tuple[str, int, list[int]
 
     from portal.accounts.models import Membership, Team, User
     from portal.fleet.models import Cluster, GpuType
-    from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
+    from portal.workloads.models import Image, Workload, WorkloadCounter, WorkloadKind, WorkloadState
 
     cluster = Cluster.objects.create(name="bench", driver="kubernetes", sandbox_domain="sbx.bench.internal")
     gpu_type = GpuType.objects.create(slug="h100-80gb", name="H100", memory_gb=80)
@@ -68,10 +68,11 @@ def _fleet(sandboxes: int, rng: random.Random) -> list[tuple[str, int, list[int]
             Workload(
                 kind=WorkloadKind.SANDBOX, name=f"box-{i}", team=teams[users.index(owner) % 20], owner=owner,
                 image=image, gpu_type=gpu_type, state=WorkloadState.RUNNING, expires_at=expires,
-                namespace=f"sbx-bench-box-{i}", cluster=cluster,
+                namespace=f"sbx-bench-box-{i}", cluster=cluster, number=i + 1,
             )
         )  # fmt: skip
-    made = Workload.objects.bulk_create(rows)
+    made = Workload.objects.bulk_create(rows)  # bulk: numbered here, not by save()
+    WorkloadCounter.objects.update_or_create(kind=WorkloadKind.SANDBOX, defaults={"last": sandboxes})
     out = []
     for workload in made:
         shared: list[int] = []

@@ -75,7 +75,7 @@ def _more_rows() -> list[tuple[object, list[object]]]:
     from portal.accounts.models import Membership, Team, User
     from portal.audit.models import AuditEvent
     from portal.fleet.models import GpuType
-    from portal.workloads.models import Approval, Image, Workload, WorkloadState
+    from portal.workloads.models import Approval, Image, Workload, WorkloadCounter, WorkloadState
 
     now = timezone.now()
     image = Image.objects.first()
@@ -110,8 +110,12 @@ def _more_rows() -> list[tuple[object, list[object]]]:
                 expires_at=now + timedelta(hours=index % 7 + 1),
                 queued_at=now - timedelta(minutes=index),
                 started_at=now - timedelta(hours=1) if index % 4 == 0 else None,
+                number=number * SANDBOXES_PER_TEAM + index + 1,  # bulk: numbered here, not by save()
             )
             for index in range(SANDBOXES_PER_TEAM)
+        )
+        WorkloadCounter.objects.update_or_create(
+            kind="sandbox", defaults={"last": (number + 1) * SANDBOXES_PER_TEAM}
         )
         Approval.objects.bulk_create(
             Approval(workload=w, team=team, requested_by=w.owner, why_needed="over the line")
@@ -232,7 +236,7 @@ def main() -> int:
             pages.append(_open("dashboard", lead, "/?scope=team", "sandbox-table"))
         else:
             sandbox = running[number % len(running)]
-            pages.append(_open("detail", sandbox.owner, f"/sandboxes/{sandbox.pk}/", "sandbox-live"))
+            pages.append(_open("detail", sandbox.owner, f"/sandboxes/{sandbox.number}/", "sandbox-live"))
     per_minute = statistics.mean(60 / p.every + 60 / p.badges_every for p in pages)
     idle = _measure(pages)
     # Something changed: a new event in every team (a request, a decision, a state move).

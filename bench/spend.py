@@ -513,7 +513,7 @@ def verify(*, seed: int, samples: int) -> tuple[int, int]:
                     day += timedelta(days=1)
             else:
                 key = {"user": hold.user.username, "team": hold.team.slug, "gpu_type": hold.gpu_type.slug,
-                       "workload": str(hold.workload_id),
+                       "workload": f"{hold.workload.kind}-{hold.workload.number}" if hold.workload_id else "",
                        "project": (hold.workload.project if hold.workload_id else "") or NO_PROJECT_KEY,
                        }[group_by]  # fmt: skip
                 windows = [(key, start, end)]

@@ -13,7 +13,7 @@ def style_audit_filter(form: forms.Form) -> forms.Form:
     labels = {
         "action": ("Action contains", "sandbox.request"),
         "object_type": ("Object type", "sandbox"),
-        "object_id": ("Object id", "42"),
+        "object_id": ("Object id or number", "12"),
         "actor": ("Actor", "username"),
         "team": ("Team", "e.g. vision"),
         "since": ("From (UTC)", ""),

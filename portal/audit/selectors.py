@@ -38,6 +38,22 @@ def register_object_linker(object_type: str, linker: ObjectLinker) -> None:
     _OBJECT_LINKERS[object_type] = linker
 
 
+# How the id people know an object by (a sandbox's number) becomes the id events keep; None: no
+# such object. Registered by the apps above audit, like the linkers.
+ObjectIdResolver = Callable[[str], str | None]
+_OBJECT_IDS: dict[str, ObjectIdResolver] = {}
+
+
+def register_object_id_resolver(object_type: str, resolver: ObjectIdResolver) -> None:
+    _OBJECT_IDS[object_type] = resolver
+
+
+def audit_object_id(object_type: str, shown: str) -> str | None:
+    """The object id events keep for the object of `object_type` people call `shown`."""
+    resolver = _OBJECT_IDS.get(object_type)
+    return shown if resolver is None else resolver(shown)
+
+
 def audit_object_urls(events: Iterable[AuditEvent]) -> list[AuditEvent]:
     """The events, each with `object_url`: the page of the object it is about, or "" (an object
     type without pages, or an object gone); one query per object type."""

@@ -106,8 +106,8 @@ def _labels(split: str, ids: set) -> dict[object, tuple[str, str]]:
         workloads = Allocation.workload.field.related_model.objects.filter(pk__in=ids)  # no import upwards
         found.update(
             {
-                pk: (str(pk), f"{kind} {name}")
-                for pk, name, kind in workloads.values_list("pk", "name", "kind")
+                pk: (f"{kind}-{number}", f"{kind} {name}")
+                for pk, name, kind, number in workloads.values_list("pk", "name", "kind", "number")
             }
         )
     return found

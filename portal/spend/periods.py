@@ -249,7 +249,8 @@ def fresh_periods(
         (span, period_start): until
         for span, period_start, until in periods
         if not (
-            midnight(period_start) in bad
+            # an hour counts only with its day fresh: they go stale and are rolled together
+            midnight(period_start) in bad or midnight(period_start) not in days
             if span == Span.HOUR
             else any(period_start <= day < until for day in bad)
         )

@@ -143,7 +143,10 @@ def _labels(group_by: str, ids: set) -> dict:
         found = {pk: (slug, name) for pk, slug, name in types.values_list("pk", "slug", "name")}
         return {**found, STORAGE: (STORAGE_KEY, STORAGE_LABEL)}
     workloads = Allocation.workload.field.related_model.objects.filter(pk__in=ids)  # no import upwards
-    return {pk: (str(pk), f"{kind} {name}") for pk, name, kind in workloads.values_list("pk", "name", "kind")}
+    return {
+        pk: (f"{kind}-{number}", f"{kind} {name}")  # its kind and number, as its URL and the API name it
+        for pk, name, kind, number in workloads.values_list("pk", "name", "kind", "number")
+    }
 
 
 def spend_grouped(

@@ -71,7 +71,10 @@ class SpendQuerySerializer(QuerySerializer):
 
 class SpendRowSerializer(serializers.Serializer):
     key = serializers.CharField(
-        help_text="Username, team slug, GPU type slug, ISO date or workload id (`storage`, `others`)."
+        help_text=(
+            "Username, team slug, GPU type slug, ISO date, project label, or a workload's kind and "
+            "number (`sandbox-12`, `deployment-3`); `storage`, `others`."
+        )
     )
     label = serializers.CharField()
     cost = serializers.DecimalField(max_digits=14, decimal_places=2)

@@ -432,10 +432,14 @@ def _roll_hours(*, day: datetime, until: datetime, now: datetime, again: bool) -
 
 
 def spend_hours_prune(*, now: datetime) -> int:
-    """Forget the hour roll-ups of days older than PORTAL_SPEND_HOUR_DAYS; how many periods went."""
+    """Forget the hour roll-ups of days older than PORTAL_SPEND_HOUR_DAYS; how many periods went.
+    The periods go first, in their own transaction: a report that reads them no longer plans on
+    those hours before their rows are gone."""
     first = hours_kept_from(now)
+    with transaction.atomic():
+        _lock()
+        gone, _ = SpendPeriod.objects.filter(span=Span.HOUR, start__lt=first).delete()
     SpendRollup.objects.filter(span=Span.HOUR, start__lt=first).delete()
-    gone, _ = SpendPeriod.objects.filter(span=Span.HOUR, start__lt=first).delete()
     return gone
 
 
@@ -595,6 +599,10 @@ def _hours_caught_up(*, periods: dict, now: datetime, days_per_run: int) -> int:
             continue
         with without_jit(), transaction.atomic():
             _lock()
+            if not SpendPeriod.objects.filter(
+                span=Span.DAY, start=day, until=day + DAY, stale=False
+            ).exists():
+                continue  # made stale since the run began: rolled again, hours and all, next run
             written += _roll_hours(day=day, until=until, now=now, again=False)
         days += 1
     return written

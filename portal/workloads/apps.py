@@ -9,9 +9,10 @@ class WorkloadsConfig(AppConfig):
 
     def ready(self) -> None:
         """The audit log links events about sandboxes and deployments to their pages."""
-        from portal.audit.selectors import register_object_linker
+        from portal.audit.selectors import register_object_id_resolver, register_object_linker
         from portal.workloads.models import WorkloadKind
-        from portal.workloads.selectors import workload_urls
+        from portal.workloads.selectors import workload_pk_of_number, workload_urls
 
         for kind in WorkloadKind.values:
             register_object_linker(kind, partial(workload_urls, kind))
+            register_object_id_resolver(kind, partial(workload_pk_of_number, kind))

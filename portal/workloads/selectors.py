@@ -72,6 +72,15 @@ def workload_urls(kind: str, ids: list[str]) -> dict[str, str]:
     return {str(pk): reverse(f"{kind}-detail", args=[number]) for pk, number in found}
 
 
+def workload_pk_of_number(kind: str, number: str) -> str | None:
+    """The primary key (as audit events name it) of the workload of `kind` numbered `number`."""
+    digits = number.strip().lstrip("#")
+    if not digits.isdigit():
+        return None
+    pk = Workload.objects.filter(kind=kind, number=int(digits)).values_list("pk", flat=True).first()
+    return None if pk is None else str(pk)
+
+
 def workload_get_for(*, user: User, workload_id: int, lock: bool = False, kind: str) -> Workload:
     return one_visible(workloads_visible_to(user, kind=kind), pk=workload_id, what=kind, lock=lock)
 

@@ -25,6 +25,7 @@ from portal.spend.selectors import (
     month_start,
     storage_holds_visible_to,
 )
+from portal.workloads.models import Workload
 
 
 def _seconds(low: datetime, high: datetime) -> Fraction:
@@ -111,7 +112,11 @@ def amounts(*, user, group_by: str, start: datetime, end: datetime, team=None, n
             key = (project or NO_PROJECT_KEY) if gpu else STORAGE_KEY
             windows = [(key, STORAGE_LABEL if key == STORAGE_KEY else key, held_from, held_to)]
         else:  # workload
-            key = str(hold.workload_id) if gpu and hold.workload_id else (OTHERS_KEY if gpu else STORAGE_KEY)
+            key = (
+                f"{hold.workload.kind}-{hold.workload.number}"
+                if gpu and hold.workload_id
+                else (OTHERS_KEY if gpu else STORAGE_KEY)
+            )
             windows = [(key, key, held_from, held_to)]
         for key, label, low, high in windows:
             labels[key] = label
@@ -142,7 +147,11 @@ def spend_grouped(*, user, group_by, start, end, team=None, now, limit=100) -> l
     if group_by == "workload":
         storage = found.pop(STORAGE_KEY, None)
         no_workload = found.pop(OTHERS_KEY, None)
-        ranked = sorted(found.items(), key=lambda item: (-item[1][0], int(item[0])))
+        ids = {
+            f"{kind}-{number}": pk
+            for kind, number, pk in Workload.objects.values_list("kind", "number", "pk")
+        }
+        ranked = sorted(found.items(), key=lambda item: (-item[1][0], ids[item[0]]))  # ties: the lower id
         top, rest = ranked[:limit], [amount for _, amount in ranked[limit:]]
         if no_workload:
             rest.append(no_workload)

@@ -116,7 +116,7 @@ def test_storage_and_workloads_are_groups_of_their_own(holds, fleet, researcher,
 
     body = ok(alice.get(URL, {**WEEK, "split": "workload"}))
     assert [(g["key"], g["label"], g["cost"]) for g in body["groups"]] == [
-        (str(box.pk), "sandbox notebook", "6.88"),
+        (f"sandbox-{box.number}", "sandbox notebook", "6.88"),
         ("storage", "Persistent storage (homes)", "0.50"),
         ("others", "Everything else", "1.97"),  # the slice of no workload
     ]

@@ -196,7 +196,12 @@ def test_the_workload_report_names_the_largest_and_sums_the_rest(gpus, team, res
     )
     spend_rollup_due(now=NOW, days_per_run=100)
     rows = selectors.spend_grouped(user=admin_user, group_by="workload", limit=2, now=NOW, **MONTH)
-    assert [r.key for r in rows] == [str(boxes[3].pk), str(boxes[2].pk), "storage", "others"]
+    assert [r.key for r in rows] == [
+        f"sandbox-{boxes[3].number}",
+        f"sandbox-{boxes[2].number}",
+        "storage",
+        "others",
+    ]
     assert rows[0].label == f"sandbox {boxes[3].name}"
     assert rows[0].cost == Decimal("6.88") * 27  # 27 h
     others = Decimal("6.88") * (24 + 25 + 2)  # the two smaller workloads and the hold of none
@@ -309,7 +314,7 @@ def test_the_api_reports_by_workload_within_a_limit(gpus, team, researcher, admi
     )
     assert response.status_code == 200, response.json()
     assert [(r["key"], r["cost"]) for r in response.json()["rows"]] == [
-        (str(boxes[2].pk), "20.64"),
+        (f"sandbox-{boxes[2].number}", "20.64"),
         ("others", "20.64"),
     ]
     assert admin.get("/api/v1/spend", {"group_by": "workload", "limit": 0}).status_code == 400

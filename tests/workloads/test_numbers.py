@@ -109,6 +109,25 @@ def test_the_audit_log_links_an_event_to_the_page_by_number(deployment_first, le
     assert f'href="/sandboxes/{sandbox.pk}/"' not in html
 
 
+def test_the_audit_log_filters_a_sandbox_by_the_number_people_see(deployment_first, lead, lead_client):
+    sandbox, deployment = deployment_first["sandbox"], deployment_first["deployment"]
+    audit_record(actor=lead, action="sandbox.terminate", obj=sandbox, team=sandbox.team)
+    audit_record(actor=lead, action="deployment.scale", obj=deployment, team=deployment.team)
+    found = lead_client.get("/api/v1/audit-events", {"object_type": "sandbox", "object_id": "1"}).json()[
+        "results"
+    ]
+    assert [e["action"] for e in found] == ["sandbox.terminate"]
+    found = lead_client.get("/api/v1/audit-events", {"object_type": "deployment", "object_id": "#1"}).json()[
+        "results"
+    ]
+    assert [e["action"] for e in found] == ["deployment.scale"]
+    assert not lead_client.get("/api/v1/audit-events", {"object_type": "sandbox", "object_id": "7"}).json()[
+        "results"
+    ]
+    html = lead_client.get("/audit/", {"object_type": "sandbox", "object_id": "1"}).content.decode()
+    assert "sandbox.terminate" in html and "deployment.scale" not in html
+
+
 def test_the_backfill_numbers_each_kind_in_id_order_and_relinks_notifications(researcher, team, h100):
     catalog_seed()
     rows = [
