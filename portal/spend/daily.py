@@ -13,11 +13,10 @@ from django.utils import timezone
 
 from portal.accounts.models import Team, User
 from portal.accounts.selectors import is_lead
-from portal.fleet.models import Allocation, GpuType
 from portal.spend.budgets import Forecast, budget_forecast, month_bounds, thresholds_of
 from portal.spend.cost import EXACT, ZERO, units_to_cents, units_to_hours
 from portal.spend.holds import STORAGE, Amount, without_jit
-from portal.spend.selectors import month_start, spend_scope
+from portal.spend.selectors import group_labels, month_start, spend_scope
 from portal.spend.totals import spend_by
 
 SPLITS = ("user", "gpu_type", "workload")
@@ -89,28 +88,7 @@ def _group_of(split: str, key: tuple) -> object:
 def _labels(split: str, ids: set) -> dict[object, tuple[str, str]]:
     """(key, label) of each group, as the report by the same group names them."""
     ids = ids - {STORAGE, None}
-    found: dict[object, tuple[str, str]] = {STORAGE: (STORAGE_KEY, STORAGE_LABEL)}
-    if split == "user":
-        users = User.objects.filter(pk__in=ids).values_list("pk", "username", "first_name", "last_name")
-        found.update(
-            {pk: (username, f"{first} {last}".strip() or username) for pk, username, first, last in users}
-        )
-    elif split == "gpu_type":
-        found.update(
-            {
-                pk: (slug, name)
-                for pk, slug, name in GpuType.objects.filter(pk__in=ids).values_list("pk", "slug", "name")
-            }
-        )
-    elif ids:
-        workloads = Allocation.workload.field.related_model.objects.filter(pk__in=ids)  # no import upwards
-        found.update(
-            {
-                pk: (f"{kind}-{number}", f"{kind} {name}")
-                for pk, name, kind, number in workloads.values_list("pk", "name", "kind", "number")
-            }
-        )
-    return found
+    return {STORAGE: (STORAGE_KEY, STORAGE_LABEL), **(group_labels(split, ids) if ids else {})}
 
 
 def _sum(amounts: list[Amount]) -> Amount:

@@ -125,8 +125,8 @@ def _row(key: str, label: str, amount: Amount) -> SpendRow:
     )
 
 
-def _labels(group_by: str, ids: set) -> dict:
-    """key and label of each id a report names."""
+def group_labels(group_by: str, ids: set) -> dict:
+    """key and label of each id a report names (the daily series name their groups the same)."""
     if group_by == "team":
         return {
             pk: (slug, name)
@@ -184,7 +184,7 @@ def _grouped(
 ) -> list[SpendRow]:
     if group_by == "workload":
         top, others, storage = workload_spend(start=start, end=end, now=now, scope=scope, limit=limit)
-        labels = _labels("workload", {w for w, _ in top})
+        labels = group_labels("workload", {w for w, _ in top})
         rows = [_row(*labels.get(w, (str(w), f"workload #{w}")), amount) for w, amount in top]
         if storage:
             rows.append(_row(STORAGE_KEY, STORAGE_LABEL, storage))
@@ -203,7 +203,7 @@ def _grouped(
         return sorted(rows, key=lambda r: r.key)
     keys = {"user": ("user",), "team": ("team",), "gpu_type": ("kind",)}[group_by]
     found = spend_by(keys=keys, start=start, end=end, now=now, scope=scope)
-    labels = _labels(group_by, {key for (key,) in found})
+    labels = group_labels(group_by, {key for (key,) in found})
     rows = [_row(*labels[key], amount) for (key,), amount in found.items()]
     return sorted(rows, key=lambda r: (-r.cost, r.key))
 
