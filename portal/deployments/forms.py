@@ -13,7 +13,7 @@ from portal.catalog.selectors import MAX_CONCURRENCY, default_request
 from portal.catalog.sizing import Sizing
 from portal.deployments.selectors import fit_label, fit_value, parse_fit_value
 from portal.deployments.services import DEFAULT_TTL_HOURS
-from portal.workloads.forms import ServiceForm, name_field, number_input
+from portal.workloads.forms import ServiceForm, name_field, number_input, start_at_field
 from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH
 from portal.workloads.services import MAX_REPLICAS
 
@@ -72,13 +72,7 @@ class DeployForm(ServiceForm):
         initial=DEFAULT_TTL_HOURS,
         widget=forms.NumberInput(attrs={"min": "0", "step": "any", "inputmode": "decimal"}),
     )
-    start_at = forms.DateTimeField(
-        label="Start at (UTC, optional)",
-        required=False,
-        help_text="Start later: 5 minutes to 30 days ahead. The quota is held from now; the lifetime "
-        "counts from the start.",
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-    )
+    start_at = start_at_field()
     purpose = forms.CharField(
         max_length=300,
         required=False,

@@ -13,7 +13,7 @@ from portal.accounts.models import Team
 from portal.fleet.models import GpuType
 from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.selectors import RequestChoices
-from portal.workloads.forms import ServiceForm, name_field, number_input, radio_field
+from portal.workloads.forms import ServiceForm, name_field, number_input, radio_field, start_at_field
 from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH, Image
 
 # Keys of DomainError.fields (the API's names) -> form fields.
@@ -73,13 +73,7 @@ class SandboxRequestForm(ServiceForm):
         required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
-    start_at = forms.DateTimeField(
-        label="Start at (UTC, optional)",
-        required=False,
-        help_text="Start later: 5 minutes to 30 days ahead. The quota is held from now; the lifetime "
-        "counts from the start.",
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-    )
+    start_at = start_at_field()
     purpose = forms.CharField(
         max_length=300,
         required=False,

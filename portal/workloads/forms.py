@@ -66,6 +66,18 @@ def name_field(example: str) -> forms.CharField:
     return field
 
 
+def start_at_field() -> forms.DateTimeField:
+    """A scheduled start (services.resolve: START_MIN_AHEAD to START_MAX_AHEAD), the same on
+    every request form."""
+    return forms.DateTimeField(
+        label="Start at (UTC, optional)",
+        required=False,
+        help_text="Start later: 5 minutes to 30 days ahead. The quota is held from now; the lifetime "
+        "counts from the start.",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+
+
 def radio_field(*, label: str, choices: list[tuple[str, str]], initial: str) -> forms.ChoiceField:
     """One of a few modes, shown as radio buttons."""
     return forms.ChoiceField(label=label, choices=choices, initial=initial, widget=forms.RadioSelect)
