@@ -393,7 +393,7 @@ def spend_roll_day(
             stale=True
         )
         _refresh_workload_spend(touched | {key[3] for key in fine})
-        written += _roll_hours(day=day, until=until, now=now, again=until == day + DAY)
+        written += _roll_hours(day=day, until=until, now=now, again=until == day + DAY, projects=projects)
     return written
 
 
@@ -402,10 +402,14 @@ def hours_kept_from(now: datetime) -> datetime:
     return midnight(now) - DAY * settings.PORTAL_SPEND_HOUR_DAYS
 
 
-def _roll_hours(*, day: datetime, until: datetime, now: datetime, again: bool) -> int:
+def _roll_hours(
+    *, day: datetime, until: datetime, now: datetime, again: bool, projects: dict[int, str] | None = None
+) -> int:
     """Roll the whole hours of a recent day up to `until`, within the day's roll-up (the same
     holds, the same minutes): all of them if `again` (the day is rolled whole, or was stale),
-    else those not rolled yet or stale (today's, as they close). Returns the rows written."""
+    else those not rolled yet or stale (today's, as they close). `projects`: the labels of the
+    day's workloads, if the caller has read them (every hour's workloads are among them).
+    Returns the rows written."""
     if day < hours_kept_from(now) or not settings.PORTAL_SPEND_HOUR_DAYS:
         return 0
     done = set()
@@ -422,8 +426,8 @@ def _roll_hours(*, day: datetime, until: datetime, now: datetime, again: bool) -
         if hour not in done:
             fine = spend_by_key(start=hour, end=hour + HOUR, now=now, keys=CANONICAL)
             SpendRollup.objects.filter(span=Span.HOUR, start=hour).delete()
-            projects = _projects(key[3] for key in fine)
-            written += _insert_rollups(_rollup_rows(span=Span.HOUR, start=hour, fine=fine, projects=projects))
+            labels = projects if projects is not None else _projects(key[3] for key in fine)
+            written += _insert_rollups(_rollup_rows(span=Span.HOUR, start=hour, fine=fine, projects=labels))
             SpendPeriod.objects.update_or_create(
                 span=Span.HOUR, start=hour, defaults={"until": hour + HOUR, "stale": False, "rolled_at": now}
             )
