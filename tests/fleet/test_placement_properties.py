@@ -154,12 +154,12 @@ class Checker:
             gpu.slices[start].held = True
             return
         ignored = [g for g in candidates for s in range(MEMORY_SLOTS) if self.reusable(g, shape, s)]
-        if decision.layout is not None:
-            # a queued request may re-partition an idle GPU rather than lock its layout; it never
-            # passes over a free slice on a GPU in use
-            assert not any(any(s.held for s in g.slices.values()) for g in ignored), "free slice ignored"
-        else:
-            assert not ignored, "free slice ignored"
+        # A free slice on a GPU in use is never passed over. One on an idle GPU may be: a queued
+        # request may re-partition an idle "layouts" GPU rather than lock its layout, and a
+        # "dynamic" request cuts beside slices in use rather than start one more GPU.
+        assert not any(any(s.held for s in g.slices.values()) for g in ignored), "free slice ignored"
+        if ignored and decision.layout is None:
+            assert any(s.held for s in gpu.slices.values()), "free slice ignored for an idle GPU"
         if decision.layout is not None:
             assert self.repartitionable(gpu), "re-partitioned a GPU that holds something or may not change"
             assert (shape.name, start) in decision.layout
