@@ -2,7 +2,7 @@
 
     python bench/spend.py                        # 10 million holds over a year (long: see README)
     python bench/spend.py --holds 1000000        # one million
-    python bench/spend.py --reuse                # measure again on the database already loaded
+    python bench/spend.py --reuse                # measure again on the database already loaded (migrated first)
 
 Builds its own PostgreSQL database (`gpu_portal_bench_spend` on 127.0.0.1 unless --database-url
 names another; it is dropped first), loads N GPU holds over the year before now, spread over 60
@@ -607,7 +607,7 @@ def main() -> int:
         parser.error("--database-url must name a PostgreSQL database")
     if not args.reuse:
         _create_database(args.database_url)
-    _setup(args.database_url, migrate=not args.reuse)
+    _setup(args.database_url, migrate=True)  # a database kept with --reuse gets new indexes too
     from django.utils import timezone
 
     if not args.reuse:

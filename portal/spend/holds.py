@@ -7,8 +7,9 @@ exactly, per key and share denominator; `cost.share_units` turns each sum into e
 functions and a report uses them for whatever is not rolled up: one way to cost a hold.
 
 PostgreSQL: one statement for GPU and storage holds, in exact numeric (`_pg_spend`); a GiST index
-over each allocation's span (migration 0001 of this app) finds the holds that overlap a stretch,
-an hour of last year as cheaply as the last hour. Elsewhere (SQLite, where prices are REAL) the
+over each closed allocation's span (migration 0005 of this app) finds the closed holds that
+overlap a stretch, an hour of last year as cheaply as the last hour; a partial index finds the
+open ones by their start. Elsewhere (SQLite, where prices are REAL) the
 ORM sums the exact time held per price and share and Python multiplies.
 """
 
@@ -44,10 +45,9 @@ STORAGE_DENOMINATOR = int(HOURS_PER_MONTH)
 
 STORAGE = "storage"  # the kind of a storage hold, beside GPU type ids
 KEY_FIELDS = {"team": "team_id", "user": "user_id", "kind": "gpu_type_id", "workload": "workload_id"}
-ALLOCATION_SPAN_SQL = (
-    "tstzrange(fleet_allocation.started_at, GREATEST(fleet_allocation.started_at, "
-    "COALESCE(fleet_allocation.ended_at, 'infinity'::timestamptz)), '[)')"
-)
+# A closed hold's span, in the form its GiST index (migration 0005 of this app) answers; open holds
+# are found by their start in a partial index of their own.
+CLOSED_SPAN_SQL = "tstzrange(fleet_allocation.started_at, GREATEST(fleet_allocation.started_at, fleet_allocation.ended_at), '[)')"
 
 
 @contextmanager
@@ -148,12 +148,13 @@ def overlapping_allocations(*, start: datetime, end: datetime, scope: Q | None =
     holds = Allocation.objects.filter(started_at__lt=end).filter(
         Q(ended_at__isnull=True) | Q(ended_at__gt=start)
     )
-    if connection.vendor == "postgresql":  # the same test, in the form the GiST index answers
-        holds = holds.filter(
-            RawSQL(  # noqa: S611 (constant SQL, the times are bound parameters)
-                f"{ALLOCATION_SPAN_SQL} && tstzrange(%s, %s, '[)')", (start, end), output_field=BooleanField()
-            )
+    if connection.vendor == "postgresql":  # the same test, in the forms the two indexes answer
+        closed = RawSQL(  # noqa: S611 (constant SQL, the times are bound parameters)
+            f"fleet_allocation.ended_at IS NOT NULL AND {CLOSED_SPAN_SQL} && tstzrange(%s, %s, '[)')",
+            (start, end),
+            output_field=BooleanField(),
         )
+        holds = holds.filter(Q(ended_at__isnull=True) | Q(closed))
     if scope is not None:
         holds = holds.filter(scope)
     return holds.order_by()
@@ -318,11 +319,16 @@ WITH held AS MATERIALIZED (
            COALESCE(s.start, -1) AS slice_start,
            CASE WHEN a.ended_at IS NULL  -- only an open hold's expiry matters: one index lookup each
                 THEN (SELECT w.expires_at FROM workloads_workload w WHERE w.id = a.workload_id) END AS expires_at
-    FROM fleet_allocation a
+           {project}
+    FROM (  -- open holds by their start, closed ones by their span: each through its own index
+      SELECT * FROM fleet_allocation WHERE ended_at IS NULL AND started_at < %(end)s
+      UNION ALL
+      SELECT * FROM fleet_allocation WHERE ended_at IS NOT NULL AND ended_at > %(start)s
+        AND started_at < %(end)s AND {span} && tstzrange(%(start)s, %(end)s, '[)')
+    ) a
     JOIN accounts_team t ON t.id = a.team_id
     LEFT JOIN fleet_migslice s ON s.id = a.mig_slice_id
-    WHERE a.started_at < %(end)s AND (a.ended_at IS NULL OR a.ended_at > %(start)s)
-      AND {span} && tstzrange(%(start)s, %(end)s, '[)') {allocation_scope}
+    WHERE TRUE {allocation_scope}
   ) y
 ), parts ({names} storage, cost, hours, idle, bad) AS (
   SELECT {held_keys} false,
@@ -369,16 +375,20 @@ def _pg_spend(
     allocation_scope, params = scope.holds_sql("a")
     storage_scope, more = scope.holds_sql("h")
     params.update(more)
-    held = {"team": "x.team_id", "user": "x.user_id", "kind": "x.gpu_type_id", "workload": "x.workload_id"}
-    stored = {"team": "h.team_id", "user": "h.user_id"}
+    held = {
+        "team": "x.team_id", "user": "x.user_id", "kind": "x.gpu_type_id", "workload": "x.workload_id",
+        "project": "x.project",
+    }  # fmt: skip
+    stored = {"team": "h.team_id", "user": "h.user_id", "project": "NULL::text"}
     names = "".join(f"k{n}, " for n in range(len(keys)))
     held_keys = "".join(f"{held[k]}, " for k in keys)
     held_group = ", ".join([held[k] for k in keys] + ["x.share_denominator"])
     storage_keys = "".join(f"{stored.get(k, 'NULL::bigint')}, " for k in keys)
-    storage_group = [stored[k] for k in keys if k in stored]
-    by = [f"k{n}" for n in range(len(keys))] + (["storage"] if "kind" in keys else [])
+    storage_group = [stored[k] for k in keys if k in ("team", "user")]
+    flagged = bool({"kind", "project"} & set(keys))  # storage is a kind and a project of its own
+    by = [f"k{n}" for n in range(len(keys))] + (["storage"] if flagged else [])
     sql = _PG_SPEND.format(
-        span=ALLOCATION_SPAN_SQL.replace("fleet_allocation.", "a."),
+        span=CLOSED_SPAN_SQL,
         allocation_scope=allocation_scope,
         names=names,
         held_keys=held_keys,
@@ -391,7 +401,13 @@ def _pg_spend(
         )
         if storage
         else "",
-        storage_flag="storage," if "kind" in keys else "",
+        storage_flag="storage," if flagged else "",
+        project=(
+            # the workload's label ("" for none), one index lookup a hold
+            ", COALESCE((SELECT w.project FROM workloads_workload w WHERE w.id = a.workload_id), '') AS project"
+            if "project" in keys
+            else ""
+        ),
         group=f"GROUP BY {', '.join(by)}" if by else "",
     )
     params.update(
@@ -401,14 +417,15 @@ def _pg_spend(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     for row in rows:
-        values, flag = row[: len(keys)], row[len(keys)] if "kind" in keys else False
+        values, flag = row[: len(keys)], row[len(keys)] if flagged else False
         cost, hours, idle_units, bad = row[-4:]
         if cost is None:  # summed over nothing
             continue
         if bad:
             raise ValueError(f"a share denominator does not divide {SHARES_BASE}: add it to SHARES_BASE")
         key = tuple(
-            STORAGE if (k == "kind" and flag) else value for k, value in zip(keys, values, strict=True)
+            STORAGE if (k in ("kind", "project") and flag) else value
+            for k, value in zip(keys, values, strict=True)
         )
         yield key, Amount(cost=cost, gpu_hours=hours, idle_cost=idle_units)
 
@@ -424,7 +441,8 @@ def spend_by_key(
     storage: bool = True,
 ) -> dict[tuple, Amount]:
     """GPU and storage spend within [start, end) by `keys`, unrounded: one statement on
-    PostgreSQL, two queries elsewhere."""
+    PostgreSQL, two queries elsewhere. "project" (the workload's label; STORAGE for storage) is
+    a key on PostgreSQL only: `totals` labels the workloads itself elsewhere."""
     found: dict[tuple, Amount] = {}
     if connection.vendor == "postgresql":
         parts = [_pg_spend(start=start, end=end, now=now, keys=keys, scope=scope, idle=idle, storage=storage)]

@@ -1,0 +1,37 @@
+from django.db import migrations
+
+# PostgreSQL only. An open hold's span runs to infinity, so in one GiST index over every span the
+# open holds widen the bounding boxes of the pages they share with closed ones: a search for the
+# last hour visits every page holding an open hold. Closed holds keep a GiST index of their own
+# (tight boxes); open ones, a few thousand at most, are found by their start in a partial btree.
+FORWARD = [
+    "CREATE INDEX IF NOT EXISTS spend_closed_allocation_span ON fleet_allocation USING gist "
+    "(tstzrange(started_at, GREATEST(started_at, ended_at), '[)')) WHERE ended_at IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS spend_open_allocation_start ON fleet_allocation (started_at) "
+    "WHERE ended_at IS NULL",
+    "DROP INDEX IF EXISTS spend_allocation_span",
+]
+BACKWARD = [
+    "CREATE INDEX IF NOT EXISTS spend_allocation_span ON fleet_allocation USING gist "
+    "(tstzrange(started_at, GREATEST(started_at, COALESCE(ended_at, 'infinity'::timestamptz)), '[)'))",
+    "DROP INDEX IF EXISTS spend_open_allocation_start",
+    "DROP INDEX IF EXISTS spend_closed_allocation_span",
+]
+
+
+def _run(statements):
+    def run(apps, schema_editor):
+        if schema_editor.connection.vendor == "postgresql":
+            for statement in statements:
+                schema_editor.execute(statement)
+
+    return run
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("spend", "0004_hour_rollups"),
+        ("fleet", "0015_gpu_records_truth"),
+    ]
+
+    operations = [migrations.RunPython(_run(FORWARD), _run(BACKWARD))]
