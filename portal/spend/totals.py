@@ -170,8 +170,10 @@ def live_sums(
 
 
 def _by_project(*, keys: tuple[str, ...], **spend: object) -> dict[tuple, Amount]:
-    """`spend_by_key` by `keys` with a project: by kind and workload from the holds, then each
-    workload given its project label (one query)."""
+    """`spend_by_key` by `keys` with a project: in SQL on PostgreSQL; elsewhere by kind and
+    workload from the holds, then each workload given its project label."""
+    if connection.vendor == "postgresql":
+        return spend_by_key(keys=keys, **spend)  # type: ignore[arg-type]
     held = tuple(k for k in keys if k != "project")
     part = spend_by_key(keys=(*held, "kind", "workload"), **spend)  # type: ignore[arg-type]
     workloads = Allocation.workload.field.related_model.objects  # no import upwards (layers)
