@@ -98,9 +98,9 @@ SELECT held_from, seen, CASE WHEN end_now IS NULL THEN NULL ELSE {least}(end_now
        allocation_id, NULL AS storage_hold_id, end_now, ended
 FROM (
   SELECT s.held_from, s.through, s.allocation_id, {least}(s.end_seen, s.through) AS seen,
-         (SELECT {allocation_end} FROM fleet_allocation a WHERE a.id = s.allocation_id) AS end_now,
-         (SELECT a.ended_at FROM fleet_allocation a WHERE a.id = s.allocation_id) AS ended
-  FROM spend_spendopenhold s WHERE s.allocation_id IS NOT NULL {team_s}
+         CASE WHEN a.id IS NULL THEN NULL ELSE {allocation_end} END AS end_now, a.ended_at AS ended
+  FROM spend_spendopenhold s LEFT JOIN fleet_allocation a ON a.id = s.allocation_id
+  WHERE s.allocation_id IS NOT NULL {team_s}
   {offset}
 ) open_allocations WHERE end_now IS NULL OR {least}(end_now, through) <> seen
 UNION ALL
