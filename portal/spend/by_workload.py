@@ -26,7 +26,8 @@ from portal.spend.models import Level, Span, SpendPeriod, SpendRollup, WorkloadS
 from portal.spend.periods import DAY, fresh_periods, runs, utc
 from portal.spend.totals import Scope, live_sums, plan_for, rolled_sums
 
-PAGE = 200
+# Up to this many days the workload report finds the workloads of a range through its GiST index.
+GIST_DAYS = 7
 DAY_SPAN_SQL = "daterange(spend_workloadspend.first_day, spend_workloadspend.last_day, '[]')"
 
 
@@ -120,12 +121,6 @@ def _largest_inside(
     rows = WorkloadSpend.objects.filter(first_day__gte=first, last_day__lt=end).order_by(
         "-cost", "workload_id"
     )
-    if connection.vendor == "postgresql":  # for a short range the GiST index finds them faster
-        rows = rows.filter(
-            RawSQL(  # noqa: S611 (constant SQL, the days are bound parameters)
-                f"{DAY_SPAN_SQL} <@ daterange(%s, %s, '[)')", (first, end), output_field=BooleanField()
-            )
-        )
     if scope_q is not None:
         rows = rows.filter(scope_q)
     found: dict[int, Amount] = {}
@@ -138,17 +133,33 @@ def _largest_inside(
             if workload_id not in skip and len(found) < limit:
                 found[workload_id] = Amount(cost=cost, gpu_hours=hours, idle_cost=idle)
         return found
+    if skip:  # one array parameter, however many (PostgreSQL hashes it)
+        rows = rows.filter(
+            RawSQL(
+                "NOT (spend_workloadspend.workload_id = ANY(%s))",
+                (sorted(skip),),
+                output_field=BooleanField(),
+            )
+        )
+    if (end - first).days <= GIST_DAYS:
+        # A few days hold few workloads: found through the GiST index and sorted. Over more days
+        # the cost index, read in order, reaches `limit` of them long before it would finish.
+        rows = rows.filter(
+            RawSQL(  # noqa: S611 (constant SQL, the days are bound parameters)
+                f"{DAY_SPAN_SQL} <@ daterange(%s, %s, '[)')", (first, end), output_field=BooleanField()
+            )
+        )
     offset = 0
-    while len(found) < limit:
+    while len(found) < limit:  # a workload has one row per team and user: nearly always one
         page = list(
-            rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost")[offset : offset + limit + PAGE]
+            rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost")[offset : offset + limit]
         )
         for workload_id, cost, hours, idle in page:
-            if workload_id not in skip and len(found) < limit:
+            if workload_id in found or len(found) < limit:
                 found.setdefault(workload_id, Amount()).add(
                     Amount(cost=cost, gpu_hours=hours, idle_cost=idle)
                 )
-        if len(page) < limit + PAGE:
+        if len(page) < limit:
             break
         offset += len(page)
     return found
