@@ -116,10 +116,13 @@ class SpendRollup(models.Model):
                 name="spend_rollup_user",
                 condition=Q(level__in=[3, 4]),
             ),
+            # A workload's day rows, read from the index alone (PostgreSQL): the workload report
+            # sums them for workloads running across a range's edge, over as much as a year.
             models.Index(
                 fields=["workload", "start"],
-                name="spend_rollup_workload",
-                condition=Q(level=4, workload__isnull=False),
+                name="spend_rollup_workload_days",
+                include=["team", "user", "cost", "gpu_hours", "idle_cost"],
+                condition=Q(level=4, span="day", workload__isnull=False),
             ),
         ]
 
