@@ -4,12 +4,14 @@ from django.db import migrations
 # open holds widen the bounding boxes of the pages they share with closed ones: a search for the
 # last hour visits every page holding an open hold. Closed holds keep a GiST index of their own
 # (tight boxes); open ones, a few thousand at most, are found by their start in a partial btree.
+# Built concurrently: over millions of holds the GiST index takes minutes, and the workers keep
+# placing and releasing holds meanwhile.
 FORWARD = [
-    "CREATE INDEX IF NOT EXISTS spend_closed_allocation_span ON fleet_allocation USING gist "
+    "CREATE INDEX CONCURRENTLY IF NOT EXISTS spend_closed_allocation_span ON fleet_allocation USING gist "
     "(tstzrange(started_at, GREATEST(started_at, ended_at), '[)')) WHERE ended_at IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS spend_open_allocation_start ON fleet_allocation (started_at) "
+    "CREATE INDEX CONCURRENTLY IF NOT EXISTS spend_open_allocation_start ON fleet_allocation (started_at) "
     "WHERE ended_at IS NULL",
-    "DROP INDEX IF EXISTS spend_allocation_span",
+    "DROP INDEX CONCURRENTLY IF EXISTS spend_allocation_span",
 ]
 BACKWARD = [
     "CREATE INDEX IF NOT EXISTS spend_allocation_span ON fleet_allocation USING gist "
@@ -29,6 +31,8 @@ def _run(statements):
 
 
 class Migration(migrations.Migration):
+    atomic = False  # CREATE INDEX CONCURRENTLY runs outside a transaction
+
     dependencies = [
         ("spend", "0004_hour_rollups"),
         ("fleet", "0015_gpu_records_truth"),
