@@ -305,7 +305,7 @@ def storage_sums(
 
 
 # The holds of the stretch, once (MATERIALIZED); the time they held, the minutes the agents read
-# idle (joined as one set, not counted hold by hold) and storage, in exact units (cost.SHARES_BASE:
+# idle (counted per hold through the (gpu, minute) index) and storage, in exact units (cost.SHARES_BASE:
 # every share denominator divides it, which `bad` checks), added up by key in the database.
 _PG_SPEND = """
 WITH held AS MATERIALIZED (
@@ -329,6 +329,7 @@ WITH held AS MATERIALIZED (
     JOIN accounts_team t ON t.id = a.team_id
     LEFT JOIN fleet_migslice s ON s.id = a.mig_slice_id
     WHERE TRUE {allocation_scope}
+    OFFSET 0  -- kept a subquery: each hold's expiry is looked up once, not once for each use
   ) y
 ), parts ({names} storage, cost, hours, idle, bad) AS (
   SELECT {held_keys} false,
@@ -344,10 +345,14 @@ SELECT {names} {storage_flag} SUM(cost), SUM(hours), SUM(idle), SUM(bad) FROM pa
 {group}
 """
 _PG_IDLE = """UNION ALL
-  SELECT {held_keys} false, 0, 0, SUM(x.price_per_hour * x.share_numerator * 60 * x.per_share), 0
-  FROM held x JOIN fleet_gpuminute m ON m.gpu_id = x.gpu_id AND m.minute >= x.held_from AND m.minute < x.idle_to
-  WHERE x.held_to > x.held_from AND m.minute >= %(start)s AND m.minute < %(end)s AND m.utilization_samples > 0
-    AND m.utilization_sum / m.utilization_samples < x.threshold AND COALESCE(m.mig_start, -1) = x.slice_start
+  SELECT {held_keys} false, 0, 0, SUM(x.price_per_hour * x.share_numerator * 60 * x.per_share * i.minutes), 0
+  FROM held x CROSS JOIN LATERAL (  -- counted hold by hold: one row a hold to multiply, not one a minute
+    SELECT COUNT(*) AS minutes FROM fleet_gpuminute m
+    WHERE m.gpu_id = x.gpu_id AND m.minute >= x.held_from AND m.minute < x.idle_to
+      AND m.minute >= %(start)s AND m.minute < %(end)s AND m.utilization_samples > 0
+      AND m.utilization_sum / m.utilization_samples < x.threshold AND COALESCE(m.mig_start, -1) = x.slice_start
+  ) i
+  WHERE x.held_to > x.held_from AND i.minutes > 0
   GROUP BY {held_group}"""
 _PG_STORAGE = """UNION ALL
   SELECT {storage_keys} true,
