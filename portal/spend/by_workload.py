@@ -31,7 +31,9 @@ GIST_DAYS = 7
 DAY_SPAN_SQL = "daterange(spend_workloadspend.first_day, spend_workloadspend.last_day, '[]')"
 
 
-def _chunks(ids: list, size: int = 500):
+def _chunks(ids: list):
+    """`ids` in lists short enough for one statement's parameters (SQLite allows few)."""
+    size = 20_000 if connection.vendor == "postgresql" else 500
     for at in range(0, len(ids), size):
         yield ids[at : at + size]
 
@@ -202,6 +204,7 @@ def workload_spend(
     inside: dict[int, Amount] = {}
     exact: dict[int, Amount] = {}
     exact_ids = set(recent)
+    across: set[int] = set()
     if days:
         first, stop = min(days).date(), (max(days) + DAY).date()
         rolled = set(days)
@@ -217,7 +220,9 @@ def workload_spend(
         exact = _totals_inside(workload_ids=exact_ids - across, first=first, end=stop, scope_q=scope_q)
         exact_ids |= across
         inside = _largest_inside(first=first, end=stop, scope_q=scope_q, skip=exact_ids, limit=limit)
-    exact.update(_day_rows(workload_ids=exact_ids - set(exact), days=days, scope_q=scope_q))
+    # The rest of the live stretches' workloads have no rolled day inside, unless they run across
+    # an edge: only those (and any on a day not read) are summed from their day rows.
+    exact.update(_day_rows(workload_ids=across - set(exact), days=days, scope_q=scope_q))
     for workload_id, amount in recent.items():
         exact.setdefault(workload_id, Amount()).add(amount)
 
