@@ -8,6 +8,7 @@ from typing import ClassVar
 from django import forms
 
 from portal.core.errors import DomainError
+from portal.workloads.services.resolve import NAME_MAX, START_MAX_AHEAD, START_MIN_AHEAD
 
 
 def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, str]) -> None:
@@ -57,9 +58,9 @@ def name_field(example: str) -> forms.CharField:
     """A workload's name; optional in the form so the live estimate works before it is typed, but
     needed to submit, so its label says "required" (`shown_required`)."""
     field = forms.CharField(
-        max_length=40,  # services.resolve.NAME_RE: the name goes into cluster object names
+        max_length=NAME_MAX,
         required=False,
-        help_text=f"Up to 40 lowercase letters, digits and hyphens, e.g. {example}.",
+        help_text=f"Up to {NAME_MAX} lowercase letters, digits and hyphens, e.g. {example}.",
         widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": example}),
     )
     field.shown_required = True
@@ -67,13 +68,12 @@ def name_field(example: str) -> forms.CharField:
 
 
 def start_at_field() -> forms.DateTimeField:
-    """A scheduled start (services.resolve: START_MIN_AHEAD to START_MAX_AHEAD), the same on
-    every request form."""
+    """A scheduled start (START_MIN_AHEAD to START_MAX_AHEAD ahead), the same on every request form."""
     return forms.DateTimeField(
         label="Start at (UTC, optional)",
         required=False,
-        help_text="Start later: 5 minutes to 30 days ahead. The quota is held from now; the lifetime "
-        "counts from the start.",
+        help_text=f"Start later: {START_MIN_AHEAD.seconds // 60} minutes to {START_MAX_AHEAD.days} days ahead."
+        " The quota is held from now; the lifetime counts from the start.",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
 

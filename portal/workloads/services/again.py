@@ -6,8 +6,7 @@ import re
 from typing import Any
 
 from portal.workloads.models import Workload
-
-NAME_MAX = 40  # what a workload name may be (portal.workloads.services.resolve.NAME_RE)
+from portal.workloads.services.resolve import NAME_MAX
 
 
 def again_name(name: str) -> str:

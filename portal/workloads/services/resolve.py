@@ -21,7 +21,8 @@ from portal.fleet.selectors import max_gpus_per_node, price_per_hour
 from portal.workloads.models import LIVE_STATES, Image, Workload, WorkloadKind, project_label_error
 from portal.workloads.policy import request_share, share_hourly_cost, within_max_lifetime
 
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+NAME_MAX = 40  # a workload's name goes into cluster object names
+NAME_RE = re.compile(rf"^[a-z0-9]([a-z0-9-]{{0,{NAME_MAX - 2}}}[a-z0-9])?$")
 MIN_LEAD_TIME = timedelta(minutes=1)
 # A scheduled start is at least this far ahead (sooner: request it now) and at most this far.
 START_MIN_AHEAD = timedelta(minutes=5)
