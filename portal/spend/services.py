@@ -11,9 +11,9 @@ rolled, see `portal.spend.totals`). Today is rolled too, up to a few minutes ago
 TODAY_EVERY. Days are summed into blocks of 2, 4 ... 256 days aligned since 1970 (all levels but
 the fine one), so any run of whole days is a handful of periods: a year by team reads about 16 rows a team, by user 16 a user, whatever the number of holds
 (`periods.make_plan` picks them). Whatever no fresh period covers, the partial-day edges of a range
-and the minutes since today's roll-up, is costed from the holds in SQL (`holds.spend_by_key`); a
-GiST index over each allocation's span (PostgreSQL) finds the holds of any stretch of time, last
-year's as cheaply as today's. The workload report keeps one row more per workload, its total over
+and the minutes since today's roll-up, is costed from the holds in SQL (`holds.spend_by_key`); on
+PostgreSQL a GiST index over each closed allocation's span finds the closed holds of any stretch,
+last year's as cheaply as today's, and a partial index the open ones by their start. The workload report keeps one row more per workload, its total over
 its rolled days (`WorkloadSpend`), to take the largest of a year in one index scan (`by_workload`).
 
 Recent days (PORTAL_SPEND_HOUR_DAYS, 35 by default) are also rolled by the hour, with the day and
