@@ -483,15 +483,22 @@ def verify(*, seed: int, samples: int) -> tuple[int, int]:
     telemetry_from = GpuMinute.objects.order_by("minute").values_list("minute", flat=True).first()
     figures = wrong = 0
 
-    def idle_minutes(hold, low, high) -> int:
-        held_to = hold.ended_at or min(high, hold.workload.expires_at)
-        low, high = max(low, hold.started_at), min(high, held_to)
-        if telemetry_from is None or high <= max(low, telemetry_from):
-            return 0
-        rows = GpuMinute.objects.filter(gpu_id=hold.gpu_id, mig_start=None, minute__gte=low, minute__lt=high)
+    def idle_seconds(hold, low, high) -> Fraction:
+        """Seconds of [low, high) (within the hold's billed stretch) in minutes read idle: each
+        minute counts the part of it held."""
+        if telemetry_from is None or high <= max(low, telemetry_from - timedelta(minutes=1)):
+            return Fraction(0)
+        rows = GpuMinute.objects.filter(
+            gpu_id=hold.gpu_id, mig_start=None, minute__gt=low - timedelta(minutes=1), minute__lt=high
+        )
         threshold = hold.team.idle_threshold_percent
         return sum(
-            1 for m in rows if m.utilization_samples and m.utilization_sum / m.utilization_samples < threshold
+            (
+                _seconds(max(m.minute, low), min(m.minute + timedelta(minutes=1), high))
+                for m in rows
+                if m.utilization_samples and m.utilization_sum / m.utilization_samples < threshold
+            ),
+            Fraction(0),
         )
 
     def slow(team, group_by, start, end):
@@ -519,11 +526,13 @@ def verify(*, seed: int, samples: int) -> tuple[int, int]:
                 windows = [(key, start, end)]
             for key, low, high in windows:
                 amount = amounts[key]
-                seconds = _seconds(max(low, held_from), min(high, held_to))
+                low, high = max(low, held_from), min(high, held_to)
+                seconds = _seconds(low, high)
                 n, d = hold.share_numerator, hold.share_denominator
                 amount[0] += _cost(hold.price_per_hour, n, d, seconds)
                 amount[1] += Fraction(n) * seconds / (d * 3600)
-                amount[2] += _cost(hold.price_per_hour, n, d, Fraction(60 * idle_minutes(hold, low, high)))
+                if high > low:
+                    amount[2] += _cost(hold.price_per_hour, n, d, idle_seconds(hold, low, high))
         for hold in StorageHold.objects.filter(overlapping, team=team).select_related("user", "team"):
             held_from, held_to = max(hold.started_at, start), min(billed_until(hold, now=now), end)
             if held_to <= held_from:

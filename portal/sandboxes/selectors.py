@@ -264,9 +264,18 @@ class HomeFacts:
     holder: Workload | None
 
     @property
+    def size_gb(self) -> int:
+        """The home's size, or the size the next sandbox makes it: the team's default, else the
+        default a new team gets."""
+        if self.home:
+            return self.home.size_gb
+        if self.team:
+            return self.team.home_gb_default
+        return Team._meta.get_field("home_gb_default").default
+
+    @property
     def monthly_cost(self) -> Decimal:
-        size = self.home.size_gb if self.home else (self.team.home_gb_default if self.team else 0)
-        return (self.price_per_gb_month * size).quantize(Decimal("0.01"))
+        return (self.price_per_gb_month * self.size_gb).quantize(Decimal("0.01"))
 
 
 def home_facts(*, user: User) -> HomeFacts:

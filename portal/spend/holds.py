@@ -1,7 +1,7 @@
 """Spend of the holds within one stretch of time, summed in SQL.
 
 Cost is linear in the time held, so the database may add up price x share numerator x seconds
-held (and share numerator x seconds, and price x share numerator x idle minutes) over many holds,
+held (and share numerator x seconds, and price x share numerator x seconds held in idle minutes) over many holds,
 exactly, per key and share denominator; `cost.share_units` turns each sum into exact units
 (`cost.cost_of` does the same for a single hold). No hold is read into Python. The roll-ups are made by these
 functions and a report uses them for whatever is not rolled up: one way to cost a hold.
@@ -24,6 +24,7 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import (
     BooleanField,
+    DateTimeField,
     DurationField,
     ExpressionWrapper,
     F,
@@ -42,6 +43,7 @@ from portal.fleet.models import Allocation, GpuMinute, StorageHold
 from portal.spend.cost import EXACT, HOURS_PER_MONTH, SHARES_BASE, ZERO, from_units, held_seconds, share_units
 
 STORAGE_DENOMINATOR = int(HOURS_PER_MONTH)
+MINUTE = timedelta(minutes=1)  # the span of one telemetry reading (GpuMinute)
 
 STORAGE = "storage"  # the kind of a storage hold, beside GPU type ids
 KEY_FIELDS = {"team": "team_id", "user": "user_id", "kind": "gpu_type_id", "workload": "workload_id"}
@@ -172,15 +174,16 @@ def _billed_allocations(*, start: datetime, end: datetime, now: datetime, scope:
     )
 
 
-def _idle_minutes(start: datetime, end: datetime) -> Subquery:
-    """Per hold: the minutes of [start, end) it held whose device the agents read under its team's
-    idle threshold (minutes without a figure do not count). Its end is its `ended_at`, else its
-    workload's expiry (no reading lies in the future, so `now` needs no clip)."""
+def _idle_time() -> Subquery:
+    """Per hold: how long of its billed stretch [held_from, held_to) fell in minutes whose device
+    the agents read under its team's idle threshold (minutes without a figure do not count): each
+    such minute counts the part of it the hold held, so the idle cost never exceeds the cost."""
+    minute = F("minute")
     minutes = (
         GpuMinute.objects.filter(
             gpu_id=OuterRef("gpu_id"),
-            minute__gte=OuterRef("idle_from"),
-            minute__lt=OuterRef("idle_to"),
+            minute__gt=OuterRef("idle_after"),
+            minute__lt=OuterRef("held_to"),
             utilization_samples__gt=0,
         )
         .annotate(
@@ -193,10 +196,20 @@ def _idle_minutes(start: datetime, end: datetime) -> Subquery:
             utilization__lt=OuterRef("team__idle_threshold_percent"), device_start=OuterRef("slice_start")
         )
         .order_by()
-        .annotate(count=Func(F("pk"), function="COUNT"))
-        .values("count")
+        .annotate(
+            time=Func(
+                ExpressionWrapper(
+                    Least(minute + Value(MINUTE), OuterRef("held_to"), output_field=DateTimeField())
+                    - Greatest(minute, OuterRef("held_from"), output_field=DateTimeField()),
+                    output_field=DurationField(),
+                ),
+                function="SUM",
+                output_field=DurationField(),
+            )
+        )
+        .values("time")
     )
-    return Subquery(minutes)
+    return Subquery(minutes, output_field=DurationField())
 
 
 class _Sums:
@@ -244,14 +257,13 @@ def allocation_sums(
     held = ExpressionWrapper(F("held_to") - F("held_from"), output_field=DurationField())
     if idle:
         holds = holds.alias(
-            idle_from=Greatest(F("started_at"), Value(start)),
-            idle_to=Least(Coalesce(F("ended_at"), workload_expiry(), Value(end)), Value(end)),
+            idle_after=ExpressionWrapper(F("held_from") - Value(MINUTE), output_field=DateTimeField()),
             slice_start=Coalesce(F("mig_slice__start"), Value(-1)),
         )
     sums = _Sums()
     totals = {"held": Sum(held)}
     if idle:
-        totals["idle"] = Sum(_idle_minutes(start, end))
+        totals["idle"] = Sum(_idle_time())
     for row in holds.values(*fields, "price_per_hour", "share_numerator", "share_denominator").annotate(
         **totals
     ):
@@ -262,7 +274,7 @@ def allocation_sums(
             row["share_denominator"],
             EXACT.multiply(EXACT.multiply(price, numerator), seconds),
             EXACT.multiply(numerator, seconds),
-            EXACT.multiply(EXACT.multiply(price, numerator), 60 * int(row.get("idle") or 0)),
+            EXACT.multiply(EXACT.multiply(price, numerator), held_seconds(row.get("idle") or timedelta(0))),
         )
     return sums.amounts()
 
@@ -311,7 +323,6 @@ _PG_SPEND = """
 WITH held AS MATERIALIZED (
   SELECT y.*, GREATEST(y.started_at, %(start)s) AS held_from,
          LEAST(COALESCE(y.ended_at, LEAST(%(now)s, COALESCE(y.expires_at, %(now)s))), %(end)s) AS held_to,
-         LEAST(COALESCE(y.ended_at, y.expires_at, %(end)s), %(end)s) AS idle_to,
          %(base)s / y.share_denominator AS per_share
   FROM (
     SELECT a.team_id, a.user_id, a.gpu_type_id, a.workload_id, a.gpu_id, a.share_numerator, a.share_denominator,
@@ -345,14 +356,15 @@ SELECT {names} {storage_flag} SUM(cost), SUM(hours), SUM(idle), SUM(bad) FROM pa
 {group}
 """
 _PG_IDLE = """UNION ALL
-  SELECT {held_keys} false, 0, 0, SUM(x.price_per_hour * x.share_numerator * 60 * x.per_share * i.minutes), 0
+  SELECT {held_keys} false, 0, 0, SUM(x.price_per_hour * x.share_numerator * x.per_share * i.seconds), 0
   FROM held x CROSS JOIN LATERAL (  -- counted hold by hold: one row a hold to multiply, not one a minute
-    SELECT COUNT(*) AS minutes FROM fleet_gpuminute m
-    WHERE m.gpu_id = x.gpu_id AND m.minute >= x.held_from AND m.minute < x.idle_to
-      AND m.minute >= %(start)s AND m.minute < %(end)s AND m.utilization_samples > 0
+    SELECT SUM(EXTRACT(EPOCH FROM LEAST(m.minute + INTERVAL '1 minute', x.held_to) - GREATEST(m.minute, x.held_from)))
+           AS seconds FROM fleet_gpuminute m
+    WHERE m.gpu_id = x.gpu_id AND m.minute > x.held_from - INTERVAL '1 minute' AND m.minute < x.held_to
+      AND m.utilization_samples > 0
       AND m.utilization_sum / m.utilization_samples < x.threshold AND COALESCE(m.mig_start, -1) = x.slice_start
   ) i
-  WHERE x.held_to > x.held_from AND i.minutes > 0
+  WHERE x.held_to > x.held_from AND i.seconds > 0
   GROUP BY {held_group}"""
 _PG_STORAGE = """UNION ALL
   SELECT {storage_keys} true,

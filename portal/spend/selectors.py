@@ -28,13 +28,14 @@ from portal.spend.cost import (
     HOURS_PER_MONTH,
     SECONDS_PER_HOUR,
     allocation_cost,
+    held_seconds,
     hold_cost,
     storage_cost,
     to_cents,
     units_to_cents,
     units_to_hours,
 )
-from portal.spend.holds import STORAGE, Amount, without_jit
+from portal.spend.holds import MINUTE, STORAGE, Amount, without_jit
 from portal.spend.totals import Scope, spend_by
 
 __all__ = [
@@ -292,16 +293,16 @@ def team_budgets(teams: list[Team]) -> list[Budget]:
     return [Budget(team=team, budget=team.monthly_budget, used=team_month_spend(team=team)) for team in teams]
 
 
-def _idle_minutes(holds: list[Allocation], *, start: datetime, end: datetime) -> dict[int, list[datetime]]:
-    """Per GPU hold, the minutes of [start, end) the node agents read its device idle: a
-    utilization under its team's idle threshold (minutes without a figure are not counted).
-    One query for all the holds."""
+def _idle_seconds(holds: list[Allocation], *, start: datetime, end: datetime) -> dict[int, Decimal]:
+    """Per GPU hold, the seconds of [start, end) it held within minutes the node agents read its
+    device idle: a utilization under its team's idle threshold (minutes without a figure are not
+    counted); each minute counts the part of it the hold held. One query for all the holds."""
     if not holds:
         return {}
     thresholds = {h.team_id: h.team.idle_threshold_percent for h in holds}
     rows = GpuMinute.objects.filter(
         gpu_id__in={h.gpu_id for h in holds},
-        minute__gte=start,
+        minute__gt=start - MINUTE,
         minute__lt=end,
         utilization_samples__gt=0,
         utilization_sum__lt=F("utilization_samples") * max(thresholds.values()),
@@ -309,15 +310,18 @@ def _idle_minutes(holds: list[Allocation], *, start: datetime, end: datetime) ->
     by_device: dict[tuple[int, int | None], list[tuple[datetime, float]]] = defaultdict(list)
     for gpu_id, mig_start, minute, total, samples in rows:
         by_device[(gpu_id, mig_start)].append((minute, total / samples))
-    found: dict[int, list[datetime]] = {}
+    found: dict[int, Decimal] = {}
     for hold in holds:
         device = (hold.gpu_id, hold.mig_slice.start if hold.mig_slice_id and hold.mig_slice else None)
-        held_to = hold.ended_at or end
-        found[hold.pk] = [
-            minute
-            for minute, utilization in by_device.get(device, ())
-            if hold.started_at <= minute < held_to and utilization < thresholds[hold.team_id]
-        ]
+        low, high = max(hold.started_at, start), min(hold.ended_at or end, end)
+        found[hold.pk] = sum(
+            (
+                held_seconds(min(minute + MINUTE, high) - max(minute, low))
+                for minute, utilization in by_device.get(device, ())
+                if low - MINUTE < minute < high and utilization < thresholds[hold.team_id]
+            ),
+            Decimal(0),
+        )
     return found
 
 
@@ -330,10 +334,12 @@ def idle_gpu_hours_by_team(*, start: datetime, end: datetime) -> dict[str, Decim
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
         .select_related("team", "mig_slice")
     )
-    idle = _idle_minutes(holds, start=start, end=end)
+    idle = _idle_seconds(holds, start=start, end=end)
     hours: dict[str, Decimal] = defaultdict(Decimal)
     for hold in holds:
-        minutes = len(idle.get(hold.pk, ()))
-        if minutes:
-            hours[hold.team.slug] += Decimal(minutes * hold.share_numerator) / (hold.share_denominator * 60)
+        seconds = idle.get(hold.pk)
+        if seconds:
+            hours[hold.team.slug] += (
+                seconds * hold.share_numerator / (hold.share_denominator * SECONDS_PER_HOUR)
+            )
     return dict(hours)

@@ -12,6 +12,14 @@ from portal.workloads.services import workload_terminate
 pytestmark = pytest.mark.django_db
 
 
+def test_someone_in_no_team_sees_the_default_size_at_its_price(admin_user):
+    from tests.conftest import signed_in
+
+    page = signed_in(admin_user).get("/home/").content.decode()
+    assert "its team's default size, 50 GB unless the team sets another" in page
+    assert '<strong class="money">$5.00</strong> a month' in page  # not $0.00
+
+
 def test_the_home_page_before_and_after_the_first_sandbox(
     run_jobs, researcher_client, researcher, fleet, slice_request
 ):

@@ -56,24 +56,30 @@ def _days(start: datetime, end: datetime):
         day += timedelta(days=1)
 
 
-def _idle_minutes(hold: Allocation, start: datetime, end: datetime) -> int:
-    """Minutes of [start, end) the hold held and the agents read its device under the threshold."""
+def _idle_seconds(hold: Allocation, start: datetime, end: datetime) -> Fraction:
+    """Seconds of [start, end) the hold held within minutes the agents read its device under the
+    threshold: each such minute counts the part of it the hold held."""
     held_to = hold.ended_at
     if held_to is None:
         held_to = min(end, hold.workload.expires_at) if hold.workload_id else end
     low, high = max(start, hold.started_at), min(end, held_to)
     if high <= low:
-        return 0
+        return Fraction(0)
     device_start = hold.mig_slice.start if hold.mig_slice_id and hold.mig_slice else None
     minutes = GpuMinute.objects.filter(
         gpu_id=hold.gpu_id,
         mig_start=device_start,
-        minute__gte=low,
+        minute__gt=low - timedelta(minutes=1),
         minute__lt=high,
         utilization_samples__gt=0,
     )
     return sum(
-        1 for m in minutes if m.utilization_sum / m.utilization_samples < hold.team.idle_threshold_percent
+        (
+            _seconds(max(m.minute, low), min(m.minute + timedelta(minutes=1), high))
+            for m in minutes
+            if m.utilization_sum / m.utilization_samples < hold.team.idle_threshold_percent
+        ),
+        Fraction(0),
     )
 
 
@@ -125,7 +131,7 @@ def amounts(*, user, group_by: str, start: datetime, end: datetime, team=None, n
                 n, d = hold.share_numerator, hold.share_denominator
                 cost[key] += _cost(hold.price_per_hour, n, d, seconds)
                 hours[key] += Fraction(n) * seconds / (d * 3600)
-                idle[key] += _cost(hold.price_per_hour, n, d, Fraction(60 * _idle_minutes(hold, low, high)))
+                idle[key] += _cost(hold.price_per_hour, n, d, _idle_seconds(hold, low, high))
             else:
                 cost[key] += _cost(hold.price_per_gb_month, hold.size_gb, 730, seconds)
                 hours[key] += 0

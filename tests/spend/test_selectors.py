@@ -196,3 +196,26 @@ def test_idle_cost_is_the_price_of_the_minutes_the_agents_read_idle_exact_to_the
     assert row.idle_cost == Decimal("8.60")  # all 75 read minutes are under 70 %
     by_day = spend_grouped(user=admin_user, group_by="day", **window)
     assert sum(r.idle_cost for r in by_day) == Decimal("8.60")
+
+
+@pytest.mark.parametrize("group_by", ["user", "workload", "day"])
+def test_a_minute_read_idle_counts_only_the_part_of_it_held(
+    fleet, h100, team, researcher, admin_user, group_by
+):
+    """A hold from 10:00:40 to 10:05:20 in six minutes all read idle: idle cost is its whole cost,
+    not six minutes' worth; an open hold's current minute counts up to now."""
+    from portal.fleet.models import GpuMinute
+
+    start = T0 + timedelta(seconds=40)
+    allocation = hold(user=researcher, team=team, gpu_type=h100, hours=280 / 3600, start=start)
+    for n in range(8):
+        GpuMinute.objects.create(gpu=allocation.gpu, device=allocation.gpu.uuid, minute=T0 + timedelta(minutes=n),
+                                 samples=1, utilization_sum=0, utilization_samples=1)  # fmt: skip
+    window = {"start": T0 - timedelta(hours=1), "end": T0 + timedelta(hours=1)}
+    (row,) = spend_grouped(user=admin_user, group_by=group_by, **window)
+    assert row.cost == row.idle_cost == Decimal("0.54")  # 280 s at $6.88/h; six whole minutes would be $0.69
+    Allocation.objects.filter(pk=allocation.pk).update(ended_at=None)  # still held: up to now, 10:02:30
+    (row,) = spend_grouped(
+        user=admin_user, group_by=group_by, now=T0 + timedelta(minutes=2, seconds=30), **window
+    )
+    assert row.cost == row.idle_cost == Decimal("0.21")  # 110 s

@@ -22,7 +22,8 @@ class Command(BaseCommand):
     help = (
         "Roll up spend again from the holds, day by day (each day in its own transaction), then "
         "sum the months. Idempotent; --missing resumes an interrupted run. Days are UTC, both ends "
-        "included; by default from the first hold to the last closed day."
+        "included; by default from the first hold to the last closed day. Idle cost is counted from "
+        "the GPU minutes still kept (PORTAL_TELEMETRY_MINUTE_DAYS): older days rolled again lose it."
     )
 
     def add_arguments(self, parser):
