@@ -3,6 +3,8 @@ from django.contrib.auth.admin import UserAdmin
 
 from portal.accounts.forms import PortalAdminAuthenticationForm
 from portal.accounts.models import ApiToken, GroupRule, Membership, Notification, OidcIdentity, Team, User
+from portal.core.templatetags.money import usd
+from portal.core.text import hours_words, plain_number
 
 # The admin's sign-in refuses passwords too while PORTAL_LOCAL_LOGIN is off (break-glass aside).
 admin.site.login_form = PortalAdminAuthenticationForm
@@ -30,14 +32,30 @@ class TeamAdmin(admin.ModelAdmin):
     list_display = (
         "slug",
         "name",
-        "quota_gpus",
-        "monthly_budget",
+        "quota",
+        "budget",
         "auto_approve_max_gpus",
-        "auto_approve_max_hours",
-        "max_lifetime_hours",
+        "auto_approve_hours",
+        "max_lifetime",
     )
     search_fields = ("slug", "name")
     inlines = [MembershipInline]
+
+    @admin.display(description="GPU quota", ordering="quota_gpus")
+    def quota(self, team: Team) -> str:
+        return f"{plain_number(team.quota_gpus)} GPU equivalents"
+
+    @admin.display(description="Monthly budget", ordering="monthly_budget")
+    def budget(self, team: Team) -> str:
+        return usd(team.monthly_budget)
+
+    @admin.display(description="Auto-approve for up to", ordering="auto_approve_max_hours")
+    def auto_approve_hours(self, team: Team) -> str:
+        return hours_words(team.auto_approve_max_hours)
+
+    @admin.display(description="Longest lifetime", ordering="max_lifetime_hours")
+    def max_lifetime(self, team: Team) -> str:
+        return hours_words(team.max_lifetime_hours)
 
 
 @admin.register(ApiToken)

@@ -36,12 +36,19 @@ class Team(models.Model):
     Quota is in GPU equivalents: a whole GPU counts 1, a MIG slice its compute slices / 7.
     """
 
-    slug = models.SlugField(unique=True)
+    slug = models.SlugField("short name (slug)", unique=True)
     name = models.CharField(max_length=100)
     quota_gpus = models.DecimalField(
-        max_digits=8, decimal_places=3, default=Decimal("16"), validators=[MinValueValidator(0)]
+        "GPU quota (GPU equivalents)",
+        max_digits=8,
+        decimal_places=3,
+        default=Decimal("16"),
+        validators=[MinValueValidator(0)],
+        help_text="A whole GPU counts 1, a MIG slice its compute slices / 7.",
     )
-    monthly_budget = models.DecimalField(max_digits=12, decimal_places=2, default=Decimal("50000"))
+    monthly_budget = models.DecimalField(
+        "monthly budget (USD)", max_digits=12, decimal_places=2, default=Decimal("50000")
+    )
 
     class BudgetPolicy(models.TextChoices):
         WARN = "warn", "Warn only: requests over the budget need no lead for that alone"
@@ -49,47 +56,70 @@ class Team(models.Model):
         STOP = "stop", "Stop: block, and end running work after a grace period"
 
     budget_thresholds = models.JSONField(
+        "budget alerts at (%)",
         default=list,
         blank=True,
         help_text="Percentages of the monthly budget at which leads are told, once a month each "
         "(empty: 50, 80 and 100).",
     )
-    budget_policy = models.CharField(max_length=10, choices=BudgetPolicy.choices, default=BudgetPolicy.BLOCK)
+    budget_policy = models.CharField(
+        "budget policy", max_length=10, choices=BudgetPolicy.choices, default=BudgetPolicy.BLOCK
+    )
     budget_stop_grace_hours = models.PositiveIntegerField(
-        default=24, help_text="Under the stop policy: how long running work has once the budget is spent."
+        "grace once the budget is spent (hours)",
+        default=24,
+        help_text="Under the stop policy: how long running work has once the budget is spent.",
     )
     budget_stop_at = models.DateTimeField(
+        "running work ends at",
         null=True,
         blank=True,
         help_text="Under the stop policy: when the team's running work ends (set by the workers).",
     )
-    max_lifetime_hours = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("168"))
-    auto_approve_max_gpus = models.PositiveIntegerField(
-        default=1, help_text="Whole GPUs approved without a lead (a single MIG slice always is)."
+    max_lifetime_hours = models.DecimalField(
+        "longest lifetime (hours)", max_digits=8, decimal_places=2, default=Decimal("168")
     )
-    auto_approve_max_hours = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("24"))
+    auto_approve_max_gpus = models.PositiveIntegerField(
+        "auto-approve up to (GPUs)",
+        default=1,
+        help_text="Whole GPUs approved without a lead (a single MIG slice always is).",
+    )
+    auto_approve_max_hours = models.DecimalField(
+        "auto-approve up to (hours)", max_digits=8, decimal_places=2, default=Decimal("24")
+    )
     home_gb_default = models.PositiveIntegerField(
-        default=50, help_text="Size of a member's persistent home volume when their first sandbox makes it."
+        "default home size (GB)",
+        default=50,
+        help_text="Size of a member's persistent home volume when their first sandbox makes it.",
     )
     home_gb_max = models.PositiveIntegerField(
-        default=200, help_text="How far a member may grow their home volume."
+        "largest home size (GB)", default=200, help_text="How far a member may grow their home volume."
     )
     idle_reclaim_minutes = models.PositiveIntegerField(
+        "idle warning after (minutes)",
         default=0,
         help_text="A sandbox or deployment whose GPUs stay idle this long is warned; after the grace "
         "period a sandbox is ended (its home is kept), a deployment scaled to zero (it can be scaled "
         "back). 0 (the default): never; a team opts in.",
     )
     idle_threshold_percent = models.PositiveSmallIntegerField(
-        default=5, help_text="GPU utilization under this counts as idle."
+        "idle below (% GPU utilization)", default=5, help_text="GPU utilization under this counts as idle."
     )
     idle_grace_minutes = models.PositiveIntegerField(
-        default=30, help_text="Between the idle warning and the end, for its owner to keep it."
+        "grace after the idle warning (minutes)",
+        default=30,
+        help_text="Between the idle warning and the end, for its owner to keep it.",
     )
     default_image = models.ForeignKey(
-        "workloads.Image", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "workloads.Image",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name="default image",
     )
     hf_token = EncryptedCharField(  # an unset token is stored as NULL by the library
+        "Hugging Face token",
         max_length=500,
         blank=True,
         null=True,
@@ -97,14 +127,16 @@ class Team(models.Model):
         "leads; the team's model servers get it as HF_TOKEN. Encrypted at rest, never shown again.",
     )
     webhook_url = models.CharField(
+        "webhook URL",
         max_length=500,
         blank=True,
         help_text="Where the team's approval requests and reminders are posted.",
     )
     webhook_format = models.CharField(
-        max_length=10, choices=WebhookFormat.choices, default=WebhookFormat.GENERIC
+        "webhook format", max_length=10, choices=WebhookFormat.choices, default=WebhookFormat.GENERIC
     )
     approval_reminder_hours = models.PositiveIntegerField(
+        "remind leads after (hours)",
         default=24,
         help_text="Remind the leads of a request that waits this many hours, every as many hours; 0: never.",
     )
