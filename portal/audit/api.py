@@ -13,7 +13,7 @@ from rest_framework.settings import api_settings
 from portal.audit.exports import CSV_COLUMNS, audit_export
 from portal.audit.filters import AuditEventFilter
 from portal.audit.models import AuditEvent
-from portal.audit.selectors import audit_events_visible_to
+from portal.audit.selectors import audit_events_visible_to, audit_shown_ids
 from portal.audit.serializers import AuditEventSerializer
 from portal.core.api import CsvDownloadMixin, CsvRenderer
 
@@ -58,4 +58,6 @@ class AuditEventListView(CsvDownloadMixin, generics.ListAPIView):
             self.paginator.check_parameters(request)
             events = self.filter_queryset(self.get_queryset())
             return audit_export(user=request.user, events=events)
-        return self.list(request, *args, **kwargs)
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        context = {**self.get_serializer_context(), "shown_ids": audit_shown_ids(page)}
+        return self.get_paginated_response(self.get_serializer(page, many=True, context=context).data)

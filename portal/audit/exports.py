@@ -4,13 +4,16 @@ memory whole. Cells a spreadsheet would run as a formula (`=`, `+`, `-`, `@` ...
 defused, with a leading `'`.
 
 CSV columns: created_at, actor, action, object_type, object_id, object_repr, team, from_state,
-to_state, detail. Times are ISO 8601 in UTC; a blank actor is the portal itself.
+to_state, detail. `created_at` is ISO 8601 in UTC, times within a detail as the pages write them
+("2026-12-01 13:00 UTC"); a blank actor is the portal itself. A sandbox or deployment is named by
+its number, as its page, the API and the audit filter name it (blank once it is gone).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import UTC
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from django.db.models import QuerySet
@@ -18,6 +21,8 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 
 from portal.audit.models import AuditEvent
+from portal.audit.selectors import audit_shown_ids
+from portal.audit.words import detail_words
 from portal.core.csv_lines import csv_lines
 
 if TYPE_CHECKING:  # audit sits below accounts: it knows users as foreign keys only
@@ -40,22 +45,27 @@ CHUNK_SIZE = 500
 
 def audit_csv_lines(events: Iterable[AuditEvent]) -> Iterator[str]:
     """One header line, then a line per event (text cells defused against formulas)."""
-    rows = (
-        [
-            event.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-            event.actor.username if event.actor_id else "",
-            event.action,
-            event.object_type,
-            event.object_id,
-            event.object_repr,
-            event.team.slug if event.team_id else "",
-            event.from_state,
-            event.to_state,
-            event.detail,
-        ]
-        for event in events
-    )
-    return csv_lines(CSV_COLUMNS, rows)
+    return csv_lines(CSV_COLUMNS, _rows(events))
+
+
+def _rows(events: Iterable[AuditEvent]) -> Iterator[list[str]]:
+    """The events' cells, a chunk at a time: the numbers of a chunk's workloads in one query."""
+    events = iter(events)
+    while chunk := list(islice(events, CHUNK_SIZE)):
+        shown = audit_shown_ids(chunk)
+        for event in chunk:
+            yield [
+                event.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+                event.actor.username if event.actor_id else "",
+                event.action,
+                event.object_type,
+                shown.get((event.object_type, event.object_id), event.object_id),
+                event.object_repr,
+                event.team.slug if event.team_id else "",
+                event.from_state,
+                event.to_state,
+                detail_words(event.detail),
+            ]
 
 
 def audit_export_filename(*, user: User) -> str:

@@ -54,6 +54,31 @@ def audit_object_id(object_type: str, shown: str) -> str | None:
     return shown if resolver is None else resolver(shown)
 
 
+# How the ids events keep become the ids people know the objects by ({object_id: shown id} for a
+# list of ids; a sandbox's number). Registered by the apps above audit, like the linkers.
+ObjectNumberer = Callable[[list[str]], dict[str, str]]
+_OBJECT_NUMBERS: dict[str, ObjectNumberer] = {}
+
+
+def register_object_numberer(object_type: str, numberer: ObjectNumberer) -> None:
+    _OBJECT_NUMBERS[object_type] = numberer
+
+
+def audit_shown_ids(events: Iterable[AuditEvent]) -> dict[tuple[str, str], str]:
+    """{(object_type, object_id): the id people know the object by} for the events' objects of the
+    types that have one (a sandbox's or deployment's number; "" when the object is gone); one
+    query per such object type. Other objects are known by the id events keep."""
+    ids: dict[str, set[str]] = {}
+    for event in events:
+        if event.object_type in _OBJECT_NUMBERS:
+            ids.setdefault(event.object_type, set()).add(event.object_id)
+    shown: dict[tuple[str, str], str] = {}
+    for object_type, found in ids.items():
+        numbers = _OBJECT_NUMBERS[object_type](sorted(found))
+        shown.update({(object_type, object_id): numbers.get(object_id, "") for object_id in found})
+    return shown
+
+
 def audit_object_urls(events: Iterable[AuditEvent]) -> list[AuditEvent]:
     """The events, each with `object_url`: the page of the object it is about, or "" (an object
     type without pages, or an object gone); one query per object type."""

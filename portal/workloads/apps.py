@@ -8,11 +8,17 @@ class WorkloadsConfig(AppConfig):
     label = "workloads"
 
     def ready(self) -> None:
-        """The audit log links events about sandboxes and deployments to their pages."""
-        from portal.audit.selectors import register_object_id_resolver, register_object_linker
+        """The audit log links events about sandboxes and deployments to their pages, and names
+        them by their numbers."""
+        from portal.audit.selectors import (
+            register_object_id_resolver,
+            register_object_linker,
+            register_object_numberer,
+        )
         from portal.workloads.models import WorkloadKind
-        from portal.workloads.selectors import workload_pk_of_number, workload_urls
+        from portal.workloads.selectors import workload_numbers, workload_pk_of_number, workload_urls
 
         for kind in WorkloadKind.values:
             register_object_linker(kind, partial(workload_urls, kind))
             register_object_id_resolver(kind, partial(workload_pk_of_number, kind))
+            register_object_numberer(kind, partial(workload_numbers, kind))

@@ -72,6 +72,14 @@ def workload_urls(kind: str, ids: list[str]) -> dict[str, str]:
     return {str(pk): reverse(f"{kind}-detail", args=[number]) for pk, number in found}
 
 
+def workload_numbers(kind: str, ids: list[str]) -> dict[str, str]:
+    """The numbers of the workloads of `kind` among `ids` (primary keys, as audit events name
+    them), by id. One query."""
+    keys = {int(i) for i in ids if i.isdigit()}
+    found = Workload.objects.filter(kind=kind, pk__in=keys).values_list("pk", "number")
+    return {str(pk): str(number) for pk, number in found}
+
+
 def workload_pk_of_number(kind: str, number: str) -> str | None:
     """The primary key (as audit events name it) of the workload of `kind` numbered `number`."""
     digits = number.strip().lstrip("#")

@@ -26,9 +26,10 @@ def events(client, **filters) -> list[tuple]:
     ]
 
 
-def _key(sandbox: dict) -> int:
-    """Events name a workload by its primary key, not by the number the API calls its id."""
-    return Workload.objects.get(kind="sandbox", number=sandbox["id"]).pk
+def _key(sandbox: dict) -> str:
+    """Events name a workload by the number the API calls its id (they keep its primary key)."""
+    assert Workload.objects.get(kind="sandbox", number=sandbox["id"]).pk is not None
+    return str(sandbox["id"])
 
 
 def test_a_sandbox_is_audited_from_request_to_end_with_who_did_each_step(
@@ -45,6 +46,13 @@ def test_a_sandbox_is_audited_from_request_to_end_with_who_did_each_step(
         ("alice", "sandbox.terminating", box, "vision", "running", "terminating"),
         (None, "sandbox.terminated", box, "vision", "terminating", "terminated"),
     ]
+    # the id an event shows finds the same events again, in the JSON and in the CSV
+    assert events(admin, object_type="sandbox", object_id=_key(sandbox)) == events(
+        admin, object_type="sandbox"
+    )
+    csv = admin.get(URL, {"object_type": "sandbox", "format": "csv"})
+    csv_lines = b"".join(csv.streaming_content).decode().splitlines()
+    assert {line.split(",")[4] for line in csv_lines[1:]} == {_key(sandbox)}
     request = admin.get(URL, {"action": "sandbox.request"}).json()["results"][0]
     assert request["object_repr"] == f"mig-small (#{sandbox['id']})"
     assert request["detail"] == "h100-80gb 1g.10gb for 1 h"

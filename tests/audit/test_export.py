@@ -53,7 +53,7 @@ def test_the_download_holds_the_teams_events_with_the_page_filters(lead_client, 
     rows = rows_of(response)
     assert [
         (r["actor"], r["action"], r["object_type"], r["object_id"], r["team"], r["to_state"]) for r in rows
-    ] == [("alice", "sandbox.request", "sandbox", str(mine.pk), "vision", "queued")]
+    ] == [("alice", "sandbox.request", "sandbox", str(mine.number), "vision", "queued")]
     assert rows[0]["created_at"].endswith("Z")
 
 
