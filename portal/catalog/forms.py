@@ -12,6 +12,8 @@ from portal.core.errors import DomainError
 
 
 class SizingForm(forms.Form):
+    mark_required = True  # labels say which fields cannot be left out
+
     dtype = forms.ChoiceField(label="Precision")
     context = forms.IntegerField(label="Context (tokens)")
     concurrency = forms.IntegerField(label="Concurrent sequences")

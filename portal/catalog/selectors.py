@@ -81,7 +81,7 @@ def sizing_request(
     if request.context < 1:
         fields["context"] = ["At least 1 token."]
     elif entry.max_context and request.context > entry.max_context:
-        fields["context"] = [f"At most {entry.max_context} tokens for {entry.name}."]
+        fields["context"] = [f"At most {entry.max_context:,} tokens for {entry.name}."]
     if not 1 <= request.concurrency <= MAX_CONCURRENCY:
         fields["concurrency"] = [f"From 1 to {MAX_CONCURRENCY} concurrent sequences."]
     if fields:

@@ -21,7 +21,7 @@ from portal.core.selectors import one_visible
 from portal.deployments.models import Serving
 from portal.fleet.models import Allocation, GpuType
 from portal.fleet.placement import FleetState, NoFit
-from portal.fleet.selectors import gpu_snapshot, price_per_hour
+from portal.fleet.selectors import gpu_snapshot, price_per_hour, share_rule_text
 from portal.fleet.services import placement_request
 from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
@@ -306,6 +306,7 @@ class DeployEstimate(PolicyEstimate):
     replicas: int
     lifetime_hours: Decimal
     capacity_free_now: bool = False
+    quota_rule: str = ""  # how quota counts, with the chosen slice as its example
 
     @property
     def fit_what(self) -> str:
@@ -355,6 +356,7 @@ def deploy_estimate(
         auto_approved=decision.auto_approved,
         why_needed=decision.why_needed,
         capacity_free_now=replicas_fit_now(gpu_type=gpu_type, fit=fit, replicas=replicas),
+        quota_rule=share_rule_text(shape, per_replica=True),
     )
 
 

@@ -74,7 +74,7 @@ def _choose_fit(
         if not mig_profile and fit.mig_profile is None:
             if count is None or count == fit.gpus:
                 return fit
-            if count > fit.gpus and count in entry.shape().tensor_parallel_sizes:
+            if count > fit.gpus and count in entry.shape().tensor_parallel_sizes():
                 return replace(fit, gpus=count)
     fewest = next((f for f in sizing.fits if f.gpu_type == gpu_type and f.mig_profile is None), None)
     if mig_profile:

@@ -124,6 +124,8 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
                 form.add_service_errors(error)
             else:
                 return redirect(workload)
+        elif not request.POST.get("save_preset"):
+            form.require_name()
     else:
         initial, prefilled_from, preset_problem = _prefill(request)
         form = _deploy_form(request, prefill=initial)

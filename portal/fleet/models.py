@@ -236,6 +236,22 @@ class Node(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def mig_config_words(self) -> tuple[str, str]:
+        """The cluster's MIG layout state in words, and how it reads: "good", "warn" or ""."""
+        return MIG_CONFIG_WORDS.get(
+            self.mig_config_state, (f"MIG layout: {self.mig_config_state.replace('-', ' ')}", "")
+        )
+
+
+# nvidia.com/mig.config.state as the fleet page says it
+MIG_CONFIG_WORDS = {
+    "success": ("MIG layout applied", "good"),
+    "pending": ("MIG layout being applied", "warn"),
+    "rebooting": ("MIG layout: node rebooting", "warn"),
+    "failed": ("MIG layout failed", "warn"),
+}
+
 
 class Gpu(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")

@@ -471,10 +471,13 @@ def slice_share(shape: ProfileShape) -> tuple[int, int]:
     return shape.compute_slices, COMPUTE_SLICES
 
 
-def share_rule_text() -> str:
-    """The configured slice share rule in words, as the request form states it."""
+def share_rule_text(shape: ProfileShape | None = None, *, per_replica: bool = False) -> str:
+    """The configured slice share rule in words, as the request form states it; its example is
+    the slice `shape` when one is chosen, else a 1g.10gb (`per_replica`: a deployment's)."""
+    name, compute, slots = (shape.name, shape.compute_slices, shape.size) if shape else ("1g.10gb", 1, 1)
     if settings.PORTAL_MIG_SHARE_RULE == "memory":
-        rule, example = f"its memory slots / {MEMORY_SLOTS}", f"a 1g.10gb is 1/{MEMORY_SLOTS}"
+        rule, example = f"its memory slots / {MEMORY_SLOTS}", f"a {name} is {slots}/{MEMORY_SLOTS}"
     else:
-        rule, example = f"its compute slices / {COMPUTE_SLICES}", f"a 1g.10gb is 1/{COMPUTE_SLICES}"
-    return f"Quota is counted in GPU equivalents: a whole GPU is 1, a MIG slice {rule} ({example})."
+        rule, example = f"its compute slices / {COMPUTE_SLICES}", f"a {name} is {compute}/{COMPUTE_SLICES}"
+    each = ", for every replica" if per_replica else ""
+    return f"Quota is counted in GPU equivalents: a whole GPU is 1, a MIG slice {rule} ({example}){each}."

@@ -56,18 +56,22 @@ class SandboxRequestForm(ServiceForm):
     gpu_mode = radio_field(
         label="GPU share", choices=[("whole", "Whole GPUs"), ("mig", "One MIG slice")], initial="whole"
     )
+    # Needed only for whole GPUs (a slice has no count), so checked in clean(); marked required.
     count = forms.IntegerField(
         label="Number of GPUs", required=False, initial=1, widget=number_input({"min": "1"})
     )
+    count.shown_required = True
     mig_profile = forms.ChoiceField(label="MIG profile", required=False)
     lifetime_mode = radio_field(
         label="Lifetime",
         choices=[("hours", "For a number of hours"), ("until", "Until a time")],
         initial="hours",
     )
+    # Needed only for a lifetime in hours (not with an end time), so checked in clean(); marked required.
     ttl_hours = forms.DecimalField(
         label="Hours", required=False, initial=8, widget=number_input({"min": "0", "step": "any"})
     )
+    ttl_hours.shown_required = True
     expires_at = forms.DateTimeField(
         label="Expires at (UTC)",
         required=False,
@@ -145,6 +149,8 @@ class SandboxRequestForm(ServiceForm):
         data = super().clean()
         if data.get("gpu_mode") == "mig" and not data.get("mig_profile") and "mig_profile" not in self.errors:
             self.add_error("mig_profile", "Choose a MIG profile.")
+        elif data.get("gpu_mode") != "mig" and data.get("count") is None and "count" not in self.errors:
+            self.add_error("count", "Give the number of GPUs (1 or more).")
         if data.get("lifetime_mode") == "until":
             if data.get("expires_at") is None and "expires_at" not in self.errors:
                 self.add_error("expires_at", "Pick the time it should end.")

@@ -19,6 +19,7 @@ from portal.fleet.selectors import current_prices, storage_price
 from portal.sandboxes.gate import sandbox_app_url
 from portal.sandboxes.models import Dataset, Home, KubeAccess
 from portal.workloads.models import (
+    END_STATES,
     LIVE_STATES,
     Approval,
     Image,
@@ -297,8 +298,12 @@ def sandbox_home_note(sandbox: Workload) -> str:
     home = Home.objects.filter(user_id=sandbox.owner_id).exclude(state=Home.State.DELETED).first()
     if home is not None and home.attached_to_id == sandbox.pk:
         return f"{sandbox.owner.username}'s home volume ({home.size_gb} GB), kept when the sandbox ends"
+    if sandbox.never_placed:
+        return "none: the sandbox never ran"
     if sandbox.state in (WorkloadState.PENDING_APPROVAL, WorkloadState.QUEUED, WorkloadState.PROVISIONING):
         return "the owner's home volume, unless another sandbox of theirs holds it when this one starts"
+    if sandbox.state in END_STATES:
+        return f"a scratch volume ({sandbox.storage_gb} GB), gone with the sandbox"
     return f"a scratch volume ({sandbox.storage_gb} GB) that goes with the sandbox"
 
 

@@ -8,7 +8,7 @@ from typing import ClassVar
 from django import forms
 
 from portal.core.errors import DomainError
-from portal.workloads.services.resolve import NAME_MAX, START_MAX_AHEAD, START_MIN_AHEAD
+from portal.workloads.services.resolve import NAME_MAX, NAME_RE, NAME_RULE, START_MAX_AHEAD, START_MIN_AHEAD
 
 
 def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, str]) -> None:
@@ -33,6 +33,13 @@ class ServiceForm(forms.Form):
 
     def add_service_errors(self, error: DomainError) -> None:
         add_service_errors(self, error, self.service_fields)
+
+    def require_name(self) -> None:
+        """A submitted request needs its name (the live estimate does without): say what is wrong
+        with it beside the other fields' errors at once, not only once those are put right."""
+        name = (self.data.get("name") or "").strip()
+        if "name" in self.fields and "name" not in self.errors and not NAME_RE.match(name):
+            self.add_error("name", NAME_RULE)
 
     def labelled_errors(self) -> list[tuple[str, str]]:
         """(field label, message) of every error, form-wide ones with an empty label."""

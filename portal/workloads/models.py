@@ -321,6 +321,12 @@ class Workload(models.Model):
         return self.scaling_from is not None and self.state == WorkloadState.PROVISIONING
 
     @property
+    def never_placed(self) -> bool:
+        """It ended before it was placed on a GPU (rejected, withdrawn, or ended while it waited):
+        it never ran, held nothing and was billed nothing."""
+        return self.state in END_STATES and self.started_at is None and not self.node_name
+
+    @property
     def shown_state(self) -> str:
         """The state its pages and the API show: running while a running deployment is rescaled."""
         return WorkloadState.RUNNING if self.is_scaling else self.state

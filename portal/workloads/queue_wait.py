@@ -23,6 +23,7 @@ from math import ceil
 from django.db.models import Count
 from django.utils import timezone
 
+from portal.core.text import seconds_words
 from portal.fleet.geometry import MEMORY_SLOTS
 from portal.fleet.models import Gpu, GpuType
 from portal.workloads.models import Workload, WorkloadState
@@ -45,10 +46,7 @@ class QueueWait:
             return "unknown"
         if self.seconds < 60:
             return "under a minute"
-        minutes = ceil(self.seconds / 60)
-        if minutes < 120:
-            return f"about {minutes} minute{'s' if minutes != 1 else ''}"
-        return f"about {round(minutes / 60)} hours"
+        return f"about {seconds_words(self.seconds)}"  # "about 40 minutes", "about 1 h 56 min"
 
 
 def _units(row: dict, models: dict[int, object]) -> int:

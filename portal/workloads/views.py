@@ -161,10 +161,10 @@ def form_prefill(
         if again:
             number = int(again)
             body = request_body(workload_id_for(user=request.user, kind=kind, number=number))
-            return initial_from_body(body), f"The settings of {kind} #{number}; change what you like.", ""
+            return initial_from_body(body), f"the settings of {kind} #{number}; change what you like.", ""
         if preset:
             chosen = preset_get_for(user=request.user, preset_id=int(preset), kind=kind)
-            source = f"Preset {chosen.name} ({chosen.scope})."
+            source = f"preset {chosen.name} ({chosen.scope})."
             try:
                 preset_body_for_use(user=request.user, preset=chosen)
             except DomainError as error:

@@ -61,6 +61,7 @@
   // Cost over time: the running total (a line) and each hour's cost (steps), and the same figures
   // as rows of the table beside it, for screen readers and for anyone who wants the numbers.
   function drawCost(element, points) {
+    const nothing = element.getAttribute("data-empty") || "Nothing billed yet.";
     const rows = element.parentElement.querySelector("[data-cost-rows]");
     if (rows) {
       rows.replaceChildren.apply(rows, points.slice().reverse().map(function (p) {
@@ -73,10 +74,26 @@
         });
         return tr;
       }));
-      if (!points.length) rows.innerHTML = '<tr><td colspan="3" class="muted">Nothing billed yet.</td></tr>';
+      if (!points.length) {
+        const tr = document.createElement("tr");
+        const td = document.createElement("td");
+        td.colSpan = 3;
+        td.className = "muted";
+        td.textContent = nothing;
+        tr.appendChild(td);
+        rows.replaceChildren(tr);
+      }
     }
-    if (!points.length || typeof uPlot === "undefined") return;
     const empty = element.querySelector(".chart-empty");
+    // what is true for its state: "Nothing billed yet." while it lives, "Nothing was billed." after
+    if (!points.length) {
+      if (empty) empty.textContent = nothing;
+      return;
+    }
+    if (typeof uPlot === "undefined") {
+      if (empty) empty.textContent = "The figures are in the table below.";
+      return;
+    }
     if (empty) empty.remove();
     const times = points.map(function (p) { return Date.parse(p.at) / 1000; });
     // the axis spans the data's own times (uPlot widens a single time far beyond it): a few hours at least

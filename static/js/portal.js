@@ -50,7 +50,7 @@
   }, true);
 
   // <span data-countdown-until="ISO time" data-countdown-done="ending">: the last hour before a
-  // workload's expiry, ticking as mm:ss; at the deadline it says what happens next. htmx swaps
+  // workload's expiry, ticking as "1 min 01 s"; at the deadline it says what happens next. htmx swaps
   // in fresh spans as the page refreshes, so each tick finds them anew.
   function tickCountdowns() {
     const now = Date.now();
@@ -63,9 +63,12 @@
         span.classList.add("ending");
         return;
       }
+      // "in 1 min 01 s", "in 42 s": never "01:01", which reads as hours and minutes
       const minutes = Math.floor(left / 60);
       const seconds = left % 60;
-      span.textContent = "in " + String(minutes).padStart(2, "0") + ":" + String(seconds).padStart(2, "0");
+      span.textContent = minutes > 0
+        ? "in " + minutes + " min " + String(seconds).padStart(2, "0") + " s"
+        : "in " + seconds + " s";
     });
   }
   tickCountdowns();
@@ -103,6 +106,39 @@
     });
     if (typing || typed) event.preventDefault();
   });
+
+  // <div data-marks-form="form id" data-invalid-fields="name ..." data-alert="id">, swapped in by
+  // htmx beside a form it does not replace (the catalog's sizing): the named fields are marked
+  // invalid (the error style, aria-invalid, described by the alert), the others cleared, as a full
+  // page marks them.
+  function markInvalid() {
+    document.querySelectorAll("[data-marks-form]").forEach(function (box) {
+      const form = document.getElementById(box.getAttribute("data-marks-form"));
+      if (!form) return;
+      const invalid = (box.getAttribute("data-invalid-fields") || "").split(" ").filter(Boolean);
+      const alert = box.getAttribute("data-alert") || "";
+      form.querySelectorAll(".field").forEach(function (field) {
+        const input = field.querySelector("input[name], select[name], textarea[name]");
+        if (!input) return;
+        const bad = invalid.indexOf(input.name) !== -1;
+        const described = (input.getAttribute("aria-describedby") || "").split(" ").filter(function (id) {
+          return id && id !== alert;
+        });
+        field.classList.toggle("has-error", bad);
+        if (bad) {
+          input.setAttribute("aria-invalid", "true");
+          if (alert) described.push(alert);
+        } else {
+          input.removeAttribute("aria-invalid");
+          field.querySelectorAll(".field-error").forEach(function (error) { error.remove(); });
+        }
+        if (described.length) input.setAttribute("aria-describedby", described.join(" "));
+        else input.removeAttribute("aria-describedby");
+      });
+    });
+  }
+  markInvalid();
+  document.addEventListener("htmx:afterSettle", markInvalid);
 
   // Close the user menu when clicking elsewhere.
   document.addEventListener("click", function (event) {

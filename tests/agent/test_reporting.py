@@ -170,7 +170,7 @@ def test_the_simulated_cluster_reports_like_agents_so_the_page_has_a_chart(
     with time_machine.travel(now, tick=False):  # the board reads the minute before `now`
         board = ops.get("/fleet/").content.decode()
     assert board.count('<span class="reading" title="the node agent\'s last minute">') == 8  # the whole GPUs
-    assert "0 % · 0/81920 MB" in board  # an idle one, as read
+    assert "0 % · 0/81,920 MB" in board  # an idle one, as read
 
 
 def test_a_deployments_replicas_have_their_series_and_page_chart(

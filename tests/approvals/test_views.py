@@ -116,3 +116,14 @@ def test_the_inbox_queries_stay_bounded(lead_client, researcher, team, h100, dja
         response = lead_client.get("/approvals/")
 
     assert response.content.decode().count('value="approve"') == 30
+
+
+def test_a_researcher_who_leads_no_team_keeps_the_link_to_follow_their_own_requests(
+    researcher_client, lead_client, fleet, pending
+):
+    page = researcher_client.get("/approvals/").content.decode()
+    assert 'href="/approvals/"' in page  # the nav link: the page lists her requests and their decisions
+    assert "Your requests over your team&#x27;s auto-approval line" in page or (
+        "Your requests over your team's auto-approval line" in page
+    )
+    assert "Your requests over" not in lead_client.get("/approvals/").content.decode()

@@ -16,7 +16,7 @@ MODEL = "/catalog/llama-3.1-8b-instruct/"
 @pytest.mark.parametrize(
     ("context", "message"),
     [
-        ("200000", "At most 131072 tokens"),
+        ("200000", "At most 131,072 tokens"),
         ("0", "Context (tokens):"),
     ],
 )
@@ -50,3 +50,14 @@ def test_the_sizing_form_lets_the_server_judge_out_of_range_values(web, catalog,
     assert form is not None
     assert "novalidate" in form.group(0)
     assert 'max="131072"' in html  # the hint is still there for the browser's spinner
+
+
+def test_the_error_box_names_the_fields_to_mark_invalid(web, catalog, big_fleet):
+    bad = web.get(f"{MODEL}?dtype=bf16&context=200000&concurrency=8", **HX).content.decode()
+    assert 'data-marks-form="sizing-form"' in bad and 'data-invalid-fields="context "' in bad
+    assert 'id="sizing-errors"' in bad
+    good = web.get(f"{MODEL}?dtype=bf16&context=8192&concurrency=8", **HX).content.decode()
+    assert 'data-invalid-fields=""' in good
+    page = web.get(f"{MODEL}?dtype=bf16&context=200000&concurrency=8").content.decode()
+    context_input = re.search(r'<input[^>]*name="context"[^>]*>', page).group(0)
+    assert 'aria-invalid="true"' in context_input  # a full page marks it as it renders

@@ -100,7 +100,7 @@ def test_tensor_parallel_is_capped_by_the_biggest_node_of_a_type(catalog, h100):
     ("params", "field", "message"),
     [
         ({"dtype": "int8"}, "dtype", "comes in bf16, fp16, fp8, awq-int4, gptq-int4, not 'int8'"),
-        ({"context": 131073}, "context", "At most 131072 tokens"),
+        ({"context": 131073}, "context", "At most 131,072 tokens"),
         ({"context": 0}, "context", "At least 1 token"),
         ({"concurrency": 0}, "concurrency", "From 1 to 1024"),
         ({"concurrency": 1025}, "concurrency", "From 1 to 1024"),

@@ -99,7 +99,7 @@ def test_bad_inputs_show_the_rules_instead_of_a_table(web, catalog, fleet):
     response = web.get("/catalog/gemma-2-9b-it/?dtype=bf16&context=9000&concurrency=0", **HX)
     assert response.status_code == 200
     html = response.content.decode()
-    assert "At most 8192 tokens for Gemma 2 9B IT." in html
+    assert "At most 8,192 tokens for Gemma 2 9B IT." in html
     assert "From 1 to 1024 concurrent sequences." in html
     assert response.context["sizing"] is None
 
@@ -131,3 +131,18 @@ def test_pages_cost_the_same_queries_for_more_models_and_gpu_types(
             web.get(path)
         with django_assert_max_num_queries(18):
             web.get(path, **HX)
+
+
+def test_token_counts_read_with_thousands_separators(web, catalog, big_fleet):
+    listed = web.get("/catalog/").content.decode()
+    assert ">131,072<" in listed and ">131072<" not in listed
+    sizing = {"dtype": "bf16", "context": "32768", "concurrency": "1"}
+    page = web.get("/catalog/llama-3.1-8b-instruct/", sizing).content.decode()
+    assert "131,072 tokens" in page
+    assert "32,768 tokens \u00d7" in page
+
+
+def test_the_sizing_fields_say_they_are_required(web, catalog, big_fleet):
+    page = web.get("/catalog/llama-3.1-8b-instruct/").content.decode()
+    context_label = page.split('for="id_context"')[1].split("</label>")[0]
+    assert '<span class="required-mark">(required)</span>' in context_label

@@ -123,7 +123,7 @@ def test_bad_sizing_and_names_show_next_to_their_fields(alice, fleet, catalog):
     data = {**LLAMA_8B_ON_H100, "name": "Not A Name!", "context": "999999", "replicas": "0"}
     page = alice.post("/deployments/new/", data).content.decode()
 
-    assert "At most 131072 tokens" in field_html(page, "context")
+    assert "At most 131,072 tokens" in field_html(page, "context")
     assert "greater than or equal to 1" in field_html(page, "replicas")
     assert not Workload.objects.exists()
 
@@ -293,3 +293,36 @@ def test_the_list_takes_the_same_queries_for_many_deployments(
     with django_assert_max_num_queries(len(few.captured_queries)):
         page = alice.get("/deployments/", **HTMX).content.decode()
     assert page.count('id="deployment-row-') == 8
+
+
+def test_the_estimate_counts_quota_with_the_chosen_slice_as_its_example(alice, fleet, catalog):
+    small = {
+        **LLAMA_8B_ON_H100,
+        "model": "qwen2.5-0.5b-instruct",
+        "sized_model": "qwen2.5-0.5b-instruct",
+        "context": "4096",
+        "concurrency": "1",
+        "gpu": "h100-80gb/1g.10gb",
+    }
+    page = alice.get("/deployments/new/estimate/", small, **HTMX).content.decode()
+    assert "1 replica of 1g.10gb" in page
+    assert "(a 1g.10gb is 1/7), for every replica." in page
+    assert "3g.40gb is 3/7" not in page
+    assert page.count("Quota is counted in GPU equivalents") == 1
+
+
+def test_a_pending_deployment_says_extending_applies_at_once_in_good_grammar(
+    alice, researcher, fleet, catalog, run_jobs
+):
+    workload = deployed(run_jobs, researcher, gpu_type="h100-80gb", count=4, ttl_hours=48)
+    assert workload.state == WorkloadState.PENDING_APPROVAL
+    page = alice.get(f"/deployments/{workload.number}/").content.decode()
+    assert "Extending applies at once within the team's policy" in page
+    assert "Extending apply" not in page
+
+
+def test_a_blank_name_is_said_beside_the_other_errors_at_once(alice, fleet, catalog):
+    page = alice.post("/deployments/new/", {**LLAMA_8B_ON_H100, "name": "", "ttl_hours": ""}).content.decode()
+    assert "This field is required." in field_html(page, "ttl_hours")
+    assert "lowercase letters, digits and hyphens" in field_html(page, "name")
+    assert not Workload.objects.exists()

@@ -152,3 +152,30 @@ def test_a_node_whose_gpus_carry_different_layouts_cannot_be_taken_over(admin_us
 
     assert "carry different layouts, and the cluster reports slices per node" in page
     assert not Node.objects.get(pk=node.pk).mig_managed
+
+
+def test_gpu_memory_readings_read_with_thousands_separators(admin_client, fleet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from portal.fleet.models import Gpu, GpuMinute
+
+    gpu = Gpu.objects.filter(node=fleet["whole"]).order_by("index").first()
+    minute = (timezone.now() - timedelta(minutes=1)).replace(second=0, microsecond=0)
+    GpuMinute.objects.create(
+        gpu=gpu, device=gpu.uuid, minute=minute, samples=1, utilization_sum=50, utilization_samples=1,
+        memory_used_mb_max=57344, memory_total_mb=81920,
+    )  # fmt: skip
+    page = admin_client.get("/fleet/").content.decode()
+    assert "57,344/81,920 MB" in page
+
+
+def test_the_clusters_mig_layout_state_reads_in_words(admin_client, fleet):
+    from portal.fleet.models import Node
+
+    Node.objects.filter(pk=fleet["mig"].pk).update(mig_config_state="success")
+    Node.objects.filter(pk=fleet["whole"].pk).update(mig_config_state="failed")
+    page = admin_client.get("/fleet/").content.decode()
+    assert ">MIG layout applied</span>" in page and ">MIG success<" not in page
+    assert 'class="tag warn" title="nvidia.com/mig.config.state: failed">MIG layout failed<' in page

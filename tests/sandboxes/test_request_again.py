@@ -87,7 +87,7 @@ def test_the_request_form_opens_filled_with_a_sandbox_settings(
     assert 'value="whole-2"' in html
     assert 'name="cpu" value="12"' in html
     assert 'name="count" value="2"' in html
-    assert f"The settings of sandbox #{sandbox.number}" in html
+    assert f"Filled in from: the settings of sandbox #{sandbox.number}" in html
 
 
 def test_the_detail_page_offers_request_again_even_once_ended(

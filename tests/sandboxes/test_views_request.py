@@ -154,3 +154,41 @@ def test_mig_profiles_follow_the_chosen_gpu_type_and_refresh_the_estimate(resear
     assert 'value="1g.5gb"' in page and 'value="3g.20gb"' in page
     assert "1g.10gb+me" not in page
     assert response["HX-Trigger-After-Swap"] == "estimate-refresh"
+
+
+def test_the_quota_rule_is_said_once_by_the_form_not_again_by_the_estimate(researcher_client, fleet):
+    page = researcher_client.get("/sandboxes/new/").content.decode()
+    estimate = researcher_client.get("/sandboxes/estimate/", SLICE, **HTMX).content.decode()
+
+    assert page.count("Quota is counted in GPU equivalents") == 1
+    assert 'id="estimate-hourly"' in estimate
+    assert "Quota is counted in GPU equivalents" not in estimate
+
+
+def test_hours_and_gpu_count_are_marked_required_like_the_other_required_fields(researcher_client, fleet):
+    page = researcher_client.get("/sandboxes/new/").content.decode()
+    for name in ("name", "count", "ttl_hours"):
+        assert '<span class="required-mark">(required)</span>' in field_html(page, name), name
+
+
+def test_a_blank_gpu_count_is_refused_not_taken_as_one(researcher_client, researcher, fleet):
+    whole = {**SLICE, "gpu_mode": "whole", "count": "", "mig_profile": ""}
+    page = researcher_client.post("/sandboxes/new/", whole).content.decode()
+    assert "Give the number of GPUs (1 or more)." in field_html(page, "count")
+    assert not Workload.objects.filter(owner=researcher).exists()
+
+
+def test_a_blank_name_and_blank_hours_are_both_said_at_once(researcher_client, researcher, fleet):
+    page = researcher_client.post("/sandboxes/new/", {**SLICE, "name": "", "ttl_hours": ""}).content.decode()
+    assert "Give the number of hours it should live." in field_html(page, "ttl_hours")
+    assert "lowercase letters, digits and hyphens" in field_html(page, "name")
+    assert 'class="field-error"' in field_html(page, "name")
+
+
+def test_a_scheduled_estimate_names_the_team_not_its_slug(researcher_client, fleet):
+    start = (timezone.now() + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
+    page = researcher_client.get(
+        "/sandboxes/estimate/", {**SLICE, "start_at": start}, **HTMX
+    ).content.decode()
+    assert "of Vision&#x27;s quota" in page or "of Vision's quota" in page
+    assert "vision&#x27;s quota" not in page and "vision's quota" not in page

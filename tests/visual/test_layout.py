@@ -127,3 +127,117 @@ def test_the_fleet_page_draws_clusters_and_mig_tiles_whole(
         )
         assert cut == [], f"cut at {width}px: {cut}"
         assert "1g.10gb" in profiles.all_text_contents()
+
+
+TABLE_OVERFLOW = "[...document.querySelectorAll('.table-wrap')].filter(w => w.scrollWidth > w.clientWidth).map(w => `${w.id}: ${w.scrollWidth}/${w.clientWidth}`)"
+
+
+def test_a_leads_workload_lists_fit_a_desktop_page_without_sideways_scrolling(
+    live_server, transactional_db, browser_page, fleet, researcher, lead
+):
+    from portal.catalog.demo import catalog_seed
+    from portal.fleet.models import Gpu
+    from tests.rows import make_deployment, make_sandbox
+
+    catalog_seed()
+    gpus = list(Gpu.objects.filter(node=fleet["whole"]).order_by("index"))
+    team = lead.memberships.get().team
+    make_sandbox(
+        owner=researcher,
+        team=team,
+        gpu=gpus[0],
+        name="vision-notebook-with-a-rather-long-name",
+        project="image-segmentation-2026-spring",
+    )
+    make_sandbox(owner=lead, team=team, gpu_type=gpus[0].gpu_type, state="queued")
+    for index, owner in enumerate((researcher, lead), start=1):
+        make_deployment(
+            owner=owner,
+            team=team,
+            gpu=gpus[index],
+            name=f"llama-8b-serving-for-the-team-{index}",
+            access=f"https://llama-8b-serving-for-the-team-{index}-vision.apps.gpu-portal.example.com/",
+        )
+    page = browser_page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    sign_in_as(page, live_server, "bob")
+    for path in ("/?scope=team", "/deployments/?scope=team"):
+        page.goto(f"{live_server.url}{path}")
+        page.locator(".table-wrap table").wait_for()
+        assert page.evaluate(TABLE_OVERFLOW) == [], path
+        per_hour = page.locator("tbody tr [data-label='Per hour']").first.bounding_box()
+        assert per_hour["x"] + per_hour["width"] <= 1280, path  # the last column is on screen
+    page.set_viewport_size(PHONE)
+    page.reload()
+    assert page.evaluate(NO_SIDEWAYS_SCROLL)
+
+
+CONTRAST = """els => els.map(el => {
+  const rgb = s => s.match(/\\d+(\\.\\d+)?/g).slice(0, 3).map(Number).map(v => v / 255)
+    .map(c => c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4));
+  const lum = s => { const [r, g, b] = rgb(s); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const style = getComputedStyle(el);
+  const [hi, lo] = [lum(style.color), lum(style.backgroundColor)].sort((a, b) => b - a);
+  return [el.textContent.trim(), (hi + 0.05) / (lo + 0.05)];
+})"""
+
+
+def test_in_dark_mode_the_fleet_tags_are_readable(
+    live_server, transactional_db, browser_page, fleet, admin_user
+):
+    from portal.fleet.models import Node
+
+    Node.objects.filter(pk=fleet["mig"].pk).update(mig_config_state="success")
+    page = browser_page
+    page.emulate_media(color_scheme="dark")
+    sign_in_as(page, live_server, "admin")
+    page.goto(f"{live_server.url}/fleet/")
+    tags = page.locator(".node-head .tag").evaluate_all(CONTRAST)
+    assert any(text == "MIG layout applied" for text, _ in tags)
+    low = [(text, round(ratio, 2)) for text, ratio in tags if ratio < 4.5]
+    assert low == [], low
+
+
+def test_on_a_phone_the_sandbox_events_and_the_audit_log_are_cards_not_wide_tables(
+    live_server, transactional_db, browser_page, fleet, researcher, lead, slice_request
+):
+    from portal.audit.services import audit_record
+    from portal.workloads.models import WorkloadInsight
+
+    sandbox = sandbox_request(user=researcher, **slice_request)
+    WorkloadInsight.objects.create(
+        workload=sandbox,
+        read_at=sandbox.created_at,
+        events=[
+            {
+                "at": "2026-12-01T13:00:05Z",
+                "type": "Warning",
+                "reason": "FailedScheduling",
+                "object": "pod/sbx-1-mig-small-notebook-0-with-a-long-generated-suffix",
+                "message": "0/2 nodes are available: 2 Insufficient nvidia.com/mig-1g.10gb. "
+                "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+            }
+        ],
+    )
+    audit_record(
+        actor=researcher,
+        action="sandbox.extend",
+        obj=sandbox,
+        team=sandbox.team,
+        detail="+30 minutes, expires 2026-12-01 13:30 UTC; a detail long enough to need more than one line",
+    )
+    page = browser_page
+    page.set_viewport_size(PHONE)
+    sign_in_as_alice(page, live_server)
+    page.goto(f"{live_server.url}/sandboxes/{sandbox.number}/")
+    page.locator("#sandbox-events").wait_for()
+    assert page.evaluate(NO_SIDEWAYS_SCROLL)
+    assert page.evaluate(TABLE_OVERFLOW) == []
+    assert page.locator("#sandbox-events thead").is_hidden()  # stacked: each event a card
+    page.context.clear_cookies()
+    sign_in_as(page, live_server, "bob")
+    page.goto(f"{live_server.url}/audit/")
+    page.locator("table.audit").wait_for()
+    assert page.evaluate(NO_SIDEWAYS_SCROLL)
+    assert page.evaluate(TABLE_OVERFLOW) == []
+    assert page.locator("table.audit [data-label='Action']").first.is_visible()

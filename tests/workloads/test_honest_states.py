@@ -152,7 +152,9 @@ def test_the_last_hour_is_a_countdown_the_browser_ticks():
     now = timezone.now()
     soon = expiry_countdown(now + timedelta(minutes=42, seconds=10, milliseconds=500))
     assert 'data-countdown-until="' in soon and 'data-countdown-done="ending"' in soon
-    assert "in 42:10" in soon
+    assert "in 42 min 10 s" in soon  # never "42:10", which reads as a time of day
+    assert "in 1 min 01 s" in expiry_countdown(now + timedelta(minutes=1, seconds=1, milliseconds=500))
+    assert "in 9 s" in expiry_countdown(now + timedelta(seconds=9, milliseconds=500))
     assert "data-countdown-until" not in expiry_countdown(now + timedelta(hours=2))
     assert "ending" in expiry_countdown(now - timedelta(seconds=3))
     rendered = Template("{% load workload_time %}{% expiry_countdown when %}").render(

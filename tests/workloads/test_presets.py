@@ -58,7 +58,7 @@ def test_others_get_404_for_a_personal_preset(fleet, alice, bob):
 def test_the_form_opens_filled_from_a_preset(fleet, alice, researcher_client):
     preset_id = _save(alice).json()["id"]
     html = researcher_client.get(f"/sandboxes/new/?preset={preset_id}").content.decode()
-    assert "Filled in from: Preset small (personal)" in html
+    assert "Filled in from: preset small (personal)" in html
     assert 'name="cpu" value="4"' in html
     assert re.search(r'<input[^>]*value="mig"[^>]*checked', html)
     assert re.search(r'<option value="1g.10gb" selected', html)
@@ -104,3 +104,14 @@ def test_the_presets_page_lists_and_deletes(fleet, alice, researcher_client):
     assert f"/sandboxes/new/?preset={preset_id}" in page
     researcher_client.post(f"/presets/{preset_id}/delete/")
     assert not Preset.objects.exists()
+
+
+def test_the_preset_choice_starts_empty_and_shows_the_one_used(fleet, alice, researcher_client):
+    preset_id = _save(alice).json()["id"]
+    blank = researcher_client.get("/sandboxes/new/").content.decode()
+    picker = blank.split('id="preset-choice"')[1].split("</select>")[0]
+    assert '<option value="">—</option>' in picker
+    assert " selected" not in picker  # no preset looks chosen on a fresh form
+    filled = researcher_client.get(f"/sandboxes/new/?preset={preset_id}").content.decode()
+    picker = filled.split('id="preset-choice"')[1].split("</select>")[0]
+    assert f'<option value="{preset_id}" selected>' in picker

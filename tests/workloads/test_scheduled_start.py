@@ -134,4 +134,4 @@ def test_the_form_estimate_shows_what_is_reserved_and_when_it_starts(fleet, rese
     assert panel.status_code == 200
     html = panel.content.decode()
     assert f"starts {start:%Y-%m-%d %H:%M} UTC" in html
-    assert "reserves 1 of vision's quota (GPU equivalents)" in html
+    assert "reserves 1 of Vision's quota (GPU equivalents)" in html

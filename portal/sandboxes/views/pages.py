@@ -106,6 +106,8 @@ def sandbox_new(request: HttpRequest) -> HttpResponse:
                 form.add_service_errors(error)
             else:
                 return redirect(sandbox)
+        else:
+            form.require_name()
         preset_problem = ""
     else:
         initial, prefilled_from, preset_problem = _prefill(request)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
@@ -19,6 +19,7 @@ from portal.accounts.selectors import can_manage, is_lead, team_leads
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
+from portal.core.text import hours_words
 from portal.fleet.selectors import capacity_free_now
 from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval, Workload, WorkloadState
@@ -45,7 +46,8 @@ class Estimate(PolicyEstimate):
     ends_at: datetime | None = None  # the end the request named, if it named one
     # A scheduled start: the quota is held from the request, and it is placed from this time.
     starts_at: datetime | None = None
-    team: str = ""
+    team: str = ""  # its slug
+    team_name: str = ""
 
 
 def workload_estimate(*, user: User, ask: WorkloadAsk, now: datetime | None = None) -> Estimate:
@@ -70,6 +72,7 @@ def workload_estimate(*, user: User, ask: WorkloadAsk, now: datetime | None = No
         ends_at=resolved.expires_at,
         starts_at=resolved.start_at,
         team=resolved.team.slug,
+        team_name=resolved.team.name,
     )
 
 
@@ -153,8 +156,8 @@ def _create(
         obj=workload,
         team=team,
         to_state=state,
-        detail=f"{workload.gpu_label} for {resolved.lifetime_hours.quantize(Decimal('0.01')).normalize():f} h"
-        + (f", from {resolved.start_at.isoformat(timespec='minutes')}" if resolved.start_at else ""),
+        detail=f"{workload.gpu_label} for {hours_words(resolved.lifetime_hours)}"
+        + (f", from {resolved.start_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if resolved.start_at else ""),
     )
     if before_placing is not None:
         before_placing(workload)
@@ -289,11 +292,11 @@ def workload_extend(
         action=f"{workload.kind}.extend_requested",
         obj=workload,
         team=team,
-        detail=f"+{extra} h",
+        detail=f"+{hours_words(extra)}",
     )
     tell_deciders(
         approval=approval,
-        message=f"{user.username} asks to extend {workload.name} by {extra.normalize():f} h. {why}",
+        message=f"{user.username} asks to extend {workload.name} by {hours_words(extra)}. {why}",
     )
     return workload
 
@@ -313,7 +316,7 @@ def workload_apply_extension(*, workload: Workload, actor: User | None, hours: D
         action=f"{workload.kind}.extend",
         obj=workload,
         team=workload.team,
-        detail=f"+{hours.normalize():f} h, {when}",
+        detail=f"+{hours_words(hours)}, {when}",
     )
     workload.expires_at = new_expiry
     workload.ttl_hours = ttl_hours
@@ -391,7 +394,7 @@ def workload_extension_withdraw(
         action=f"{workload.kind}.extend_withdrawn",
         obj=workload,
         team=workload.team,
-        detail=f"+{pending[0].extend_hours.normalize():f} h withdrawn" if pending[0].extend_hours else "",
+        detail=f"+{hours_words(pending[0].extend_hours)} withdrawn" if pending[0].extend_hours else "",
     )
     _close_withdrawn(pending, actor=user, now=now)
     return workload

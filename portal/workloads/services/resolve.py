@@ -23,6 +23,9 @@ from portal.workloads.policy import request_share, share_hourly_cost, within_max
 
 NAME_MAX = 40  # a workload's name goes into cluster object names
 NAME_RE = re.compile(rf"^[a-z0-9]([a-z0-9-]{{0,{NAME_MAX - 2}}}[a-z0-9])?$")
+NAME_RULE = (
+    f"Use 1-{NAME_MAX} lowercase letters, digits and hyphens, starting and ending with a letter or digit."
+)
 MIN_LEAD_TIME = timedelta(minutes=1)
 # A scheduled start is at least this far ahead (sooner: request it now) and at most this far.
 START_MIN_AHEAD = timedelta(minutes=5)
@@ -194,9 +197,7 @@ def resolve_request(
     if not check_name:
         pass
     elif not NAME_RE.match(name):
-        errors["name"] = [
-            "Use 1-40 lowercase letters, digits and hyphens, starting and ending with a letter or digit."
-        ]
+        errors["name"] = [NAME_RULE]
     elif Workload.objects.filter(owner=user, kind=kind, name=name, state__in=LIVE_STATES).exists():
         errors["name"] = [f"You already have a live {kind} called {name!r}."]
 

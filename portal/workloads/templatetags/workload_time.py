@@ -4,12 +4,15 @@ countdown (static/js/portal.js reads its data-* attributes)."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince, timeuntil
+
+from portal.core import text
 
 register = template.Library()
 
@@ -39,15 +42,25 @@ def ago_words(value: datetime | None) -> str:
     return f"{timesince(value)} ago"
 
 
-def mm_ss(left: timedelta) -> str:
+def min_s(left: timedelta) -> str:
+    """ "59 min 05 s", "1 min 01 s", "42 s": minutes and seconds that cannot be read as a time of day
+    (static/js/portal.js writes the same)."""
     seconds = max(0, int(left.total_seconds()))
-    return f"{seconds // 60:02d}:{seconds % 60:02d}"
+    if seconds < 60:
+        return f"{seconds} s"
+    return f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+@register.filter
+def hours_words(value: Decimal | float | int | None) -> str:
+    """A lifetime given in hours: "2 minutes", "30 minutes", "1 h", "1 h 30 min", "48 h"."""
+    return text.hours_words(value)
 
 
 @register.simple_tag
 def expiry_countdown(value: datetime | None) -> str:
-    """When it expires, in words; within the last hour a countdown (mm:ss) that ticks in the
-    browser and says "ending" at the deadline."""
+    """When it expires, in words; within the last hour a countdown ("in 1 min 01 s") that ticks in
+    the browser and says "ending" at the deadline."""
     if value is None:
         return ""
     left = value - timezone.now()
@@ -57,7 +70,7 @@ def expiry_countdown(value: datetime | None) -> str:
         return format_html(
             '<span class="countdown" data-countdown-until="{}" data-countdown-done="ending">in {}</span>',
             value.isoformat(),
-            mm_ss(left),
+            min_s(left),
         )
     return in_words(value)
 
