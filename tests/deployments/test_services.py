@@ -55,6 +55,13 @@ def test_deploy_on_one_whole_h100_is_approved_by_policy(run_jobs, fleet, catalog
     assert {"Deployment", "Service", "ResourceQuota"} <= kinds
 
 
+def test_more_gpus_than_the_model_needs_are_given_as_asked_when_they_split_it_evenly(
+    fleet, catalog, researcher
+):
+    workload = deploy(researcher, gpu_type="h100-80gb", count=2)  # fits one; two split its heads
+    assert workload.gpu_count == 2 and workload.mig_profile == ""
+
+
 def test_a_gpu_the_model_does_not_fit_is_refused_with_what_it_needs(fleet, catalog, researcher):
     with pytest.raises(ValidationFailed) as refused:
         deploy(researcher, name="big", model="llama-3.1-70b-instruct", gpu_type="h100-80gb", count=2)
