@@ -172,6 +172,24 @@ def test_a_leads_workload_lists_fit_a_desktop_page_without_sideways_scrolling(
     assert page.evaluate(NO_SIDEWAYS_SCROLL)
 
 
+def test_at_1280_px_an_admins_menu_search_and_user_menu_keep_to_one_row(
+    live_server, transactional_db, browser_page, admin_user
+):
+    admin_user.first_name, admin_user.last_name = "Platform", "Admin"  # as the demo's admin
+    admin_user.save()
+    page = browser_page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    sign_in_as(page, live_server, admin_user.username)
+    page.goto(f"{live_server.url}/fleet/")
+    tops = page.evaluate(
+        "[...document.querySelectorAll('.nav-links a, .nav-search input, .user-menu summary')]"
+        ".map(el => Math.round(el.getBoundingClientRect().top + el.getBoundingClientRect().height / 2))"
+    )
+    assert len(tops) >= 11  # nine links, the search box, the user menu
+    assert max(tops) - min(tops) <= 4, tops  # one row
+    assert page.locator(".topbar").bounding_box()["height"] <= 60
+
+
 CONTRAST = """els => els.map(el => {
   const rgb = s => s.match(/\\d+(\\.\\d+)?/g).slice(0, 3).map(Number).map(v => v / 255)
     .map(c => c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4));
