@@ -68,6 +68,7 @@ class Level(models.IntegerChoices):
     USER = 3, "team and user"
     FINE = 4, "team, user, GPU type (or storage) and workload"
     PROJECT = 5, "team, user and project label (or storage)"
+    TEAM_PROJECT = 6, "team and project label (or storage)"
 
 
 class SpendPeriod(models.Model):

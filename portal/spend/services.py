@@ -4,10 +4,10 @@ Why: a report used to read every hold of its range into Python (a team's month-t
 million holds took 14 s, the spend API over 30 days 83 s), and the month-to-date figure is on the
 path of every request, extension and approval (the budget check).
 
-What: the workers sum closed time into roll-up rows (`SpendRollup`) per UTC day, at five levels:
+What: the workers sum closed time into roll-up rows (`SpendRollup`) per UTC day, at six levels:
 team; team and kind (a GPU type, or storage); team and user; team, user, kind and workload; team,
-user and the workload's project label (storage apart; read from the workloads when the day is
-rolled, see `portal.spend.totals`). Today is rolled too, up to a few minutes ago, every
+user and the workload's project label, and team and project label (storage apart; read from the
+workloads when the day is rolled, see `portal.spend.totals`). Today is rolled too, up to a few minutes ago, every
 TODAY_EVERY. Days are summed into blocks of 2, 4 ... 256 days aligned since 1970 (all levels but
 the fine one), so any run of whole days is a handful of periods: a year by team reads about 16 rows a team, by user 16 a user, whatever the number of holds
 (`periods.make_plan` picks them). Whatever no fresh period covers, the partial-day edges of a range
@@ -102,8 +102,9 @@ LEVEL_KEYS = {
     Level.USER: ("team", "user"),
     Level.FINE: CANONICAL,
     Level.PROJECT: ("team", "user", "project", "storage"),
+    Level.TEAM_PROJECT: ("team", "project", "storage"),
 }
-BLOCK_LEVELS = (Level.TEAM, Level.TEAM_KIND, Level.USER, Level.PROJECT)
+BLOCK_LEVELS = (Level.TEAM, Level.TEAM_KIND, Level.USER, Level.PROJECT, Level.TEAM_PROJECT)
 # A day is rolled whole this long after it has closed (holds and readings written in transactions
 # that began before its end have committed by then); today (and yesterday until then) is rolled
 # up to a few minutes ago, again every TODAY_EVERY.

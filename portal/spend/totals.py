@@ -1,10 +1,10 @@
 """Spend over any range, by any key: roll-up rows for the fresh periods the range covers, and the
 holds (in SQL) for the rest. Unrounded; reports round to cents.
 
-By project: the project label belongs to the workload, so the roll-ups keep a level of its own
-(team, user and project label, storage apart; summed into blocks like the other coarse levels):
-a year by project reads some 16 rows a project and user, whatever the number of holds or
-workloads. The label is read when a day is rolled (it is set when a workload is requested and
+By project: the project label belongs to the workload, so the roll-ups keep two levels of their
+own (team and project label, and team, user and project label; storage apart; summed into blocks
+like the other coarse levels): a year by project reads some 16 rows a team and project, whatever
+the number of holds, workloads or users. The label is read when a day is rolled (it is set when a workload is requested and
 never changes). The live stretches are costed from the holds by kind and workload, and each
 workload is given its label in one more query. A hold of no workload, or of a workload without a
 label, counts under "" (no project); storage under STORAGE ("storage" is not a valid label)."""
@@ -36,7 +36,7 @@ def level_for(keys: set[str]) -> Level:
     if "project" in keys:
         if not keys <= {"team", "user", "project"}:
             raise ValueError(f"no roll-up level has {sorted(keys)}")
-        return Level.PROJECT
+        return Level.TEAM_PROJECT if "user" not in keys else Level.PROJECT
     if keys <= {"team"}:
         return Level.TEAM
     if keys <= {"team", "kind"}:

@@ -4,13 +4,17 @@ holds of no workload or of unlabelled workloads under "(no project)", storage ap
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 from decimal import Decimal
+from types import SimpleNamespace
 
 import pytest
+from django.apps import apps as django_apps
+from django.db import connection
 from hypothesis import HealthCheck, given, settings
 
-from portal.fleet.models import Allocation, Gpu
+from portal.fleet.models import Allocation, Gpu, StorageHold
 from portal.spend import selectors
 from portal.spend.models import Level, Span, SpendPeriod, SpendRollup
 from portal.spend.services import spend_rollup_due
@@ -90,6 +94,9 @@ def test_the_project_level_is_rolled_and_summed_into_blocks(people, admin_user):
     rows = SpendRollup.objects.filter(level=Level.PROJECT)
     assert set(rows.values_list("project", flat=True)) == {"llm-eval", ""}
     assert rows.exclude(span=Span.DAY).exists()  # blocks too
+    by_team = SpendRollup.objects.filter(level=Level.TEAM_PROJECT)
+    assert set(by_team.values_list("project", "user_id")) == {("llm-eval", None), ("", None)}
+    assert by_team.exclude(span=Span.DAY).exists()
     got = selectors.spend_grouped(user=admin_user, group_by="project", start=BASE, end=NOW, now=NOW)
     assert [(r.key, r.cost) for r in got] == [
         ("(no project)", Decimal("384.00")),
@@ -115,6 +122,52 @@ def test_a_stale_roll_up_makes_every_period_roll_again_for_the_project_level(peo
     spend_rollup_due(now=NOW, days_per_run=100)
 
     assert SpendRollup.objects.filter(level=Level.PROJECT, project="llm-eval").exists()
+
+
+def _rows(level: Level) -> set[tuple]:
+    return set(
+        SpendRollup.objects.filter(level=level).values_list(
+            "span", "start", "team_id", "user_id", "storage", "project", "cost", "gpu_hours", "idle_cost"
+        )
+    )
+
+
+def test_migration_0007_sums_the_team_and_project_rows_the_roll_up_would_write(people):
+    """Periods rolled before the team-and-project level existed get its rows from the level with
+    users, equal to the unit to those a roll-up writes, with no period rolled again."""
+    _clear()
+    _load_labelled(people)
+    spend_rollup_due(now=NOW, days_per_run=100)
+    rolled = _rows(Level.TEAM_PROJECT)
+    assert len(rolled) > 4
+    SpendRollup.objects.filter(level=Level.TEAM_PROJECT).delete()
+    periods = set(SpendPeriod.objects.values_list("span", "start", "rolled_at"))
+
+    fill = importlib.import_module("portal.spend.migrations.0007_team_project_level").fill
+    fill(django_apps, SimpleNamespace(connection=connection))
+    fill(django_apps, SimpleNamespace(connection=connection))  # again: the same rows, not twice
+
+    assert _rows(Level.TEAM_PROJECT) == rolled
+    assert set(SpendPeriod.objects.values_list("span", "start", "rolled_at")) == periods
+
+
+def _load_labelled(people) -> None:
+    """Two teams' holds over 9 days, of two labels and none, and a storage hold."""
+    for n, (holder, team) in enumerate(people["holders"]):
+        gpu = people["gpus"][n]
+        for m, label in enumerate(("llm-eval", "vision-train", "")):
+            workload = make_sandbox(owner=holder, team=team, gpu_type=gpu.gpu_type, project=label)
+            start = BASE + timedelta(hours=7 * n + 13 * m, minutes=17)
+            Allocation.objects.create(
+                gpu=gpu, workload=workload, team=team, user=holder, gpu_type=gpu.gpu_type, share_numerator=1,
+                share_denominator=7 if m == 1 else 1, price_per_hour=Decimal("3.1700"), started_at=start,
+                ended_at=start + timedelta(days=3 + m, minutes=n), released_at=start + timedelta(days=3 + m),
+            )  # fmt: skip
+    holder, team = people["holders"][0]
+    StorageHold.objects.create(
+        team=team, user=holder, what="home of a researcher", size_gb=120, price_per_gb_month=Decimal("0.1000"),
+        started_at=BASE, ended_at=BASE + timedelta(days=9),
+    )  # fmt: skip
 
 
 def test_the_spend_page_and_the_api_group_by_project(people, admin_user, client_for):
