@@ -357,14 +357,18 @@ SELECT {names} {storage_flag} SUM(cost), SUM(hours), SUM(idle), SUM(bad) FROM pa
 """
 _PG_IDLE = """UNION ALL
   SELECT {held_keys} false, 0, 0, SUM(x.price_per_hour * x.share_numerator * x.per_share * i.seconds), 0
-  FROM held x CROSS JOIN LATERAL (  -- counted hold by hold: one row a hold to multiply, not one a minute
+  FROM (  -- no minute to look for outside the minutes kept (two index probes, not one a hold)
+    SELECT * FROM held WHERE held_to > held_from
+      AND held_to > (SELECT MIN(minute) FROM fleet_gpuminute)
+      AND held_from < (SELECT MAX(minute) FROM fleet_gpuminute) + INTERVAL '1 minute'
+  ) x CROSS JOIN LATERAL (  -- counted hold by hold: one row a hold to multiply, not one a minute
     SELECT SUM(EXTRACT(EPOCH FROM LEAST(m.minute + INTERVAL '1 minute', x.held_to) - GREATEST(m.minute, x.held_from)))
            AS seconds FROM fleet_gpuminute m
     WHERE m.gpu_id = x.gpu_id AND m.minute > x.held_from - INTERVAL '1 minute' AND m.minute < x.held_to
       AND m.utilization_samples > 0
       AND m.utilization_sum / m.utilization_samples < x.threshold AND COALESCE(m.mig_start, -1) = x.slice_start
   ) i
-  WHERE x.held_to > x.held_from AND i.seconds > 0
+  WHERE i.seconds > 0
   GROUP BY {held_group}"""
 _PG_STORAGE = """UNION ALL
   SELECT {storage_keys} true,

@@ -219,3 +219,28 @@ def test_a_minute_read_idle_counts_only_the_part_of_it_held(
         user=admin_user, group_by=group_by, now=T0 + timedelta(minutes=2, seconds=30), **window
     )
     assert row.cost == row.idle_cost == Decimal("0.21")  # 110 s
+
+
+@pytest.mark.parametrize("group_by", ["team", "workload"])
+def test_idle_counts_at_the_first_and_last_minute_kept_and_nothing_beyond(
+    fleet, h100, team, researcher, admin_user, group_by
+):
+    """Only 10:02 to 10:05 were read (all idle) for a hold from 10:00 to 10:10: a stretch that
+    reaches half into the first or the last minute kept counts that half; one wholly before or
+    after the minutes kept counts no idle time."""
+    from portal.fleet.models import GpuMinute
+
+    allocation = hold(user=researcher, team=team, gpu_type=h100, hours=10 / 60, start=T0)
+    for n in (2, 3, 4):
+        GpuMinute.objects.create(gpu=allocation.gpu, device=allocation.gpu.uuid, minute=T0 + timedelta(minutes=n),
+                                 samples=1, utilization_sum=0, utilization_samples=1)  # fmt: skip
+    at = lambda minutes, seconds=0: T0 + timedelta(minutes=minutes, seconds=seconds)  # noqa: E731
+    for (start, end), idle in {
+        (at(0), at(2, 30)): Decimal("0.06"),  # 30 s of the first minute kept at $6.88/h
+        (at(4, 30), at(10)): Decimal("0.06"),  # 30 s of the last
+        (at(0), at(10)): Decimal("0.34"),  # 180 s
+        (at(0), at(2)): Decimal("0.00"),
+        (at(5), at(10)): Decimal("0.00"),
+    }.items():
+        (row,) = spend_grouped(user=admin_user, group_by=group_by, start=start, end=end)
+        assert row.idle_cost == idle, (start, end)
