@@ -300,6 +300,13 @@ def _runs_sql(column: str, starts: list[datetime], span: str, params: dict, name
     return " OR ".join(parts) or "FALSE"
 
 
+def _array(values) -> str:
+    """Numbers as a PostgreSQL array literal, for a `::bigint[]` or `::numeric[]` cast: thousands of
+    them are written in a few milliseconds this way, where binding each element takes tens (a
+    Decimal's str is its exact value, which numeric reads as it is)."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
 def _top_pg(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[tuple[int, Amount]]:
     """`_top` in one statement (PostgreSQL): no workload of the edges is read into Python."""
     days = plan.rolled_days
@@ -312,12 +319,12 @@ def _top_pg(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[
     scope_w, more = scope.holds_sql("w")
     params.update(more)
     params.update(
-        live_ids=ids,
-        live_cost=[live[w].cost for w in ids],
-        live_hours=[live[w].gpu_hours for w in ids],
-        live_idle=[live[w].idle_cost for w in ids],
+        live_ids=_array(ids),
+        live_cost=_array(live[w].cost for w in ids),
+        live_hours=_array(live[w].gpu_hours for w in ids),
+        live_idle=_array(live[w].idle_cost for w in ids),
         fine=Level.FINE,
-        across=sorted(across),
+        across=_array(sorted(across)),
         first=first,
         stop=stop,
         limit=limit,
