@@ -22,7 +22,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import BooleanField, Q, Sum
+from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
 from portal.spend.holds import STORAGE, Amount
@@ -37,9 +37,8 @@ DAY_SPAN_SQL = "daterange(spend_workloadspend.first_day, spend_workloadspend.las
 
 def _chunks(ids: list):
     """`ids` in lists short enough for one statement's parameters (SQLite allows few)."""
-    size = 20_000 if connection.vendor == "postgresql" else 500
-    for at in range(0, len(ids), size):
-        yield ids[at : at + size]
+    for at in range(0, len(ids), 500):
+        yield ids[at : at + 500]
 
 
 def _straddling(*, first: date, end: date, scope_q: Q | None) -> set[int]:
@@ -87,7 +86,7 @@ def _add_rows(found: dict[int, Amount], rows) -> None:
 
 
 def _day_rows(*, workload_ids: set[int], days: list[datetime], scope_q: Q | None) -> dict[int, Amount]:
-    """Per workload, the sum of its fine rows on these days (added up in SQL on PostgreSQL)."""
+    """Per workload, the sum of its fine rows on these days."""
     found: dict[int, Amount] = {}
     if not days or not workload_ids:
         return found
@@ -98,14 +97,7 @@ def _day_rows(*, workload_ids: set[int], days: list[datetime], scope_q: Q | None
         rows = SpendRollup.objects.filter(level=Level.FINE, span=Span.DAY, workload_id__in=chunk).filter(when)
         if scope_q is not None:
             rows = rows.filter(scope_q)
-        if connection.vendor == "postgresql":
-            rows = rows.values("workload_id").annotate(c=Sum("cost"), h=Sum("gpu_hours"), i=Sum("idle_cost"))
-            rows = rows.order_by().values_list("workload_id", "c", "h", "i")
-        else:
-            rows = rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost")
-        with connection.cursor() as cursor:
-            cursor.execute(*rows.query.sql_with_params())
-            _add_rows(found, cursor.fetchall())
+        _add_rows(found, rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost"))
     return found
 
 
@@ -123,52 +115,22 @@ def _totals_inside(*, workload_ids: set[int], first: date, end: date, scope_q: Q
 def _largest_inside(
     *, first: date, end: date, scope_q: Q | None, skip: set[int], limit: int
 ) -> dict[int, Amount]:
-    """The `limit` largest totals of workloads whose rolled days lie in [first, end), not in `skip`."""
-    rows = WorkloadSpend.objects.filter(first_day__gte=first, last_day__lt=end).order_by(
-        "-cost", "workload_id"
-    )
+    """The `limit` largest totals of workloads whose rolled days lie in [first, end), not in `skip`,
+    each workload's rows (one per team and user) added up. SQLite keeps units as text, which sorts
+    as text, so every total is read and ranked here (the embedded database's fleets are small)."""
+    rows = WorkloadSpend.objects.filter(first_day__gte=first, last_day__lt=end)
     if scope_q is not None:
         rows = rows.filter(scope_q)
-    found: dict[int, Amount] = {}
-    if connection.vendor != "postgresql":  # SQLite keeps units as text, which sorts as text
-        every = sorted(
-            rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost"),
-            key=lambda r: (-Decimal(r[1]), r[0]),
-        )
-        for workload_id, cost, hours, idle in every:
-            if workload_id not in skip and len(found) < limit:
-                found[workload_id] = Amount(cost=cost, gpu_hours=hours, idle_cost=idle)
-        return found
-    if skip:  # one array parameter, however many (PostgreSQL hashes it)
-        rows = rows.filter(
-            RawSQL(
-                "NOT (spend_workloadspend.workload_id = ANY(%s))",
-                (sorted(skip),),
-                output_field=BooleanField(),
-            )
-        )
-    if (end - first).days <= GIST_DAYS:
-        # A few days hold few workloads: found through the GiST index and sorted. Over more days
-        # the cost index, read in order, reaches `limit` of them long before it would finish.
-        rows = rows.filter(
-            RawSQL(  # noqa: S611 (constant SQL, the days are bound parameters)
-                f"{DAY_SPAN_SQL} <@ daterange(%s, %s, '[)')", (first, end), output_field=BooleanField()
-            )
-        )
-    offset = 0
-    while len(found) < limit:  # a workload has one row per team and user: nearly always one
-        page = list(
-            rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost")[offset : offset + limit]
-        )
-        for workload_id, cost, hours, idle in page:
-            if workload_id in found or len(found) < limit:
-                found.setdefault(workload_id, Amount()).add(
-                    Amount(cost=cost, gpu_hours=hours, idle_cost=idle)
-                )
-        if len(page) < limit:
-            break
-        offset += len(page)
-    return found
+    every: dict[int, Amount] = {}
+    _add_rows(
+        every,
+        (
+            row
+            for row in rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost")
+            if row[0] not in skip
+        ),
+    )
+    return dict(_ranked(every, limit))
 
 
 def workload_spend(
@@ -225,7 +187,7 @@ def _ranked(candidates: dict[int, Amount], limit: int) -> list[tuple[int, Amount
 
 
 def _top(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[tuple[int, Amount]]:
-    """The `limit` workloads that cost most over the plan, exactly: their rolled days (totals or
+    """SQLite: the `limit` workloads that cost most over the plan, exactly: their rolled days (totals or
     day rows), the hours rolled at the range's edges and their `live` part."""
     recent = dict(live)  # its amounts are this report's own: added to in place
     # Hours rolled at the range's edges count like live time: not in the workloads' totals.
@@ -330,7 +292,9 @@ def _top_pg(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[
         limit=limit,
     )
     within = ""
-    if days and (stop - first).days <= GIST_DAYS:  # see _largest_inside
+    if days and (stop - first).days <= GIST_DAYS:
+        # A few days hold few workloads: found through the GiST index and sorted. Over more days
+        # the cost index, read in order, reaches `limit` of them long before it would finish.
         within = (
             f"AND {DAY_SPAN_SQL.replace('spend_workloadspend', 'w')} <@ daterange(%(first)s, %(stop)s, '[)')"
         )
@@ -357,4 +321,9 @@ def _top_pg(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[
         if len(totals) < rows or len(inside) == limit:  # all read, or `limit` found
             break
         rows *= 4
+    # All the rows of each, not only those read: one taken under two users has two. (A workload
+    # none of whose rows was read could still add up to more than the smallest found; no path of
+    # the portal moves a workload to another team or user, so that takes an import or an edit.)
+    if inside:
+        inside = _totals_inside(workload_ids=set(inside), first=first, end=stop, scope_q=scope.holds_q())
     return _ranked({**inside, **exact}, limit)

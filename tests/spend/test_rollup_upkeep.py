@@ -210,6 +210,32 @@ def test_the_workload_report_names_the_largest_and_sums_the_rest(gpus, team, res
     assert reference.as_tuples(rows, labels=False) == reference.as_tuples(want, labels=False)
 
 
+def test_a_workload_held_under_two_users_is_ranked_on_all_its_time(gpus, team, researcher, lead, admin_user):
+    """A sandbox whose holds were taken under two users has a total for each: the workload report
+    ranks and costs it on both, however many smaller workloads lie between its two totals."""
+    shared, *small = [make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(10)]
+    make_hold(gpu=gpus[0], user=researcher, team=team, workload=shared, started_at=day(2), ended_at=day(3, 3))
+    make_hold(gpu=gpus[0], user=lead, team=team, workload=shared, started_at=day(4), ended_at=day(4, 1))
+    for n, box in enumerate(small):
+        make_hold(
+            gpu=gpus[1 + n % 5],
+            user=researcher,
+            team=team,
+            workload=box,
+            started_at=day(5 + n),
+            ended_at=day(5 + n, 2),
+        )
+    spend_rollup_due(now=NOW, days_per_run=100)
+    assert WorkloadSpend.objects.filter(workload=shared).count() == 2
+
+    for limit in (1, 3):
+        rows = selectors.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **MONTH)
+        assert rows[0].key == f"sandbox-{shared.number}"
+        assert rows[0].cost == Decimal("6.88") * 28  # 27 h under one user, 1 h under the other
+        want = reference.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **MONTH)
+        assert reference.as_tuples(rows, labels=False) == reference.as_tuples(want, labels=False)
+
+
 def test_rebuilding_twice_writes_the_same_rows_and_resumes_where_it_stopped(
     gpus, team, researcher, admin_user
 ):
