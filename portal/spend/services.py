@@ -6,9 +6,9 @@ path of every request, extension and approval (the budget check).
 
 What: the workers sum closed time into roll-up rows (`SpendRollup`) per UTC day, at six levels:
 team; team and kind (a GPU type, or storage); team and user; team, user, kind and workload; team,
-user and the workload's project label, and team and project label (storage apart; read from the
-workloads when the day is rolled, see `portal.spend.totals`). Today is rolled too, up to a few minutes ago, every
-TODAY_EVERY. Days are summed into blocks of 2, 4 ... 256 days aligned since 1970 (all levels but
+user and the workload's project label; and team and project label (storage apart; read from the
+workloads when the day is rolled, see `portal.spend.totals`). Today is rolled too, up to a few
+minutes ago, every TODAY_EVERY. Days are summed into blocks of 2, 4 ... 256 days aligned since 1970 (all levels but
 the fine one), so any run of whole days is a handful of periods: a year by team reads about 16 rows a team, by user 16 a user, whatever the number of holds
 (`periods.make_plan` picks them). Whatever no fresh period covers, the partial-day edges of a range
 and the minutes since today's roll-up, is costed from the holds in SQL (`holds.spend_by_key`); on

@@ -4,9 +4,9 @@ holds (in SQL) for the rest. Unrounded; reports round to cents.
 By project: the project label belongs to the workload, so the roll-ups keep two levels of their
 own (team and project label, and team, user and project label; storage apart; summed into blocks
 like the other coarse levels): a year by project reads some 16 rows a team and project, whatever
-the number of holds, workloads or users. The label is read when a day is rolled (it is set when a workload is requested and
-never changes). The live stretches are costed from the holds by kind and workload, and each
-workload is given its label in one more query. A hold of no workload, or of a workload without a
+the number of holds, workloads or users. The label is read when a day is rolled (it is set when
+a workload is requested and never changes). The live stretches are costed from the holds by kind
+and workload, and each workload is given its label in one more query. A hold of no workload, or of a workload without a
 label, counts under "" (no project); storage under STORAGE ("storage" is not a valid label)."""
 
 from __future__ import annotations
