@@ -101,14 +101,20 @@ def _day_rows(*, workload_ids: set[int], days: list[datetime], scope_q: Q | None
     return found
 
 
+def _inside(*, first: date, end: date, scope_q: Q | None):
+    """The totals (`WorkloadSpend` rows) within the scope whose rolled days lie in [first, end), as
+    (workload id, cost, GPU-hours, idle cost)."""
+    rows = WorkloadSpend.objects.filter(first_day__gte=first, last_day__lt=end)
+    if scope_q is not None:
+        rows = rows.filter(scope_q)
+    return rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost")
+
+
 def _totals_inside(*, workload_ids: set[int], first: date, end: date, scope_q: Q | None) -> dict[int, Amount]:
     """Of these workloads, those whose rolled days lie in [first, end): their totals."""
     found: dict[int, Amount] = {}
     for chunk in _chunks(sorted(workload_ids)):
-        rows = WorkloadSpend.objects.filter(workload_id__in=chunk, first_day__gte=first, last_day__lt=end)
-        if scope_q is not None:
-            rows = rows.filter(scope_q)
-        _add_rows(found, rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost"))
+        _add_rows(found, _inside(first=first, end=end, scope_q=scope_q).filter(workload_id__in=chunk))
     return found
 
 
@@ -118,18 +124,8 @@ def _largest_inside(
     """The `limit` largest totals of workloads whose rolled days lie in [first, end), not in `skip`,
     each workload's rows (one per team and user) added up. SQLite keeps units as text, which sorts
     as text, so every total is read and ranked here (the embedded database's fleets are small)."""
-    rows = WorkloadSpend.objects.filter(first_day__gte=first, last_day__lt=end)
-    if scope_q is not None:
-        rows = rows.filter(scope_q)
     every: dict[int, Amount] = {}
-    _add_rows(
-        every,
-        (
-            row
-            for row in rows.values_list("workload_id", "cost", "gpu_hours", "idle_cost")
-            if row[0] not in skip
-        ),
-    )
+    _add_rows(every, (row for row in _inside(first=first, end=end, scope_q=scope_q) if row[0] not in skip))
     return dict(_ranked(every, limit))
 
 

@@ -41,7 +41,7 @@ def fill(apps, schema_editor):
                 cost=cost,
                 gpu_hours=hours,
                 idle_cost=idle,
-            )  # fmt: skip
+            )
             for (span, start, team, storage, project), (cost, hours, idle) in sums.items()
         ],
         batch_size=500,
