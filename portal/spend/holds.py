@@ -44,6 +44,9 @@ from portal.spend.cost import EXACT, HOURS_PER_MONTH, SHARES_BASE, ZERO, from_un
 
 STORAGE_DENOMINATOR = int(HOURS_PER_MONTH)
 MINUTE = timedelta(minutes=1)  # the span of one telemetry reading (GpuMinute)
+# Up to this long a stretch's idle time is counted by device, beyond it hold by hold (PostgreSQL):
+# at 10 M holds and 1,600 GPUs the two cost the same at 4 to 8 hours (bench/spend.py, README).
+BY_DEVICE_UP_TO = timedelta(hours=4)
 
 STORAGE = "storage"  # the kind of a storage hold, beside GPU type ids
 KEY_FIELDS = {"team": "team_id", "user": "user_id", "kind": "gpu_type_id", "workload": "workload_id"}
@@ -317,15 +320,16 @@ def storage_sums(
 
 
 # The holds of the stretch, once (MATERIALIZED); the time they held, the minutes the agents read
-# idle (counted per hold through the (gpu, minute) index) and storage, in exact units (cost.SHARES_BASE:
-# every share denominator divides it, which `bad` checks), added up by key in the database.
+# idle (counted by device over a short stretch, hold by hold over a long one) and storage, in exact
+# units (cost.SHARES_BASE: every share denominator divides it, which `bad` checks), added up by key
+# in the database.
 _PG_SPEND = """
 WITH held AS MATERIALIZED (
   SELECT y.*, GREATEST(y.started_at, %(start)s) AS held_from,
          LEAST(COALESCE(y.ended_at, LEAST(%(now)s, COALESCE(y.expires_at, %(now)s))), %(end)s) AS held_to,
          %(base)s / y.share_denominator AS per_share
   FROM (
-    SELECT a.team_id, a.user_id, a.gpu_type_id, a.workload_id, a.gpu_id, a.share_numerator, a.share_denominator,
+    SELECT a.id, a.team_id, a.user_id, a.gpu_type_id, a.workload_id, a.gpu_id, a.share_numerator, a.share_denominator,
            a.price_per_hour, a.started_at, a.ended_at, t.idle_threshold_percent AS threshold,
            COALESCE(s.start, -1) AS slice_start,
            CASE WHEN a.ended_at IS NULL  -- only an open hold's expiry matters: one index lookup each
@@ -342,7 +346,7 @@ WITH held AS MATERIALIZED (
     WHERE TRUE {allocation_scope}
     OFFSET 0  -- kept a subquery: each hold's expiry is looked up once, not once for each use
   ) y
-), parts ({names} storage, cost, hours, idle, bad) AS (
+){minutes}, parts ({names} storage, cost, hours, idle, bad) AS (
   SELECT {held_keys} false,
          SUM(x.price_per_hour * x.share_numerator * EXTRACT(EPOCH FROM x.held_to - x.held_from) * x.per_share),
          SUM(x.share_numerator * EXTRACT(EPOCH FROM x.held_to - x.held_from) * x.per_share), 0,
@@ -355,7 +359,8 @@ WITH held AS MATERIALIZED (
 SELECT {names} {storage_flag} SUM(cost), SUM(hours), SUM(idle), SUM(bad) FROM parts
 {group}
 """
-_PG_IDLE = """UNION ALL
+# Idle time over a long stretch, hold by hold: each one's minutes through the (gpu, minute) index.
+_PG_IDLE_BY_HOLD = """UNION ALL
   SELECT {held_keys} false, 0, 0, SUM(x.price_per_hour * x.share_numerator * x.per_share * i.seconds), 0
   FROM (  -- no minute to look for outside the minutes kept (two index probes, not one a hold)
     SELECT * FROM held WHERE held_to > held_from
@@ -370,6 +375,36 @@ _PG_IDLE = """UNION ALL
   ) i
   WHERE i.seconds > 0
   GROUP BY {held_group}"""
+# Idle time over a short stretch (an edge of a report, an hour): the stretch's idle minutes read
+# once, by the minute index, and summed per device; a hold over the whole stretch takes its
+# device's sum, and only those that start or end within it are matched to their minutes.
+_PG_IDLE_BY_DEVICE = """UNION ALL
+  SELECT {held_keys} false, 0, 0, SUM(x.rate * EXTRACT(EPOCH FROM x.idle)), 0
+  FROM (
+    -- a hold over the whole stretch: its device's idle time in the stretch, summed once a device
+    SELECT {held_keys} x.share_denominator, x.price_per_hour * x.share_numerator * x.per_share AS rate, d.idle
+    FROM held x JOIN device_idle d ON d.gpu_id = x.gpu_id AND d.device = x.slice_start AND d.threshold = x.threshold
+    WHERE x.held_from = %(start)s AND x.held_to = %(end)s
+    UNION ALL  -- one that starts or ends within it: its own minutes, its idle time summed as an interval
+    SELECT {held_keys} x.share_denominator, x.price_per_hour * x.share_numerator * x.per_share,
+           SUM(LEAST(m.minute + INTERVAL '1 minute', x.held_to) - GREATEST(m.minute, x.held_from))
+    FROM held x JOIN minutes m ON m.gpu_id = x.gpu_id AND m.device = x.slice_start
+     AND m.minute > x.held_from - INTERVAL '1 minute' AND m.minute < x.held_to AND m.utilization < x.threshold
+    WHERE x.held_to > x.held_from AND (x.held_from > %(start)s OR x.held_to < %(end)s)
+    GROUP BY x.id, {held_keys} x.share_denominator, x.price_per_hour, x.share_numerator, x.per_share
+  ) x
+  GROUP BY {held_group}"""
+_PG_IDLE_MINUTES = """, minutes AS MATERIALIZED (
+  SELECT m.gpu_id, COALESCE(m.mig_start, -1) AS device, m.minute, m.utilization_sum / m.utilization_samples AS utilization
+  FROM fleet_gpuminute m
+  WHERE m.minute > %(start)s::timestamptz - INTERVAL '1 minute' AND m.minute < %(end)s AND m.utilization_samples > 0
+    AND m.utilization_sum / m.utilization_samples < (SELECT MAX(threshold) FROM held)
+), device_idle AS (
+  SELECT m.gpu_id, m.device, t.threshold,
+         SUM(LEAST(m.minute + INTERVAL '1 minute', %(end)s) - GREATEST(m.minute, %(start)s)) AS idle
+  FROM minutes m JOIN (SELECT DISTINCT threshold FROM held) t ON m.utilization < t.threshold
+  GROUP BY m.gpu_id, m.device, t.threshold
+)"""
 _PG_STORAGE = """UNION ALL
   SELECT {storage_keys} true,
          SUM(h.price_per_gb_month * h.size_gb * %(storage_share)s * EXTRACT(EPOCH FROM
@@ -407,6 +442,7 @@ def _pg_spend(
     storage_keys = "".join(f"{stored.get(k, 'NULL::bigint')}, " for k in keys)
     storage_group = [stored[k] for k in keys if k in ("team", "user")]
     flagged = bool({"kind", "project"} & set(keys))  # storage is a kind and a project of its own
+    idle_sql = _PG_IDLE_BY_DEVICE if end - start <= BY_DEVICE_UP_TO else _PG_IDLE_BY_HOLD
     by = [f"k{n}" for n in range(len(keys))] + (["storage"] if flagged else [])
     sql = _PG_SPEND.format(
         span=CLOSED_SPAN_SQL,
@@ -414,7 +450,8 @@ def _pg_spend(
         names=names,
         held_keys=held_keys,
         held_group=held_group,
-        idle=_PG_IDLE.format(held_keys=held_keys, held_group=held_group) if idle else "",
+        idle=idle_sql.format(held_keys=held_keys, held_group=held_group) if idle else "",
+        minutes=_PG_IDLE_MINUTES if idle and idle_sql is _PG_IDLE_BY_DEVICE else "",
         storage=_PG_STORAGE.format(
             storage_keys=storage_keys,
             storage_scope=storage_scope,
