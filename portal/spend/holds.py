@@ -376,8 +376,9 @@ _PG_IDLE_BY_HOLD = """UNION ALL
   WHERE i.seconds > 0
   GROUP BY {held_group}"""
 # Idle time over a short stretch (an edge of a report, an hour): the stretch's idle minutes read
-# once, by the minute index, and summed per device; a hold over the whole stretch takes its
-# device's sum, and only those that start or end within it are matched to their minutes.
+# once, by the minute index, and summed per device and idle threshold; a hold over the whole
+# stretch takes its device's sum, and only those that start or end within it are matched to their
+# minutes.
 _PG_IDLE_BY_DEVICE = """UNION ALL
   SELECT {held_keys} false, 0, 0, SUM(x.rate * EXTRACT(EPOCH FROM x.idle)), 0
   FROM (
