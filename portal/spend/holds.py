@@ -44,8 +44,9 @@ from portal.spend.cost import EXACT, HOURS_PER_MONTH, SHARES_BASE, ZERO, from_un
 
 STORAGE_DENOMINATOR = int(HOURS_PER_MONTH)
 MINUTE = timedelta(minutes=1)  # the span of one telemetry reading (GpuMinute)
-# Up to this long a stretch's idle time is counted by device, beyond it hold by hold (PostgreSQL):
-# at 10 M holds and 1,600 GPUs the two cost the same at 4 to 8 hours (bench/spend.py, README).
+# Up to this long a stretch's idle time over the whole fleet is counted by device, beyond it (or
+# for some teams' holds) hold by hold (PostgreSQL): at 10 M holds and 1,600 GPUs the two cost the
+# same at 4 to 8 hours (bench/spend.py, README).
 BY_DEVICE_UP_TO = timedelta(hours=4)
 
 STORAGE = "storage"  # the kind of a storage hold, beside GPU type ids
@@ -443,7 +444,9 @@ def _pg_spend(
     storage_keys = "".join(f"{stored.get(k, 'NULL::bigint')}, " for k in keys)
     storage_group = [stored[k] for k in keys if k in ("team", "user")]
     flagged = bool({"kind", "project"} & set(keys))  # storage is a kind and a project of its own
-    idle_sql = _PG_IDLE_BY_DEVICE if end - start <= BY_DEVICE_UP_TO else _PG_IDLE_BY_HOLD
+    # By device only over every team's holds: a team's few would pay for the whole fleet's minutes.
+    whole_fleet = scope.team_ids is None and scope.team_id is None and scope.user_id is None
+    idle_sql = _PG_IDLE_BY_DEVICE if whole_fleet and end - start <= BY_DEVICE_UP_TO else _PG_IDLE_BY_HOLD
     by = [f"k{n}" for n in range(len(keys))] + (["storage"] if flagged else [])
     sql = _PG_SPEND.format(
         span=CLOSED_SPAN_SQL,

@@ -94,3 +94,15 @@ def test_idle_time_over_a_stretch_is_exact_whichever_way_it_is_counted(
     assert set(expected) == {researcher.pk, other_researcher.pk}
     assert {user: Fraction(found[(user,)].idle_cost) for user in expected} == expected
     assert all(0 < found[(user,)].idle_cost < found[(user,)].cost for user in expected)
+    # one team's holds alone (counted hold by hold, whatever the length): the same figure
+    mine = holds.spend_by_key(
+        start=start,
+        end=end,
+        now=now,
+        keys=("user",),
+        storage=False,
+        scope=holds.HoldScope(team_ids=frozenset({team.pk})),
+    )
+    assert {user: Fraction(amount.idle_cost) for (user,), amount in mine.items()} == {
+        researcher.pk: expected[researcher.pk]
+    }
