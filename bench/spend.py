@@ -16,10 +16,10 @@ dropped and built again after.
 
 Then it rolls up the year as `manage.py spend_rollup` does, runs the periodic roll-up once (today's
 hours), and times, as a platform admin: a team's month-to-date spend, the budget check of a request,
-and the spend report by user, team, GPU type, day, workload and project over 1, 30 and 365 days: ending
-now, in whole days (as the web form asks), and with an edge at 12:30 UTC (the worst time of day: half
-a day from midnight, half an hour from the hour). Finally it checks a sample of
-figures against the slow definition: every hold in Python, as spend was computed before roll-ups,
+and the spend report by user, team, GPU type, day, workload and project over 1, 30 and 365 days:
+ending now, in whole days (as the web form asks), with an edge at 12:30 UTC (half a day from
+midnight, half an hour from the hour), and between random seconds (a new range each run). Finally
+it checks a sample of figures against the slow definition: every hold in Python, as spend was computed before roll-ups,
 but in exact fractions.
 Targets: month-to-date under 20 ms, budget check under 10 ms more, any report under 200 ms.
 """
@@ -446,7 +446,23 @@ def measure(*, runs: int, seed: int) -> list[tuple[str, list[float]]]:
                 )
                 results.append((label, spent))
                 print(f"{label:40} {_figures(spent)}", file=sys.stderr)
+        for group in GROUPS:
+            # a new range each run, ends at any second: the end within the telemetry window (the
+            # last 36 hours), the start the range's length before it, give or take half a day
+            label = f"{group:8} {days:3} d, random edges"
+            spent = _timed(
+                lambda g=group, d=days: spend_grouped(user=admin, group_by=g, **_random_range(rng, now, d)),
+                runs,
+            )
+            results.append((label, spent))
+            print(f"{label:40} {_figures(spent)}", file=sys.stderr)
     return results
+
+
+def _random_range(rng: random.Random, now: datetime, days: int) -> dict[str, datetime]:
+    end = now - timedelta(seconds=rng.randrange(36 * 3600))
+    start = end - timedelta(days=days) + timedelta(seconds=rng.randrange(-12 * 3600, 12 * 3600))
+    return {"start": min(start, end - timedelta(hours=1)), "end": end}
 
 
 def _seconds(low: datetime, high: datetime) -> Fraction:
