@@ -242,11 +242,35 @@ WITH live (workload_id, cost, hours, idle) AS (
 (SELECT 'e', workload_id, cost, hours, idle FROM exact WHERE cost <> 0 OR hours <> 0 OR idle <> 0
  ORDER BY cost DESC, workload_id LIMIT %(limit)s)
 UNION ALL
-(SELECT 'i', w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
- WHERE {whole} AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w} {within}
-   AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.workload_id NOT IN (SELECT workload_id FROM recent)
- ORDER BY w.cost DESC, w.workload_id LIMIT %(rows)s)
+(SELECT 'i', * FROM ({largest}) largest ORDER BY cost DESC, workload_id LIMIT %(rows)s)
 """
+# The largest totals of one part of the scope (all of it, a team, or one's own rows in other
+# teams), read in cost order from the index for that part, until `rows` are found.
+_PG_LARGEST = """(SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
+ WHERE {whole} AND w.first_day >= %(first)s AND w.last_day < %(stop)s {part} {within}
+   AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.workload_id NOT IN (SELECT workload_id FROM recent)
+ ORDER BY w.cost DESC, w.workload_id LIMIT %(rows)s)"""
+
+_NONE_LARGEST = "SELECT NULL::bigint AS workload_id, 0::numeric AS cost, 0::numeric AS gpu_hours, 0::numeric AS idle_cost WHERE FALSE"
+
+
+def _largest_parts(scope: Scope, params: dict) -> list[str]:
+    """The scope as disjoint filters on `WorkloadSpend` (alias w), each answered by a cost index
+    in order: the whole fleet; each team in it (team, cost); one's own rows outside those teams
+    (user, cost). A lead's team filtered out of the fleet-wide order reads a row in sixty for one."""
+    only = "" if scope.team_id is None else " AND w.team_id = %(part_team)s"
+    params["part_team"] = scope.team_id
+    if scope.team_ids is None:
+        return [only]
+    teams = sorted(scope.team_ids if scope.team_id is None else scope.team_ids & {scope.team_id})
+    parts = []
+    for n, team_id in enumerate(teams):
+        params[f"part_team{n}"] = team_id
+        parts.append(f" AND w.team_id = %(part_team{n})s")
+    if scope.user_id is not None:
+        params["part_user"], params["part_teams"] = scope.user_id, sorted(scope.team_ids)
+        parts.append(f" AND w.user_id = %(part_user)s AND NOT (w.team_id = ANY(%(part_teams)s)){only}")
+    return parts
 
 
 def _runs_sql(column: str, starts: list[datetime], span: str, params: dict, name: str) -> str:
@@ -294,13 +318,17 @@ def _top_pg(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[
         within = (
             f"AND {DAY_SPAN_SQL.replace('spend_workloadspend', 'w')} <@ daterange(%(first)s, %(stop)s, '[)')"
         )
+    whole = "TRUE" if days else "FALSE"
+    largest = [
+        _PG_LARGEST.format(whole=whole, part=part, within=within) for part in _largest_parts(scope, params)
+    ]
     sql_args = {
         "hours": _runs_sql("r.start", plan.rolled.get(Span.HOUR, []), Span.HOUR, params, "h"),
         "days": _runs_sql("r.start", days, Span.DAY, params, "d"),
-        "whole": "TRUE" if days else "FALSE",
+        "whole": whole,
         "scope_r": scope_r,
         "scope_w": scope_w,
-        "within": within,
+        "largest": " UNION ALL ".join(largest) or _NONE_LARGEST,
     }
     rows = limit + 8  # a few more than needed: a workload with rows in two teams or users takes two
     while True:  # a workload has one total per team and user: nearly always one, so one round

@@ -10,14 +10,14 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db.models import F
+from django.db.models import F, Q
 
 from portal.fleet.models import Allocation, Gpu, StorageHold
 from portal.spend import selectors
 from portal.spend.models import Level, Span, SpendOpenHold, SpendPeriod, SpendRollup, WorkloadSpend
 from portal.spend.services import spend_changes_apply, spend_roll_day, spend_rollup_due
 from portal.spend.totals import Scope, plan_for
-from portal.workloads.models import WorkloadState
+from portal.workloads.models import Workload, WorkloadState
 from portal.workloads.services.sweep import workloads_expire_overdue
 from tests.rows import make_hold, make_sandbox
 from tests.spend import reference
@@ -234,6 +234,50 @@ def test_a_workload_held_under_two_users_is_ranked_on_all_its_time(gpus, team, r
         assert rows[0].cost == Decimal("6.88") * 28  # 27 h under one user, 1 h under the other
         want = reference.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **MONTH)
         assert reference.as_tuples(rows, labels=False) == reference.as_tuples(want, labels=False)
+
+
+def test_a_lead_of_two_teams_gets_the_largest_workloads_of_both_and_their_own_elsewhere(
+    gpus, team, other_team, lead, researcher, other_researcher
+):
+    """The workload report of a lead reads the largest totals team by team and their own holds in
+    teams they do not lead: whichever part holds the largest ones, the ranking is the definition's,
+    with a team chosen or not; a researcher sees their own only."""
+    from tests.factories import MembershipFactory, TeamFactory
+
+    MembershipFactory(user=lead, team=other_team, role="lead")
+    third = TeamFactory(slug="audio", name="Audio")
+    holders = [(researcher, team), (other_researcher, other_team), (lead, third), (researcher, third)]
+    for n in range(12):
+        user, holder_team = holders[n % 4]
+        box = make_sandbox(owner=user, team=holder_team, gpu_type=gpus[0].gpu_type)
+        make_hold(gpu=gpus[n % 6], user=user, team=holder_team, workload=box,
+                  started_at=day(2 + n % 9, n % 5), ended_at=day(2 + n % 9, n % 5) + timedelta(hours=1 + (n * 7) % 11))  # fmt: skip
+    spend_rollup_due(now=NOW, days_per_run=100)
+    seen = {
+        r.key for r in selectors.spend_grouped(user=lead, group_by="workload", limit=12, now=NOW, **MONTH)
+    }
+    mine = {
+        f"sandbox-{w.number}" for w in Workload.objects.filter(Q(team__in=[team, other_team]) | Q(owner=lead))
+    }
+    assert (
+        seen - {"storage", "others"} == mine and len(mine) == 9
+    )  # both teams' and the lead's own in a third
+    for viewer, chosen in ((lead, None), (lead, team), (lead, other_team), (lead, third), (researcher, None)):
+        for limit in (1, 2, 5):
+            window = {"start": day(3, 7), "end": NOW} if limit == 2 else MONTH  # an edge inside a day too
+            rows = selectors.spend_grouped(
+                user=viewer, group_by="workload", team=chosen, limit=limit, now=NOW, **window
+            )
+            want = reference.spend_grouped(
+                user=viewer, group_by="workload", team=chosen, limit=limit, now=NOW, **window
+            )
+            assert reference.as_tuples(rows, labels=False) == reference.as_tuples(want, labels=False), (
+                viewer,
+                chosen,
+            )
+            assert (
+                len([r for r in rows if r.key.startswith("sandbox-")]) == min(limit, len(want) - 1) or chosen
+            )
 
 
 def test_rebuilding_twice_writes_the_same_rows_and_resumes_where_it_stopped(
