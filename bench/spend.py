@@ -18,9 +18,10 @@ Then it rolls up the year as `manage.py spend_rollup` does, runs the periodic ro
 hours), and times, as a platform admin: a team's month-to-date spend, the budget check of a request,
 and the spend report by user, team, GPU type, day, workload and project over 1, 30 and 365 days:
 ending now, in whole days (as the web form asks), with an edge at 12:30 UTC (half a day from
-midnight, half an hour from the hour), and between random seconds (a new range each run). Finally
-it checks a sample of figures against the slow definition: every hold in Python, as spend was computed before roll-ups,
-but in exact fractions.
+midnight, half an hour from the hour), and between random seconds (a new range each run); and as
+a team lead (a random one each run), in whole days and between random seconds. Finally it checks
+a sample of figures against the slow definition: every hold in Python, as spend was computed
+before roll-ups, but in exact fractions.
 Targets: month-to-date under 20 ms, budget check under 10 ms more, any report under 200 ms.
 """
 
@@ -412,6 +413,7 @@ def measure(*, runs: int, seed: int) -> list[tuple[str, list[float]]]:
 
     rng = random.Random(seed)
     admin = User.objects.get(username="admin")
+    leads = list(User.objects.filter(memberships__role="lead").distinct().order_by("pk"))
     teams = list(Team.objects.order_by("pk"))
     results = []
     now = timezone.now()
@@ -456,6 +458,19 @@ def measure(*, runs: int, seed: int) -> list[tuple[str, list[float]]]:
             )
             results.append((label, spent))
             print(f"{label:40} {_figures(spent)}", file=sys.stderr)
+        whole = {"start": today - timedelta(days=days - 1), "end": today + timedelta(days=1)}
+        for style, window in (("lead, whole days", whole), ("lead, random edges", None)):
+            for group in GROUPS:
+                # a team lead (a random one each run): their team and their own holds elsewhere
+                label = f"{group:8} {days:3} d, {style}"
+                spent = _timed(
+                    lambda g=group, d=days, w=window: spend_grouped(
+                        user=rng.choice(leads), group_by=g, **(w or _random_range(rng, now, d))
+                    ),
+                    runs,
+                )
+                results.append((label, spent))
+                print(f"{label:40} {_figures(spent)}", file=sys.stderr)
     return results
 
 
