@@ -257,7 +257,8 @@ _NONE_LARGEST = "SELECT NULL::bigint AS workload_id, 0::numeric AS cost, 0::nume
 def _largest_parts(scope: Scope, params: dict) -> list[str]:
     """The scope as disjoint filters on `WorkloadSpend` (alias w), each answered by a cost index
     in order: the whole fleet; each team in it (team, cost); one's own rows outside those teams
-    (user, cost). A lead's team filtered out of the fleet-wide order reads a row in sixty for one."""
+    (user, cost). Filtered from the fleet-wide order instead, a lead of one team in sixty would
+    read some sixty rows for each one kept."""
     only = "" if scope.team_id is None else " AND w.team_id = %(part_team)s"
     params["part_team"] = scope.team_id
     if scope.team_ids is None:
