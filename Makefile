@@ -42,8 +42,12 @@ lint: install-dev
 	$(BIN)/hadolint Dockerfile
 	$(BIN)/python manage.py makemigrations --check --dry-run -v 0
 
+# The unit passes run on every core (pytest-xdist; each worker gets its own test database);
+# TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= auto
+
 unit: install-dev
-	$(BIN)/pytest -m "not integration and not browser"
+	$(BIN)/pytest -m "not integration and not browser" -n $(TEST_WORKERS)
 
 # PostgreSQL and Redis on 127.0.0.1 (override with TEST_POSTGRES_URL / TEST_REDIS_URL); pytest-django
 # creates and drops the test database test_<name> next to the named one.
@@ -51,7 +55,7 @@ TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 unit-pg: install-dev
-	DATABASE_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest -m "not integration and not browser"
+	DATABASE_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest -m "not integration and not browser" -n $(TEST_WORKERS)
 
 integration: install-dev
 	DATABASE_URL=$(TEST_POSTGRES_URL) CELERY_BROKER_URL=$(TEST_REDIS_URL) $(BIN)/pytest -m integration
