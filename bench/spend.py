@@ -431,43 +431,29 @@ def measure(*, runs: int, seed: int) -> list[tuple[str, list[float]]]:
     )
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     half_past_noon = today - timedelta(days=1) + timedelta(hours=12, minutes=30)  # yesterday's
+    as_admin = lambda: admin  # noqa: E731
+    a_lead = lambda: rng.choice(leads)  # noqa: E731 (a team lead: their team and their own holds elsewhere)
+    fixed = lambda start, end: lambda: {"start": start, "end": end}  # noqa: E731
     for days in (1, 30, 365):
-        for style, start, end in (
-            ("ending now", now - timedelta(days=days), now),
-            ("whole days", today - timedelta(days=days - 1), today + timedelta(days=1)),
-            # the worst time of day for an edge: half a day from either midnight, half an hour
-            # from either hour
-            ("12:30 to now", half_past_noon - timedelta(days=days - 1), now),
-            ("to 12:30", half_past_noon - timedelta(days=days), half_past_noon),
+        # a new range each run, ends at any second: the end within the telemetry window (the last
+        # 36 hours), the start the range's length before it, give or take half a day
+        random_range = lambda d=days: _random_range(rng, now, d)  # noqa: E731
+        whole_days = fixed(today - timedelta(days=days - 1), today + timedelta(days=1))
+        for style, viewer, window in (
+            ("ending now", as_admin, fixed(now - timedelta(days=days), now)),
+            ("whole days", as_admin, whole_days),
+            # the worst time of day for an edge before idle time was counted by device: half a
+            # day from either midnight, half an hour from either hour
+            ("12:30 to now", as_admin, fixed(half_past_noon - timedelta(days=days - 1), now)),
+            ("to 12:30", as_admin, fixed(half_past_noon - timedelta(days=days), half_past_noon)),
+            ("random edges", as_admin, random_range),
+            ("lead, whole days", a_lead, whole_days),
+            ("lead, random edges", a_lead, random_range),
         ):
             for group in GROUPS:
                 label = f"{group:8} {days:3} d, {style}"
                 spent = _timed(
-                    lambda g=group, s=start, e=end: spend_grouped(user=admin, group_by=g, start=s, end=e),
-                    runs,
-                )
-                results.append((label, spent))
-                print(f"{label:40} {_figures(spent)}", file=sys.stderr)
-        for group in GROUPS:
-            # a new range each run, ends at any second: the end within the telemetry window (the
-            # last 36 hours), the start the range's length before it, give or take half a day
-            label = f"{group:8} {days:3} d, random edges"
-            spent = _timed(
-                lambda g=group, d=days: spend_grouped(user=admin, group_by=g, **_random_range(rng, now, d)),
-                runs,
-            )
-            results.append((label, spent))
-            print(f"{label:40} {_figures(spent)}", file=sys.stderr)
-        whole = {"start": today - timedelta(days=days - 1), "end": today + timedelta(days=1)}
-        for style, window in (("lead, whole days", whole), ("lead, random edges", None)):
-            for group in GROUPS:
-                # a team lead (a random one each run): their team and their own holds elsewhere
-                label = f"{group:8} {days:3} d, {style}"
-                spent = _timed(
-                    lambda g=group, d=days, w=window: spend_grouped(
-                        user=rng.choice(leads), group_by=g, **(w or _random_range(rng, now, d))
-                    ),
-                    runs,
+                    lambda g=group, v=viewer, w=window: spend_grouped(user=v(), group_by=g, **w()), runs
                 )
                 results.append((label, spent))
                 print(f"{label:40} {_figures(spent)}", file=sys.stderr)
