@@ -383,8 +383,9 @@ PORTAL_SIM_MIG_RECONFIG_SECONDS = env_float("PORTAL_SIM_MIG_RECONFIG_SECONDS", 2
 # How long GPU telemetry is kept: per-minute rows (charts of recent days), per-hour rows (a year).
 PORTAL_TELEMETRY_MINUTE_DAYS = env_int("PORTAL_TELEMETRY_MINUTE_DAYS", 14, minimum=1)
 PORTAL_TELEMETRY_HOUR_DAYS = env_int("PORTAL_TELEMETRY_HOUR_DAYS", 400, minimum=1)
-# Spend is also rolled up by the hour for the last this many days: a report whose range starts or
-# ends within a recent day (the last 30 days, ending now) reads hours, not half a day of holds.
+# Spend is also rolled up by the hour (and blocks of 2, 4, 8 hours) for the last this many days: a
+# report whose range starts or ends within a recent day (the last 30 days, ending now) reads
+# hours, not half a day of holds.
 PORTAL_SPEND_HOUR_DAYS = env_int("PORTAL_SPEND_HOUR_DAYS", 35, minimum=0)
 # Simulated cluster: how often its GPUs are "read" as node agents would (utilization charts).
 PORTAL_SIM_TELEMETRY_SECONDS = env_float("PORTAL_SIM_TELEMETRY_SECONDS", 15.0, minimum=1.0)

@@ -27,7 +27,7 @@ from django.db.models.expressions import RawSQL
 
 from portal.spend.holds import STORAGE, Amount
 from portal.spend.models import Level, Span, SpendPeriod, SpendRollup, WorkloadSpend
-from portal.spend.periods import DAY, fresh_periods, runs, utc
+from portal.spend.periods import DAY, HOUR_SPANS, fresh_periods, runs, utc
 from portal.spend.totals import Scope, live_sums, plan_for, rolled_sums
 
 # Up to this many days the workload report finds the workloads of a range through its GiST index.
@@ -188,7 +188,7 @@ def _top(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[tup
     recent = dict(live)  # its amounts are this report's own: added to in place
     # Hours rolled at the range's edges count like live time: not in the workloads' totals.
     for (_, workload_id), amount in rolled_sums(
-        plan=plan, keys=("kind", "workload"), scope=scope, spans=(Span.HOUR,)
+        plan=plan, keys=("kind", "workload"), scope=scope, spans=HOUR_SPANS
     ).items():
         if workload_id is not None:
             recent.setdefault(workload_id, Amount()).add(amount)
@@ -224,7 +224,7 @@ WITH live (workload_id, cost, hours, idle) AS (
     SELECT * FROM live
     UNION ALL
     SELECT r.workload_id, r.cost, r.gpu_hours, r.idle_cost FROM spend_spendrollup r
-    WHERE r.level = %(fine)s AND r.span = 'hour' AND ({hours}) AND r.workload_id IS NOT NULL {scope_r}
+    WHERE r.level = %(fine)s AND ({hours}) AND r.workload_id IS NOT NULL {scope_r}
   ) edges GROUP BY workload_id
 ), exact AS (
   SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle FROM (
@@ -283,6 +283,17 @@ def _runs_sql(column: str, starts: list[datetime], span: str, params: dict, name
     return " OR ".join(parts) or "FALSE"
 
 
+def _hours_sql(plan, params: dict) -> str:
+    """Roll-up rows (alias r) of the plan's hours and blocks of hours, as SQL (FALSE for none)."""
+    parts = []
+    for n, span in enumerate(span for span in HOUR_SPANS if plan.rolled.get(span)):
+        params[f"hspan{n}"] = span
+        parts.append(
+            f"(r.span = %(hspan{n})s AND ({_runs_sql('r.start', plan.rolled[span], span, params, f'h{n}_')}))"
+        )
+    return " OR ".join(parts) or "FALSE"
+
+
 def _array(values) -> str:
     """Numbers as a PostgreSQL array literal, for a `::bigint[]` or `::numeric[]` cast: thousands of
     them are written in a few milliseconds this way, where binding each element takes tens (a
@@ -324,7 +335,7 @@ def _top_pg(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[
         _PG_LARGEST.format(whole=whole, part=part, within=within) for part in _largest_parts(scope, params)
     ]
     sql_args = {
-        "hours": _runs_sql("r.start", plan.rolled.get(Span.HOUR, []), Span.HOUR, params, "h"),
+        "hours": _hours_sql(plan, params),
         "days": _runs_sql("r.start", days, Span.DAY, params, "d"),
         "whole": whole,
         "scope_r": scope_r,

@@ -44,10 +44,14 @@ def _ref(model: str, **kwargs: object) -> models.ForeignKey:
 
 
 class Span(models.TextChoices):
-    """A UTC hour (kept for recent days only: they answer the partial-day edges of a range), a UTC
-    day, or a block of 2**k days aligned on a multiple of its length since 1970-01-01."""
+    """A UTC hour or a block of 2, 4 or 8 hours aligned in its day (kept for recent days only: they
+    answer the partial-day edges of a range), a UTC day, or a block of 2**k days aligned on a
+    multiple of its length since 1970-01-01."""
 
     HOUR = "hour"
+    HOURS_2 = "2h"
+    HOURS_4 = "4h"
+    HOURS_8 = "8h"
     DAY = "day"
     DAYS_2 = "2d"
     DAYS_4 = "4d"
@@ -92,7 +96,7 @@ class SpendPeriod(models.Model):
 class SpendRollup(models.Model):
     """What the holds of one key cost within one period, in exact units (portal.spend.cost). Which
     key fields are set depends on the level; storage rows have `storage` and no GPU type. Blocks
-    have no fine rows."""
+    of days have no fine rows (blocks of hours have every level)."""
 
     span = models.CharField(max_length=5, choices=Span.choices)
     start = models.DateTimeField()

@@ -19,7 +19,10 @@ its rolled days (`WorkloadSpend`), to take the largest of a year in one index sc
 Recent days (PORTAL_SPEND_HOUR_DAYS, 35 by default) are also rolled by the hour, with the day and
 from the same holds and minutes (`_roll_hours`), so a range starting or ending within one of them
 (the last 30 days, ending now) costs at most half an hour at each edge from the holds, not half a
-day; the hour rows of older days are dropped, and their edges are costed from the holds.
+day; the hour rows of older days are dropped, and their edges are costed from the holds. Their
+hours are summed into blocks of 2, 4 and 8 hours aligned in the day, at every level, the fine one
+included (`_roll_hour_blocks`): the hours of an edge are read as a few blocks (12 hours: 8 + 4),
+not as up to 23 hours of rows per workload.
 
 Why not something else: hourly rows kept for ever, or a roll-up per workload and month, would be
 as many rows as the holds at the fine levels; running sums per day would make every correction rewrite the rest
@@ -82,6 +85,8 @@ from portal.spend.periods import (
     BLOCKS,
     DAY,
     HOUR,
+    HOUR_BLOCKS,
+    HOUR_SPANS,
     affected_days,
     changes,
     floor,
@@ -407,24 +412,17 @@ def _roll_hours(
     *, day: datetime, until: datetime, now: datetime, again: bool, projects: dict[int, str] | None = None
 ) -> int:
     """Roll the whole hours of a recent day up to `until`, within the day's roll-up (the same
-    holds, the same minutes): all of them if `again` (the day is rolled whole, or was stale),
-    else those not rolled yet or stale (today's, as they close). `projects`: the labels of the
-    day's workloads, if the caller has read them (every hour's workloads are among them).
-    Returns the rows written."""
+    holds, the same minutes), then sum them into blocks of hours: all of them if `again` (the day
+    is rolled whole, or was stale), else those not rolled yet or stale (today's, as they close).
+    `projects`: the labels of the day's workloads, if the caller has read them (every hour's
+    workloads are among them). Returns the rows written."""
     if day < hours_kept_from(now) or not settings.PORTAL_SPEND_HOUR_DAYS:
         return 0
-    done = set()
-    if not again:
-        done = {
-            utc(start)
-            for start in SpendPeriod.objects.filter(
-                span=Span.HOUR, start__gte=day, start__lt=until, stale=False
-            ).values_list("start", flat=True)
-        }
+    fresh = set() if again else _fresh_hour_periods(day, until)
     written = 0
     hour = day
     while hour + HOUR <= until:
-        if hour not in done:
+        if (Span.HOUR, hour) not in fresh:
             fine = spend_by_key(start=hour, end=hour + HOUR, now=now, keys=CANONICAL)
             SpendRollup.objects.filter(span=Span.HOUR, start=hour).delete()
             labels = projects if projects is not None else _projects(key[3] for key in fine)
@@ -432,19 +430,53 @@ def _roll_hours(
             SpendPeriod.objects.update_or_create(
                 span=Span.HOUR, start=hour, defaults={"until": hour + HOUR, "stale": False, "rolled_at": now}
             )
+            fresh.add((Span.HOUR, hour))
+            fresh.difference_update((block, floor(hour, block)) for block, _ in HOUR_BLOCKS)
         hour += HOUR
+    return written + _roll_hour_blocks(day=day, until=until, now=now, fresh=fresh)
+
+
+def _fresh_hour_periods(day: datetime, until: datetime) -> set[tuple[str, datetime]]:
+    """The hours and blocks of hours of [day, until) that are rolled and fresh, as (span, start)."""
+    return {
+        (span, utc(start))
+        for span, start in SpendPeriod.objects.filter(
+            span__in=HOUR_SPANS, start__gte=day, start__lt=until, stale=False
+        ).values_list("span", "start")
+    }
+
+
+def _roll_hour_blocks(*, day: datetime, until: datetime, now: datetime, fresh: set) -> int:
+    """Sum the blocks of 2, 4 and 8 hours of [day, until) that are not in `fresh` (span, start) and
+    whose halves are, smallest first, each from its halves' rows at every level; `fresh` gains
+    them. Returns the rows written."""
+    written = 0
+    for span, length in reversed(HOUR_BLOCKS):
+        start = day
+        while start + HOUR * length <= until:
+            parts = halves(start, span)
+            if (span, start) not in fresh and all(part in fresh for part in parts):
+                SpendRollup.objects.filter(span=span, start=start).delete()
+                written += _sum_block(span=span, start=start, parts=parts, levels=Level.values)
+                SpendPeriod.objects.update_or_create(
+                    span=span,
+                    start=start,
+                    defaults={"until": period_end(start, span), "stale": False, "rolled_at": now},
+                )
+                fresh.add((span, start))
+            start += HOUR * length
     return written
 
 
 def spend_hours_prune(*, now: datetime) -> int:
-    """Forget the hour roll-ups of days older than PORTAL_SPEND_HOUR_DAYS; how many periods went.
-    The periods go first, in their own transaction: a report that reads them no longer plans on
-    those hours before their rows are gone."""
+    """Forget the hour roll-ups (and blocks of hours) of days older than PORTAL_SPEND_HOUR_DAYS;
+    how many periods went. The periods go first, in their own transaction: a report that reads
+    them no longer plans on those hours before their rows are gone."""
     first = hours_kept_from(now)
     with transaction.atomic():
         _lock()
-        gone, _ = SpendPeriod.objects.filter(span=Span.HOUR, start__lt=first).delete()
-    SpendRollup.objects.filter(span=Span.HOUR, start__lt=first).delete()
+        gone, _ = SpendPeriod.objects.filter(span__in=HOUR_SPANS, start__lt=first).delete()
+    SpendRollup.objects.filter(span__in=HOUR_SPANS, start__lt=first).delete()
     return gone
 
 
@@ -457,44 +489,42 @@ def _fresh_whole(span: str, starts: list[datetime]) -> set[datetime]:
 _BLOCK_SQL = """
 INSERT INTO spend_spendrollup (span, start, level, team_id, user_id, gpu_type_id, storage, workload_id, project,
                                cost, gpu_hours, idle_cost)
-SELECT %(span)s, %(start)s, level, team_id, user_id, gpu_type_id, storage, NULL, project, SUM(cost),
+SELECT %(span)s, %(start)s, level, team_id, user_id, gpu_type_id, storage, workload_id, project, SUM(cost),
        SUM(gpu_hours), SUM(idle_cost)
 FROM spend_spendrollup WHERE span = %(child)s AND start = ANY(%(starts)s) AND level = ANY(%(levels)s)
-GROUP BY level, team_id, user_id, gpu_type_id, storage, project
+GROUP BY level, team_id, user_id, gpu_type_id, storage, workload_id, project
 """
 
 
-def _sum_block(*, span: str, start: datetime, parts: list[tuple[str, datetime]]) -> None:
-    """Write a block's rows: its halves' rows added up by level and key (in SQL on PostgreSQL)."""
-    child, starts = parts[0][0], [s for _, s in parts]
+def _sum_block(
+    *, span: str, start: datetime, parts: list[tuple[str, datetime]], levels: Iterable[int] = BLOCK_LEVELS
+) -> int:
+    """Write a block's rows: its halves' rows of `levels` added up by level and key (in SQL on
+    PostgreSQL). Returns how many."""
+    child, starts, levels = parts[0][0], [s for _, s in parts], list(levels)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
                 _BLOCK_SQL,
-                {
-                    "span": span,
-                    "start": start,
-                    "child": child,
-                    "starts": starts,
-                    "levels": list(BLOCK_LEVELS),
-                },
+                {"span": span, "start": start, "child": child, "starts": starts, "levels": levels},
             )
-        return
+            return cursor.rowcount
     totals: dict[tuple, list] = {}  # SQLite keeps units as text: added up here
     for *key, cost, hours, idle in SpendRollup.objects.filter(
-        span=child, start__in=starts, level__in=BLOCK_LEVELS
+        span=child, start__in=starts, level__in=levels
     ).values_list(
-        "level", "team_id", "user_id", "gpu_type_id", "storage", "project", "cost", "gpu_hours", "idle_cost"
-    ):
+        "level", "team_id", "user_id", "gpu_type_id", "storage", "workload_id", "project", "cost", "gpu_hours",
+        "idle_cost",
+    ):  # fmt: skip
         found = totals.setdefault(tuple(key), [ZERO, ZERO, ZERO])
         found[0], found[1], found[2] = (
             EXACT.add(found[0], cost),
             EXACT.add(found[1], hours),
             EXACT.add(found[2], idle),
         )
-    _insert_rollups(
-        (span, start, level, team, user, gpu_type, storage, None, project, cost, hours, idle)
-        for (level, team, user, gpu_type, storage, project), (cost, hours, idle) in totals.items()
+    return _insert_rollups(
+        (span, start, level, team, user, gpu_type, storage, workload, project, cost, hours, idle)
+        for (level, team, user, gpu_type, storage, workload, project), (cost, hours, idle) in totals.items()
     )
 
 
@@ -588,19 +618,29 @@ def spend_rollup_due(*, now: datetime | None = None, days_per_run: int = DAYS_PE
 def _hours_caught_up(*, periods: dict, now: datetime, days_per_run: int) -> int:
     """Roll the hours of recent days rolled whole before they were kept by the hour (a new
     install, PORTAL_SPEND_HOUR_DAYS raised), while the node agents' minutes for their idle cost
-    are still kept (the day's rows were rolled from them). Returns the rows written."""
-    first = max(hours_kept_from(now), midnight(now) - DAY * (settings.PORTAL_TELEMETRY_MINUTE_DAYS - 1))
+    are still kept (the day's rows were rolled from them); and sum the blocks of hours that their
+    rolled hours are missing (rolled before blocks of hours were kept). Returns the rows written."""
+    kept = hours_kept_from(now)
+    with_minutes = midnight(now) - DAY * (settings.PORTAL_TELEMETRY_MINUTE_DAYS - 1)
     rolled = {
-        utc(start)
-        for start in SpendPeriod.objects.filter(span=Span.HOUR, start__gte=first, stale=False).values_list(
-            "start", flat=True
-        )
+        (span, utc(start))
+        for span, start in SpendPeriod.objects.filter(
+            span__in=HOUR_SPANS, start__gte=kept, stale=False
+        ).values_list("span", "start")
     }
     written = days = 0
     for day, (until, stale) in sorted(periods.items(), reverse=True):
-        if day < first or stale or until != day + DAY or days >= days_per_run:
+        if day < kept or stale or until != day + DAY or days >= days_per_run:
             continue
-        if all(day + HOUR * n in rolled for n in range(24)):
+        hours = {(Span.HOUR, day + HOUR * n) for n in range(24)}
+        blocks_to_sum = any(
+            (span, start) not in rolled
+            and all((Span.HOUR, start + HOUR * n) in rolled for n in range(length))
+            for span, length in HOUR_BLOCKS
+            for start in (day + HOUR * n for n in range(0, 24, length))
+        )
+        hours_to_roll = day >= with_minutes and not hours <= rolled
+        if not (blocks_to_sum or hours_to_roll):
             continue
         with without_jit(), transaction.atomic():
             _lock()
@@ -608,7 +648,11 @@ def _hours_caught_up(*, periods: dict, now: datetime, days_per_run: int) -> int:
                 span=Span.DAY, start=day, until=day + DAY, stale=False
             ).exists():
                 continue  # made stale since the run began: rolled again, hours and all, next run
-            written += _roll_hours(day=day, until=until, now=now, again=False)
+            if hours_to_roll:
+                written += _roll_hours(day=day, until=until, now=now, again=False)
+            else:
+                fresh = _fresh_hour_periods(day, until)
+                written += _roll_hour_blocks(day=day, until=until, now=now, fresh=fresh)
         days += 1
     return written
 

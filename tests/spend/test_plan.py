@@ -81,3 +81,46 @@ def test_hours_not_rolled_are_costed_from_the_holds():
     plan = make_plan(start=start, end=D3, fresh={**WHOLE, **_hours(D1, 14, 24)}, blocks=False)
     assert plan.live == [(start, D1 + 14 * HOUR)]
     assert plan.rolled[Span.HOUR] == [D1 + HOUR * n for n in range(14, 24)]
+
+
+def _blocks(day: datetime, *, leave_out: tuple = ()) -> dict:
+    """Every block of hours of `day`, fresh, but those left out."""
+    found = {}
+    for span, length in ((Span.HOURS_2, 2), (Span.HOURS_4, 4), (Span.HOURS_8, 8)):
+        for n in range(0, 24, length):
+            if (span, day + HOUR * n) not in leave_out:
+                found[(span, day + HOUR * n)] = day + HOUR * (n + length)
+    return found
+
+
+def test_a_run_of_rolled_hours_is_read_as_the_largest_fresh_blocks_it_fills():
+    start = D1 + timedelta(hours=1, minutes=20)
+    fresh = {**WHOLE, **_hours(D1), **_blocks(D1)}
+    plan = make_plan(start=start, end=D3, fresh=fresh, blocks=False)
+    assert plan.rolled == {
+        Span.HOUR: [D1 + HOUR],
+        Span.HOURS_2: [D1 + 2 * HOUR],
+        Span.HOURS_4: [D1 + 4 * HOUR],
+        Span.HOURS_8: [D1 + 8 * HOUR, D1 + 16 * HOUR],
+        Span.DAY: [D2],
+    }
+    assert plan.minus == [(D1 + HOUR, start)] and plan.live == []
+    # A block not rolled (or stale) is read as its halves, and they as theirs.
+    fresh = {
+        **WHOLE,
+        **_hours(D1),
+        **_blocks(D1, leave_out=((Span.HOURS_8, D1 + 16 * HOUR), (Span.HOURS_4, D1 + 20 * HOUR))),
+    }
+    plan = make_plan(start=start, end=D3, fresh=fresh, blocks=False)
+    assert plan.rolled[Span.HOURS_4] == [D1 + 4 * HOUR, D1 + 16 * HOUR]
+    assert plan.rolled[Span.HOURS_2] == [D1 + 2 * HOUR, D1 + 20 * HOUR, D1 + 22 * HOUR]
+    # An end at 12:40: hours 0-12 as 8 + 4, and hour 12 less its last 20 minutes.
+    end = D3 + timedelta(hours=12, minutes=40)
+    plan = make_plan(start=D1, end=end, fresh={**WHOLE, **_hours(D3), **_blocks(D3)}, blocks=False)
+    assert plan.rolled == {
+        Span.DAY: [D1, D2],
+        Span.HOURS_8: [D3],
+        Span.HOURS_4: [D3 + 8 * HOUR],
+        Span.HOUR: [D3 + 12 * HOUR],
+    }
+    assert plan.minus == [(end, D3 + 13 * HOUR)] and plan.live == []

@@ -15,6 +15,7 @@ from django.db.models import F, Q
 from portal.fleet.models import Allocation, Gpu, StorageHold
 from portal.spend import selectors
 from portal.spend.models import Level, Span, SpendOpenHold, SpendPeriod, SpendRollup, WorkloadSpend
+from portal.spend.periods import HOUR_SPANS, halves
 from portal.spend.services import spend_changes_apply, spend_roll_day, spend_rollup_due
 from portal.spend.totals import Scope, plan_for
 from portal.workloads.models import Workload, WorkloadState
@@ -411,7 +412,10 @@ def test_recent_days_are_rolled_by_the_hour_too_and_reports_at_any_time_of_day_a
     assert hour_starts(stale=False) == want
     assert not SpendRollup.objects.filter(span=Span.HOUR, start__lt=day(17)).exists()
     plan = plan_for(start=day(18, 12), end=NOW, now=NOW, scope=Scope(), keys=("user",))
-    assert plan.rolled[Span.HOUR] == [day(18, h) for h in range(12, 24)]
+    # Hours 12-24 of the 18th as two blocks of hours: 12-16 and 16-24.
+    assert {span: plan.rolled.get(span) for span in HOUR_SPANS} == {
+        Span.HOUR: None, Span.HOURS_2: None, Span.HOURS_4: [day(18, 12)], Span.HOURS_8: [day(18, 16)]
+    }  # fmt: skip
     assert plan.live == [(datetime(2026, 3, 20, 13, 28, tzinfo=UTC), NOW)]  # since today's roll-up
     for start in (day(18, 12), datetime(2026, 3, 18, 12, 40, 7, tzinfo=UTC), day(17, 1), day(16, 12)):
         for end in (NOW, datetime(2026, 3, 19, 16, 20, tzinfo=UTC)):
@@ -439,7 +443,10 @@ def test_a_changed_hold_makes_its_days_hours_stale_and_the_workers_roll_them_aga
     assert_exact(admin_user, team, **window)  # at once, before the workers run
     spend_rollup_due(now=NOW, days_per_run=100)
     assert not hour_starts(stale=True)
+    assert not SpendPeriod.objects.filter(span__in=HOUR_SPANS, stale=True).exists()
     assert SpendPeriod.objects.get(span=Span.HOUR, start=day(18, 8)).rolled_at == NOW
+    assert SpendPeriod.objects.get(span=Span.HOURS_8, start=day(18, 8)).rolled_at == NOW
+    assert_blocks_add_up()
     assert_exact(admin_user, team, **window)
 
 
@@ -459,3 +466,104 @@ def test_hours_are_caught_up_for_recent_days_and_forgotten_as_days_grow_old(
     spend_rollup_due(now=later, days_per_run=100)
     assert min(hour_starts()) == day(19)  # three days before the 22nd
     assert not SpendRollup.objects.filter(span=Span.HOUR, start__lt=day(19)).exists()
+
+
+def block_rows(span: str, start: datetime) -> dict[tuple, tuple]:
+    rows = SpendRollup.objects.filter(span=span, start=start).values_list(
+        "level", "team_id", "user_id", "gpu_type_id", "storage", "workload_id", "project",
+        "cost", "gpu_hours", "idle_cost",
+    )  # fmt: skip
+    return {tuple(row[:7]): tuple(Decimal(v) for v in row[7:]) for row in rows}
+
+
+def assert_blocks_add_up() -> None:
+    """Every block of hours holds, at every level and key, exactly its two halves' rows added up."""
+    blocks = SpendPeriod.objects.filter(span__in=[Span.HOURS_2, Span.HOURS_4, Span.HOURS_8])
+    assert blocks.exists()
+    for block in blocks:
+        want: dict[tuple, tuple] = {}
+        for span, start in halves(block.start, block.span):
+            for key, amounts in block_rows(span, start).items():
+                found = want.get(key, (Decimal(0),) * 3)
+                want[key] = tuple(a + b for a, b in zip(found, amounts, strict=True))
+        assert block_rows(block.span, block.start) == want, block
+        if want:  # every level, the fine one too
+            assert {key[0] for key in want} == set(Level.values), block
+
+
+def test_recent_hours_are_summed_into_blocks_of_two_four_and_eight_hours_that_add_up(
+    gpus, team, other_team, researcher, lead, admin_user, settings
+):
+    settings.PORTAL_SPEND_HOUR_DAYS = 2
+    sandbox = make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type)
+    make_hold(gpu=gpus[0], user=researcher, team=team, workload=sandbox, started_at=day(18, 7), ended_at=None)
+    make_hold(
+        gpu=gpus[1], user=lead, team=other_team, started_at=day(18, 13), ended_at=day(19, 3), share=(3, 7)
+    )
+    make_hold(gpu=gpus[2], user=researcher, team=team, started_at=day(19, 9), ended_at=day(20, 5))
+    spend_rollup_due(now=NOW, days_per_run=100)
+    starts = {
+        span: sorted(SpendPeriod.objects.filter(span=span, stale=False).values_list("start", flat=True))
+        for span in (Span.HOURS_2, Span.HOURS_4, Span.HOURS_8)
+    }
+    # Two closed days whole; today (rolled to 13:28) as far as its hours have closed (0-13).
+    assert starts[Span.HOURS_8] == [day(n, h) for n in (18, 19) for h in (0, 8, 16)] + [day(20, 0)]
+    assert starts[Span.HOURS_4] == [day(n, h) for n in (18, 19) for h in range(0, 24, 4)] + [
+        day(20, 0), day(20, 4), day(20, 8)
+    ]  # fmt: skip
+    assert starts[Span.HOURS_2] == [day(n, h) for n in (18, 19) for h in range(0, 24, 2)] + [
+        day(20, h) for h in range(0, 12, 2)
+    ]
+    assert_blocks_add_up()
+    plan = plan_for(
+        start=datetime(2026, 3, 18, 1, 20, tzinfo=UTC), end=NOW, now=NOW, scope=Scope(), keys=("workload",)
+    )
+    assert {span: plan.rolled.get(span) for span in HOUR_SPANS} == {
+        Span.HOUR: [day(18, 1)], Span.HOURS_2: [day(18, 2)], Span.HOURS_4: [day(18, 4)],
+        Span.HOURS_8: [day(18, 8), day(18, 16)],
+    }  # fmt: skip
+    assert plan.minus == [(day(18, 1), datetime(2026, 3, 18, 1, 20, tzinfo=UTC))]
+    later = NOW + timedelta(hours=3)  # today's hours 13-15 close: blocks 12-14, 14-16, 12-16, 8-16 follow
+    spend_rollup_due(now=later, days_per_run=100)
+    today = set(SpendPeriod.objects.filter(start__gte=day(20, 8), stale=False).values_list("span", "start"))
+    assert {(Span.HOURS_2, day(20, 14)), (Span.HOURS_4, day(20, 12)), (Span.HOURS_8, day(20, 8))} < today
+    assert (Span.HOURS_2, day(20, 16)) not in today
+    assert_blocks_add_up()
+    for start in (
+        datetime(2026, 3, 18, 1, 20, tzinfo=UTC),
+        day(19, 2),
+        datetime(2026, 3, 19, 14, 59, 31, tzinfo=UTC),
+    ):
+        for end in (NOW, datetime(2026, 3, 19, 22, 40, tzinfo=UTC), datetime(2026, 3, 20, 12, 5, tzinfo=UTC)):
+            for viewer in (admin_user, lead, researcher):
+                for group, (got, want) in figures(viewer, start=start, end=end).items():
+                    assert got == want, (viewer, group, start, end)
+
+
+def test_blocks_of_hours_are_summed_for_hours_rolled_without_them_and_pruned_with_their_days(
+    gpus, team, researcher, admin_user, settings
+):
+    settings.PORTAL_SPEND_HOUR_DAYS = 3
+    settings.PORTAL_TELEMETRY_MINUTE_DAYS = 1  # the hours of closed days can no longer be rolled
+    make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(16, 6), ended_at=day(19, 20))
+    spend_rollup_due(now=NOW, days_per_run=100)
+    blocks = SpendPeriod.objects.filter(span__in=[Span.HOURS_2, Span.HOURS_4, Span.HOURS_8])
+    made = set(blocks.values_list("span", "start"))
+    # As a database rolled before blocks of hours were kept: hours only.
+    SpendRollup.objects.filter(span__in=[Span.HOURS_2, Span.HOURS_4, Span.HOURS_8]).delete()
+    blocks.delete()
+    SpendPeriod.objects.filter(span=Span.HOUR, start=day(18, 5)).delete()  # one hour missing too
+    SpendRollup.objects.filter(span=Span.HOUR, start=day(18, 5)).delete()
+    run = spend_rollup_due(now=NOW, days_per_run=100)
+    assert run.hours > 0
+    missing = {(Span.HOURS_2, day(18, 4)), (Span.HOURS_4, day(18, 4)), (Span.HOURS_8, day(18, 0))}
+    # Closed days at once; today's come with its next roll-up, when hours are rolled anyway.
+    assert set(blocks.values_list("span", "start")) == {b for b in made if b[1] < day(20)} - missing
+    assert not SpendPeriod.objects.filter(span=Span.HOUR, start=day(18, 5)).exists()  # no minutes left
+    assert_blocks_add_up()
+    assert_exact(admin_user, team, start=datetime(2026, 3, 17, 1, 10, tzinfo=UTC), end=NOW)
+    assert spend_rollup_due(now=NOW, days_per_run=100).hours == 0  # nothing left to do
+    later = NOW + timedelta(days=2)
+    spend_rollup_due(now=later, days_per_run=100)
+    assert min(blocks.values_list("start", flat=True)) == day(19)
+    assert not SpendRollup.objects.filter(span__in=HOUR_SPANS, start__lt=day(19)).exists()
