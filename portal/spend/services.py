@@ -576,7 +576,7 @@ class RollupRun:
     days: list[date] = field(default_factory=list)
     partial: list[date] = field(default_factory=list)
     blocks: int = 0
-    hours: int = 0  # hour roll-up rows written for recent days rolled before their hours were
+    hours: int = 0  # hour (and block of hours) rows written for recent days rolled before they were kept
 
 
 def spend_rollup_due(*, now: datetime | None = None, days_per_run: int = DAYS_PER_RUN) -> RollupRun:
