@@ -149,7 +149,7 @@ def workload_spend(
     ).items():
         by_kind.setdefault((kind,), Amount()).add(amount)
         if workload_id is not None:
-            live.setdefault(workload_id, Amount()).add(amount)
+            Amount.add_to(live, workload_id, amount)  # by_kind's sums are its own
     storage = by_kind.pop((STORAGE,), Amount())
     gpu_total = Amount()
     for amount in by_kind.values():

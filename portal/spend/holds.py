@@ -129,6 +129,15 @@ class Amount:
             idle_cost=EXACT.subtract(self.idle_cost, other.idle_cost),
         )
 
+    @staticmethod
+    def add_to(found: dict, key, amount: Amount) -> None:
+        """`found[key]` plus `amount`. A key's first amount is kept as it is, not copied: the caller
+        gives it up (some 15,000 keys of a report's edge are each found once)."""
+        if key in found:
+            found[key].add(amount)
+        else:
+            found[key] = amount
+
     @property
     def dollars(self) -> Decimal:
         return from_units(self.cost)
@@ -485,11 +494,11 @@ def _pg_spend(
             continue
         if bad:
             raise ValueError(f"a share denominator does not divide {SHARES_BASE}: add it to SHARES_BASE")
-        key = tuple(
-            STORAGE if (k in ("kind", "project") and flag) else value
-            for k, value in zip(keys, values, strict=True)
-        )
-        yield key, Amount(cost=cost, gpu_hours=hours, idle_cost=idle_units)
+        if flag:
+            values = tuple(
+                STORAGE if k in ("kind", "project") else v for k, v in zip(keys, values, strict=True)
+            )
+        yield values, Amount(cost=cost, gpu_hours=hours, idle_cost=idle_units)
 
 
 def spend_by_key(
@@ -515,5 +524,5 @@ def spend_by_key(
             parts.append(storage_sums(start=start, end=end, now=now, keys=keys, scope=q))
     for part in parts:
         for key, amount in part:
-            found.setdefault(key, Amount()).add(amount)
+            Amount.add_to(found, key, amount)
     return found

@@ -165,7 +165,7 @@ def live_sums(
             )
         for key, amount in part.items():
             key = (*key, low.date()) if by_day else key
-            found.setdefault(key, Amount()).add(Amount().minus(amount) if taken_away else amount)
+            Amount.add_to(found, key, Amount().minus(amount) if taken_away else amount)
     return found
 
 
