@@ -237,6 +237,55 @@ def test_a_workload_held_under_two_users_is_ranked_on_all_its_time(gpus, team, r
         assert reference.as_tuples(rows, labels=False) == reference.as_tuples(want, labels=False)
 
 
+def test_long_workloads_across_a_ranges_whole_days_are_costed_from_their_days_inside(
+    gpus, team, other_team, researcher, other_researcher, lead, admin_user
+):
+    """Long workloads running across a range's whole days (most of their days inside it, or most
+    outside), one of them under two users, with a day inside made stale: for every viewer and
+    edge, the definition's figures."""
+    long_one = make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type)
+    make_hold(
+        gpu=gpus[0], user=researcher, team=team, workload=long_one, started_at=day(1, 5), ended_at=day(19, 7)
+    )
+    make_hold(gpu=gpus[1], user=lead, team=team, workload=long_one, started_at=day(8, 1), ended_at=day(9, 2),
+              share=(1, 7))  # fmt: skip
+    running = make_sandbox(owner=other_researcher, team=other_team, gpu_type=gpus[0].gpu_type)
+    make_hold(gpu=gpus[2], user=other_researcher, team=other_team, workload=running, started_at=day(2, 9),
+              ended_at=None)  # fmt: skip
+    for n in range(6):  # smaller ones inside, across an edge and outside
+        box = make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type)
+        make_hold(gpu=gpus[3 + n % 3], user=researcher, team=team, workload=box, started_at=day(2 + 3 * n, n),
+                  ended_at=day(3 + 3 * n, 2 * n))  # fmt: skip
+    spend_rollup_due(now=NOW, days_per_run=100)
+
+    windows = [
+        {"start": day(3, 12), "end": day(17, 6)},
+        {"start": day(4), "end": day(17)},
+        {"start": day(10), "end": day(12)},
+        {"start": day(2, 20), "end": NOW},
+    ]
+    for stale in (False, True):
+        if stale:  # a hold inserted into a rolled day inside: the day is read from the holds
+            make_hold(gpu=gpus[1], user=lead, team=team, workload=long_one, started_at=day(11, 3),
+                      ended_at=day(11, 9))  # fmt: skip
+            spend_changes_apply(now=NOW)
+            assert stale_days() == {day(11).date()}
+        for viewer in (admin_user, lead, researcher, other_researcher):
+            for window in windows:
+                for limit in (1, 3):
+                    got = selectors.spend_grouped(
+                        user=viewer, group_by="workload", limit=limit, now=NOW, **window
+                    )
+                    want = reference.spend_grouped(
+                        user=viewer, group_by="workload", limit=limit, now=NOW, **window
+                    )
+                    got, want = (
+                        reference.as_tuples(got, labels=False),
+                        reference.as_tuples(want, labels=False),
+                    )
+                    assert got == want, (viewer, window, stale)
+
+
 def test_a_lead_of_two_teams_gets_the_largest_workloads_of_both_and_their_own_elsewhere(
     gpus, team, other_team, lead, researcher, other_researcher
 ):
