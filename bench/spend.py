@@ -16,7 +16,7 @@ dropped and built again after.
 
 Then it rolls up the year as `manage.py spend_rollup` does, runs the periodic roll-up once (today's
 hours), and times, as a platform admin: a team's month-to-date spend, the budget check of a request,
-and the spend report by user, team, GPU type, day, workload and project over 1, 30 and 365 days:
+and the spend report by user, team, GPU type, day, workload and project over 1, 30, 90 and 365 days:
 ending now, in whole days (as the web form asks), with an edge at 12:30 UTC (half a day from
 midnight, half an hour from the hour), and between random seconds (a new range each run); and as
 a team lead (a random one each run), in whole days and between random seconds. Finally it checks
@@ -434,7 +434,7 @@ def measure(*, runs: int, seed: int) -> list[tuple[str, list[float]]]:
     as_admin = lambda: admin  # noqa: E731
     a_lead = lambda: rng.choice(leads)  # noqa: E731 (a team lead: their team and their own holds elsewhere)
     fixed = lambda start, end: lambda: {"start": start, "end": end}  # noqa: E731
-    for days in (1, 30, 365):
+    for days in (1, 30, 90, 365):
         # a new range each run, ends at any second: the end within the telemetry window (the last
         # 36 hours), the start the range's length before it, give or take half a day
         random_range = lambda d=days: _random_range(rng, now, d)  # noqa: E731
