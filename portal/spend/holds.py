@@ -54,6 +54,10 @@ KEY_FIELDS = {"team": "team_id", "user": "user_id", "kind": "gpu_type_id", "work
 # A closed hold's span, in the form its GiST index (migration 0005 of this app) answers; open holds
 # are found by their start in a partial index of their own.
 CLOSED_SPAN_SQL = "tstzrange(fleet_allocation.started_at, GREATEST(fleet_allocation.started_at, fleet_allocation.ended_at), '[)')"
+# Closed holds that started up to this long before a stretch are found by their start (a btree
+# range); longer ones that started earlier by their span, in a GiST index of the long holds alone
+# (migration 0009 of this app, whose predicate names the same interval).
+LONG_HOLD = "24 hours"
 
 
 @contextmanager
@@ -345,11 +349,17 @@ WITH held AS MATERIALIZED (
            CASE WHEN a.ended_at IS NULL  -- only an open hold's expiry matters: one index lookup each
                 THEN (SELECT w.expires_at FROM workloads_workload w WHERE w.id = a.workload_id) END AS expires_at
            {project}
-    FROM (  -- open holds by their start, closed ones by their span: each through its own index
+    FROM (  -- open holds by their start; closed ones by their start and end if they started at
+      -- most LONG_HOLD before the stretch, else (longer, few) by their span: each through its own index
       SELECT * FROM fleet_allocation WHERE ended_at IS NULL AND started_at < %(end)s
       UNION ALL
-      SELECT * FROM fleet_allocation WHERE ended_at IS NOT NULL AND ended_at > %(start)s
-        AND started_at < %(end)s AND {span} && tstzrange(%(start)s, %(end)s, '[)')
+      SELECT * FROM fleet_allocation WHERE ended_at IS NOT NULL
+        AND started_at >= %(start)s::timestamptz - INTERVAL '{long_hold}' AND started_at < %(end)s
+        AND ended_at > %(start)s
+      UNION ALL
+      SELECT * FROM fleet_allocation WHERE ended_at IS NOT NULL AND ended_at - started_at >= INTERVAL '{long_hold}'
+        AND started_at < %(start)s::timestamptz - INTERVAL '{long_hold}' AND ended_at > %(start)s
+        AND {span} && tstzrange(%(start)s, %(end)s, '[)')
     ) a
     JOIN accounts_team t ON t.id = a.team_id
     LEFT JOIN fleet_migslice s ON s.id = a.mig_slice_id
@@ -459,6 +469,7 @@ def _pg_spend(
     by = [f"k{n}" for n in range(len(keys))] + (["storage"] if flagged else [])
     sql = _PG_SPEND.format(
         span=CLOSED_SPAN_SQL,
+        long_hold=LONG_HOLD,
         allocation_scope=allocation_scope,
         names=names,
         held_keys=held_keys,
