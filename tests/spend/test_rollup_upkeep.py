@@ -476,6 +476,26 @@ def test_recent_days_are_rolled_by_the_hour_too_and_reports_at_any_time_of_day_a
     assert_exact(admin_user, team, start=day(15), end=NOW)
 
 
+def test_a_report_reads_the_hours_of_its_first_day_and_last_two_only(gpus, team, researcher, admin_user):
+    """Hours (and blocks of hours) of the days in between are never read: a day in between is
+    read whole, or costed from the holds when stale (its hours stale with it)."""
+    from portal.spend.periods import HOUR_SPANS, fresh_periods
+
+    make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(9, 3), ended_at=None)
+    spend_rollup_due(now=NOW, days_per_run=100)
+    for start, end, days in (
+        (day(10, 12), NOW, {10, 19, 20}),
+        (day(10, 12), day(18), {10, 17}),
+        (day(12), day(13, 7), {12, 13}),
+    ):
+        fresh = fresh_periods(start=start, end=end, now=NOW)
+        assert {k[1].day for k in fresh if k[0] in HOUR_SPANS} == days, (start, end)
+        assert {k[1].day for k in fresh if k[0] == Span.DAY} == {
+            d for d in range(start.day, 21) if day(d) < end
+        }
+        assert_exact(admin_user, team, start=start, end=end)
+
+
 def test_a_changed_hold_makes_its_days_hours_stale_and_the_workers_roll_them_again(
     gpus, team, researcher, admin_user, settings
 ):
