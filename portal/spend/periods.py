@@ -232,10 +232,10 @@ class Plan:
 
 # The periods, and the holds watermark (a constant for the next statement: with it the planner
 # estimates the holds newer than it from statistics, instead of guessing a third of the table).
-# Hours and blocks of hours only of the range's first day and of its last two (the day before the
-# last may still be rolled in part, within its grace): a plan reads a day in between whole, or, stale,
-# from the holds (its hours go stale with it); forty-five periods a day otherwise read for nothing.
-# (A day in between rolled only in part, the workers stopped, is costed from the holds: exact, slower.)
+# Hours and blocks of hours only of the range's first day and of the day before `end`'s day onwards
+# (yesterday may still be rolled in part, within its grace): a plan reads a day in between whole, or,
+# stale, from the holds (its hours go stale with it); forty-five periods a day otherwise read for
+# nothing. (A day in between rolled only in part, the workers stopped, is costed from the holds.)
 _PERIODS_SQL = """
 SELECT 'p', span, start, until, NULL, NULL FROM spend_spendperiod
 WHERE start >= %(first)s AND start < %(end)s AND NOT stale
