@@ -476,9 +476,12 @@ def test_recent_days_are_rolled_by_the_hour_too_and_reports_at_any_time_of_day_a
     assert_exact(admin_user, team, start=day(15), end=NOW)
 
 
-def test_a_report_reads_the_hours_of_its_first_day_and_last_two_only(gpus, team, researcher, admin_user):
-    """Hours (and blocks of hours) of the days in between are never read: a day in between is
-    read whole, or costed from the holds when stale (its hours stale with it)."""
+def test_a_report_reads_only_the_hours_of_its_first_day_and_of_the_day_before_its_end(
+    gpus, team, researcher, admin_user
+):
+    """Hours (and blocks of hours) are read for the range's first day and from the day before the
+    day of its end: a day in between is read whole, or costed from the holds when stale (its hours
+    stale with it)."""
     from portal.spend.periods import HOUR_SPANS, fresh_periods
 
     make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(9, 3), ended_at=None)
