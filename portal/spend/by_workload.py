@@ -25,7 +25,8 @@ from django.db import connection
 from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
-from portal.spend.holds import STORAGE, Amount
+from portal.spend.cost import SHARES_BASE
+from portal.spend.holds import STORAGE, Amount, pg_spend_sql
 from portal.spend.models import Level, Span, SpendPeriod, SpendRollup, WorkloadSpend
 from portal.spend.periods import DAY, HOUR_SPANS, fresh_periods, runs, utc
 from portal.spend.totals import Scope, live_sums, plan_for, rolled_sums
@@ -143,19 +144,23 @@ def workload_spend(
     plan = plan_for(start=start, end=end, now=now, scope=scope, keys=("workload",), fresh=fresh)
     # Live stretches (partial-day edges, the minutes since today's roll-up) are the same in both
     # plans (blocks only stand for runs of fresh days): costed once, by kind and workload.
-    live: dict[int, Amount] = {}
-    for (kind, workload_id), amount in live_sums(
-        plan=plan, keys=("kind", "workload"), scope=scope, now=now
-    ).items():
-        by_kind.setdefault((kind,), Amount()).add(amount)
-        if workload_id is not None:
-            Amount.add_to(live, workload_id, amount)  # by_kind's sums are its own
+    if connection.vendor == "postgresql":
+        top, live_by_kind = _top_pg(plan=plan, scope=scope, now=now, limit=limit)
+        for kind, amount in live_by_kind.items():
+            by_kind.setdefault((kind,), Amount()).add(amount)
+    else:
+        live: dict[int, Amount] = {}
+        for (kind, workload_id), amount in live_sums(
+            plan=plan, keys=("kind", "workload"), scope=scope, now=now
+        ).items():
+            by_kind.setdefault((kind,), Amount()).add(amount)
+            if workload_id is not None:
+                Amount.add_to(live, workload_id, amount)  # by_kind's sums are its own
+        top = _top(plan=plan, live=live, scope=scope, limit=limit)
     storage = by_kind.pop((STORAGE,), Amount())
     gpu_total = Amount()
     for amount in by_kind.values():
         gpu_total.add(amount)
-    find = _top_pg if connection.vendor == "postgresql" else _top
-    top = find(plan=plan, live=live, scope=scope, limit=limit)
     others = gpu_total
     for _, amount in top:
         others = others.minus(amount)
@@ -212,13 +217,15 @@ def _top(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[tup
     return _ranked({**inside, **exact}, limit)
 
 
-# PostgreSQL: the workloads costed exactly (those of the edges' live stretches and rolled hours,
-# and those running across an edge of the whole days) are summed and ranked in one statement; only
-# their `limit` largest come back, beside the `limit` largest totals of the other workloads.
+# PostgreSQL: the edges' live stretches are costed by kind and workload, and the workloads costed
+# exactly (those of the live stretches and rolled hours, and those running across an edge of the
+# whole days) summed and ranked, in one statement; only their `limit` largest come back, beside the
+# `limit` largest totals of the other workloads and the live stretches' sums by kind.
 _PG_TOP = """
-WITH live (workload_id, cost, hours, idle) AS (
-  SELECT * FROM unnest(%(live_ids)s::bigint[], %(live_cost)s::numeric[], %(live_hours)s::numeric[],
-                       %(live_idle)s::numeric[])
+WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED ({edge}
+), live AS (
+  SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle FROM edge
+  WHERE workload_id IS NOT NULL GROUP BY workload_id
 ), recent AS (
   SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle FROM (
     SELECT * FROM live
@@ -230,9 +237,11 @@ WITH live (workload_id, cost, hours, idle) AS (
   SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle FROM (
     SELECT * FROM recent
     UNION ALL  -- a workload of the live stretches whose rolled days lie inside: its total (one
-    -- only in rolled hours has a rolled day outside, their day: with one inside it runs across)
+    -- only in rolled hours has a rolled day outside, their day: with one inside it runs across);
+    -- their ids as one array, so that the index is read once in their order (a join would probe it
+    -- a workload at a time, a third slower)
     SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
-    WHERE {whole} AND w.workload_id = ANY(%(live_ids)s::bigint[])
+    WHERE {whole} AND w.workload_id = ANY(ARRAY(SELECT workload_id FROM live))
       AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
     UNION ALL  -- one running across an edge (or on a day not read): its day rows
     SELECT r.workload_id, r.cost, r.gpu_hours, r.idle_cost FROM spend_spendrollup r
@@ -243,7 +252,22 @@ WITH live (workload_id, cost, hours, idle) AS (
  ORDER BY cost DESC, workload_id LIMIT %(limit)s)
 UNION ALL
 (SELECT 'i', * FROM ({largest}) largest ORDER BY cost DESC, workload_id LIMIT %(rows)s)
+UNION ALL  -- the live stretches by kind (storage apart), and a check of their share denominators
+(SELECT CASE WHEN storage THEN 's' ELSE 'k' END, kind, SUM(cost), SUM(hours), SUM(idle) FROM edge
+ GROUP BY storage, kind)
+UNION ALL
+(SELECT 'b', SUM(bad)::bigint, 0, 0, 0 FROM edge HAVING SUM(bad) > 0)
 """
+# The live stretches (those taken away negated) as rows of kind, workload, storage flag, cost,
+# GPU-hours, idle cost and bad share denominators (storage summed over no hold comes as a NULL cost).
+_EDGE = (
+    "SELECT kind, workload_id, storage, {sign}cost, {sign}hours, {sign}idle, bad FROM ({sql}) e{n} ({columns})"
+    " WHERE cost IS NOT NULL"
+)
+_EDGE_COLUMNS = "kind, workload_id, storage, cost, hours, idle, bad"
+_NO_EDGE = (
+    "SELECT NULL::bigint, NULL::bigint, false, 0::numeric, 0::numeric, 0::numeric, 0::bigint WHERE FALSE"
+)
 # The largest totals of one part of the scope (all of it, a team, or one's own rows in other
 # teams), read in cost order from the index for that part, until `rows` are found.
 _PG_LARGEST = """(SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
@@ -301,28 +325,32 @@ def _array(values) -> str:
     return "{" + ",".join(map(str, values)) + "}"
 
 
-def _top_pg(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[tuple[int, Amount]]:
-    """`_top` in one statement (PostgreSQL): no workload of the edges is read into Python."""
+def _edge_sql(*, plan, scope: Scope, now: datetime, params: dict) -> str:
+    """The plan's live stretches costed by kind and workload (`_EDGE` rows), as SQL."""
+    stretches = [(low, high, "") for low, high in plan.live] + [(low, high, "-") for low, high in plan.minus]
+    parts = []
+    for n, (low, high, sign) in enumerate(stretches):
+        sql, more = pg_spend_sql(
+            start=low, end=high, now=now, keys=("kind", "workload"), scope=scope, idle=True, storage=True,
+            prefix=f"e{n}_",
+        )  # fmt: skip
+        params.update(more)
+        parts.append(_EDGE.format(sign=sign, sql=sql, n=n, columns=_EDGE_COLUMNS))
+    return "\n  UNION ALL ".join(parts) or _NO_EDGE
+
+
+def _top_pg(*, plan, scope: Scope, now: datetime, limit: int) -> tuple[list[tuple[int, Amount]], dict]:
+    """`_top` in one statement (PostgreSQL), the live stretches costed in it: no workload of the
+    edges is read into Python. Returns the top and the live stretches' spend by kind (STORAGE apart)."""
     days = plan.rolled_days
     first = stop = None
     across: set[int] = set()
     if days:
         first, stop, across = _across(days, scope.holds_q())
-    ids = sorted(live)
     scope_r, params = scope.holds_sql("r")
     scope_w, more = scope.holds_sql("w")
     params.update(more)
-    params.update(
-        live_ids=_array(ids),
-        live_cost=_array(live[w].cost for w in ids),
-        live_hours=_array(live[w].gpu_hours for w in ids),
-        live_idle=_array(live[w].idle_cost for w in ids),
-        fine=Level.FINE,
-        across=_array(sorted(across)),
-        first=first,
-        stop=stop,
-        limit=limit,
-    )
+    params.update(fine=Level.FINE, across=_array(sorted(across)), first=first, stop=stop, limit=limit)
     within = ""
     if days and (stop - first).days <= GIST_DAYS:
         # A few days hold few workloads: found through the GiST index and sorted. Over more days
@@ -335,6 +363,7 @@ def _top_pg(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[
         _PG_LARGEST.format(whole=whole, part=part, within=within) for part in _largest_parts(scope, params)
     ]
     sql_args = {
+        "edge": _edge_sql(plan=plan, scope=scope, now=now, params=params),
         "hours": _hours_sql(plan, params),
         "days": _runs_sql("r.start", days, Span.DAY, params, "d"),
         "whole": whole,
@@ -357,9 +386,16 @@ def _top_pg(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[
         if len(totals) < rows or len(inside) == limit:  # all read, or `limit` found
             break
         rows *= 4
+    if any(kind == "b" for kind, *_ in found):
+        raise ValueError(f"a share denominator does not divide {SHARES_BASE}: add it to SHARES_BASE")
+    by_kind = {
+        STORAGE if kind == "s" else key: Amount(cost=c, gpu_hours=h, idle_cost=i)
+        for kind, key, c, h, i in found
+        if kind in ("k", "s")
+    }
     # All the rows of each, not only those read: one taken under two users has two. (A workload
     # none of whose rows was read could still add up to more than the smallest found; no path of
     # the portal moves a workload to another team or user, so that takes an import or an edit.)
     if inside:
         inside = _totals_inside(workload_ids=set(inside), first=first, end=stop, scope_q=scope.holds_q())
-    return _ranked({**inside, **exact}, limit)
+    return _ranked({**inside, **exact}, limit), by_kind

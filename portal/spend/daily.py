@@ -15,7 +15,7 @@ from portal.accounts.models import Team, User
 from portal.accounts.selectors import is_lead
 from portal.spend.budgets import Forecast, budget_forecast, month_bounds, thresholds_of
 from portal.spend.cost import EXACT, ZERO, units_to_cents, units_to_hours
-from portal.spend.holds import STORAGE, Amount, without_jit
+from portal.spend.holds import STORAGE, Amount, summing_settings
 from portal.spend.selectors import group_labels, month_start, spend_scope
 from portal.spend.totals import spend_by
 
@@ -140,7 +140,7 @@ def spend_daily(
         raise ValueError(split)
     now = now or timezone.now()
     start, end = start.astimezone(UTC), end.astimezone(UTC)
-    with without_jit():
+    with summing_settings():
         found = spend_by(
             keys=_KEYS[split],
             start=start,

@@ -60,23 +60,35 @@ CLOSED_SPAN_SQL = "tstzrange(fleet_allocation.started_at, GREATEST(fleet_allocat
 LONG_HOLD = "24 hours"
 
 
+# What a statement that sums many rows may use in memory for a hash or sort (PostgreSQL), per
+# node: a workload report ranks some 15,000 workloads of numeric sums (10 MB), which the default
+# 4 MB spills to disk in batches.
+SUMMING_WORK_MEM = "16MB"
+
+
 @contextmanager
-def without_jit() -> Iterator[None]:
-    """PostgreSQL: no JIT compilation for the block's queries. A report's sums over a few thousand
-    roll-up rows cross jit_above_cost, and compiling them costs more (40 ms and up) than running
-    them; the session's setting is put back after."""
+def summing_settings() -> Iterator[None]:
+    """PostgreSQL settings for the block's queries, which sum many rows: no JIT compilation (a
+    report's sums over a few thousand roll-up rows cross jit_above_cost, and compiling them costs
+    more, 40 ms and up, than running them) and SUMMING_WORK_MEM; the session's settings are put
+    back after."""
     if connection.vendor != "postgresql":
         yield
         return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('jit'), set_config('jit', 'off', false)")
-        (before, _) = cursor.fetchone()
+        cursor.execute(
+            "SELECT current_setting('jit'), current_setting('work_mem'), set_config('jit', 'off', false),"
+            " set_config('work_mem', %s, false)",
+            [SUMMING_WORK_MEM],
+        )
+        jit, work_mem, _, _ = cursor.fetchone()
     try:
         yield
     finally:
-        if before != "off":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('jit', %s, false)", [before])
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('jit', %s, false), set_config('work_mem', %s, false)", [jit, work_mem]
+            )
 
 
 @dataclass(frozen=True)
@@ -339,9 +351,9 @@ def storage_sums(
 # in the database.
 _PG_SPEND = """
 WITH held AS MATERIALIZED (
-  SELECT y.*, GREATEST(y.started_at, %(start)s) AS held_from,
-         LEAST(COALESCE(y.ended_at, LEAST(%(now)s, COALESCE(y.expires_at, %(now)s))), %(end)s) AS held_to,
-         %(base)s / y.share_denominator AS per_share
+  SELECT y.*, GREATEST(y.started_at, %({p}start)s) AS held_from,
+         LEAST(COALESCE(y.ended_at, LEAST(%({p}now)s, COALESCE(y.expires_at, %({p}now)s))), %({p}end)s) AS held_to,
+         %({p}base)s / y.share_denominator AS per_share
   FROM (
     SELECT a.id, a.team_id, a.user_id, a.gpu_type_id, a.workload_id, a.gpu_id, a.share_numerator, a.share_denominator,
            a.price_per_hour, a.started_at, a.ended_at, t.idle_threshold_percent AS threshold,
@@ -351,15 +363,15 @@ WITH held AS MATERIALIZED (
            {project}
     FROM (  -- open holds by their start; closed ones by their start and end if they started at
       -- most LONG_HOLD before the stretch, else (longer, few) by their span: each through its own index
-      SELECT * FROM fleet_allocation WHERE ended_at IS NULL AND started_at < %(end)s
+      SELECT * FROM fleet_allocation WHERE ended_at IS NULL AND started_at < %({p}end)s
       UNION ALL
       SELECT * FROM fleet_allocation WHERE ended_at IS NOT NULL
-        AND started_at >= %(start)s::timestamptz - INTERVAL '{long_hold}' AND started_at < %(end)s
-        AND ended_at > %(start)s
+        AND started_at >= %({p}start)s::timestamptz - INTERVAL '{long_hold}' AND started_at < %({p}end)s
+        AND ended_at > %({p}start)s
       UNION ALL
       SELECT * FROM fleet_allocation WHERE ended_at IS NOT NULL AND ended_at - started_at >= INTERVAL '{long_hold}'
-        AND started_at < %(start)s::timestamptz - INTERVAL '{long_hold}' AND ended_at > %(start)s
-        AND {span} && tstzrange(%(start)s, %(end)s, '[)')
+        AND started_at < %({p}start)s::timestamptz - INTERVAL '{long_hold}' AND ended_at > %({p}start)s
+        AND {span} && tstzrange(%({p}start)s, %({p}end)s, '[)')
     ) a
     JOIN accounts_team t ON t.id = a.team_id
     LEFT JOIN fleet_migslice s ON s.id = a.mig_slice_id
@@ -370,7 +382,7 @@ WITH held AS MATERIALIZED (
   SELECT {held_keys} false,
          SUM(x.price_per_hour * x.share_numerator * EXTRACT(EPOCH FROM x.held_to - x.held_from) * x.per_share),
          SUM(x.share_numerator * EXTRACT(EPOCH FROM x.held_to - x.held_from) * x.per_share), 0,
-         SUM(CASE WHEN MOD(%(base)s, x.share_denominator) = 0 THEN 0 ELSE 1 END)
+         SUM(CASE WHEN MOD(%({p}base)s, x.share_denominator) = 0 THEN 0 ELSE 1 END)
   FROM held x WHERE x.held_to > x.held_from
   GROUP BY {held_group}
   {idle}
@@ -405,38 +417,38 @@ _PG_IDLE_BY_DEVICE = """UNION ALL
     -- a hold over the whole stretch: its device's idle time in the stretch, summed once a device
     SELECT {held_keys} x.share_denominator, x.price_per_hour * x.share_numerator * x.per_share AS rate, d.idle
     FROM held x JOIN device_idle d ON d.gpu_id = x.gpu_id AND d.device = x.slice_start AND d.threshold = x.threshold
-    WHERE x.held_from = %(start)s AND x.held_to = %(end)s
+    WHERE x.held_from = %({p}start)s AND x.held_to = %({p}end)s
     UNION ALL  -- one that starts or ends within it: its own minutes, its idle time summed as an interval
     SELECT {held_keys} x.share_denominator, x.price_per_hour * x.share_numerator * x.per_share,
            SUM(LEAST(m.minute + INTERVAL '1 minute', x.held_to) - GREATEST(m.minute, x.held_from))
     FROM held x JOIN minutes m ON m.gpu_id = x.gpu_id AND m.device = x.slice_start
      AND m.minute > x.held_from - INTERVAL '1 minute' AND m.minute < x.held_to AND m.utilization < x.threshold
-    WHERE x.held_to > x.held_from AND (x.held_from > %(start)s OR x.held_to < %(end)s)
+    WHERE x.held_to > x.held_from AND (x.held_from > %({p}start)s OR x.held_to < %({p}end)s)
     GROUP BY x.id, {held_keys} x.share_denominator, x.price_per_hour, x.share_numerator, x.per_share
   ) x
   GROUP BY {held_group}"""
 _PG_IDLE_MINUTES = """, minutes AS MATERIALIZED (
   SELECT m.gpu_id, COALESCE(m.mig_start, -1) AS device, m.minute, m.utilization_sum / m.utilization_samples AS utilization
   FROM fleet_gpuminute m
-  WHERE m.minute > %(start)s::timestamptz - INTERVAL '1 minute' AND m.minute < %(end)s AND m.utilization_samples > 0
+  WHERE m.minute > %({p}start)s::timestamptz - INTERVAL '1 minute' AND m.minute < %({p}end)s AND m.utilization_samples > 0
     AND m.utilization_sum / m.utilization_samples < (SELECT MAX(threshold) FROM held)
 ), device_idle AS (
   SELECT m.gpu_id, m.device, t.threshold,
-         SUM(LEAST(m.minute + INTERVAL '1 minute', %(end)s) - GREATEST(m.minute, %(start)s)) AS idle
+         SUM(LEAST(m.minute + INTERVAL '1 minute', %({p}end)s) - GREATEST(m.minute, %({p}start)s)) AS idle
   FROM minutes m JOIN (SELECT DISTINCT threshold FROM held) t ON m.utilization < t.threshold
   GROUP BY m.gpu_id, m.device, t.threshold
 )"""
 _PG_STORAGE = """UNION ALL
   SELECT {storage_keys} true,
-         SUM(h.price_per_gb_month * h.size_gb * %(storage_share)s * EXTRACT(EPOCH FROM
-             LEAST(COALESCE(h.ended_at, %(now)s), %(end)s) - GREATEST(h.started_at, %(start)s))), 0, 0, 0
+         SUM(h.price_per_gb_month * h.size_gb * %({p}storage_share)s * EXTRACT(EPOCH FROM
+             LEAST(COALESCE(h.ended_at, %({p}now)s), %({p}end)s) - GREATEST(h.started_at, %({p}start)s))), 0, 0, 0
   FROM fleet_storagehold h
-  WHERE h.started_at < %(end)s AND (h.ended_at IS NULL OR h.ended_at > %(start)s)
-    AND LEAST(COALESCE(h.ended_at, %(now)s), %(end)s) > GREATEST(h.started_at, %(start)s) {storage_scope}
+  WHERE h.started_at < %({p}end)s AND (h.ended_at IS NULL OR h.ended_at > %({p}start)s)
+    AND LEAST(COALESCE(h.ended_at, %({p}now)s), %({p}end)s) > GREATEST(h.started_at, %({p}start)s) {storage_scope}
   {storage_group}"""
 
 
-def _pg_spend(
+def pg_spend_sql(
     *,
     start: datetime,
     end: datetime,
@@ -445,9 +457,12 @@ def _pg_spend(
     scope: HoldScope | None,
     idle: bool,
     storage: bool,
-) -> Iterator[tuple[tuple, Amount]]:
-    """`spend_by_key` on PostgreSQL: GPU and storage holds in one statement, in exact numeric,
-    one row per key."""
+    prefix: str = "",
+) -> tuple[str, dict]:
+    """The statement of `_pg_spend` and its parameters, the stretch's named with `prefix` (so that
+    several stretches can be costed in one statement of a caller's). Its rows: the keys, whether
+    the row is storage (with "kind" or "project" among the keys), cost, GPU-hours and idle cost in
+    exact units, and how many holds' share denominators do not divide SHARES_BASE."""
     scope = scope or HoldScope()
     allocation_scope, params = scope.holds_sql("a")
     storage_scope, more = scope.holds_sql("h")
@@ -474,9 +489,10 @@ def _pg_spend(
         names=names,
         held_keys=held_keys,
         held_group=held_group,
-        idle=idle_sql.format(held_keys=held_keys, held_group=held_group) if idle else "",
-        minutes=_PG_IDLE_MINUTES if idle and idle_sql is _PG_IDLE_BY_DEVICE else "",
+        idle=idle_sql.format(held_keys=held_keys, held_group=held_group, p=prefix) if idle else "",
+        minutes=_PG_IDLE_MINUTES.format(p=prefix) if idle and idle_sql is _PG_IDLE_BY_DEVICE else "",
         storage=_PG_STORAGE.format(
+            p=prefix,
             storage_keys=storage_keys,
             storage_scope=storage_scope,
             storage_group=f"GROUP BY {', '.join(storage_group)}" if storage_group else "",
@@ -491,10 +507,32 @@ def _pg_spend(
             else ""
         ),
         group=f"GROUP BY {', '.join(by)}" if by else "",
+        p=prefix,
     )
-    params.update(
-        start=start, end=end, now=now, base=SHARES_BASE, storage_share=SHARES_BASE // STORAGE_DENOMINATOR
+    stretch = {
+        "start": start, "end": end, "now": now, "base": SHARES_BASE,
+        "storage_share": SHARES_BASE // STORAGE_DENOMINATOR,
+    }  # fmt: skip
+    params.update({prefix + name: value for name, value in stretch.items()})
+    return sql, params
+
+
+def _pg_spend(
+    *,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    keys: Sequence[str],
+    scope: HoldScope | None,
+    idle: bool,
+    storage: bool,
+) -> Iterator[tuple[tuple, Amount]]:
+    """`spend_by_key` on PostgreSQL: GPU and storage holds in one statement, in exact numeric,
+    one row per key."""
+    sql, params = pg_spend_sql(
+        start=start, end=end, now=now, keys=keys, scope=scope, idle=idle, storage=storage
     )
+    flagged = bool({"kind", "project"} & set(keys))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()

@@ -35,7 +35,7 @@ from portal.spend.cost import (
     units_to_cents,
     units_to_hours,
 )
-from portal.spend.holds import MINUTE, STORAGE, Amount, without_jit
+from portal.spend.holds import MINUTE, STORAGE, Amount, summing_settings
 from portal.spend.totals import Scope, spend_by
 
 __all__ = [
@@ -169,7 +169,7 @@ def spend_grouped(
     have no row."""
     if group_by not in GROUPS:
         raise ValueError(group_by)
-    with without_jit():
+    with summing_settings():
         return _grouped(
             scope=spend_scope(user, team),
             group_by=group_by,
@@ -225,7 +225,7 @@ def team_month_spend(*, team: Team, now: datetime | None = None) -> Decimal:
     """What the team has spent since the first of this month (UTC), GPU and storage, in cents:
     the month's rolled days and hours, and the holds for the rest (a handful of queries)."""
     now = now or timezone.now()
-    with without_jit():
+    with summing_settings():
         found = spend_by(
             keys=(), start=month_start(now), end=FOREVER, now=now, scope=Scope(team_id=team.pk), idle=False
         )
@@ -236,7 +236,7 @@ def teams_month_spend(*, now: datetime | None = None) -> dict[int, Decimal]:
     """What every team has spent since the first of this month (UTC), GPU and storage, by team
     id (cents; teams without spend absent): `team_month_spend` for all teams at once."""
     now = now or timezone.now()
-    with without_jit():
+    with summing_settings():
         found = spend_by(
             keys=("team",), start=month_start(now), end=FOREVER, now=now, scope=Scope(), idle=False
         )
@@ -248,7 +248,7 @@ def team_month_spend_by(*, team: Team, key: str, now: datetime | None = None) ->
     label (`key`: "user" or "project"; "" holds of no project), in cents, as `team_month_spend`
     counts it: from the roll-ups' user or project level (a handful of queries)."""
     now = now or timezone.now()
-    with without_jit():
+    with summing_settings():
         found = spend_by(
             keys=(key,),
             start=month_start(now),

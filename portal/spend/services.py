@@ -70,7 +70,7 @@ from portal.spend.holds import (
     allocation_billed_until,
     overlapping_allocations,
     spend_by_key,
-    without_jit,
+    summing_settings,
 )
 from portal.spend.models import (
     Level,
@@ -364,7 +364,7 @@ def spend_changes_apply(*, now: datetime | None = None) -> int:
     before the end of what was rolled, a hold vanished, a hold was inserted into rolled time), and
     forget the open holds that have ended. Returns the number of stale stretches found."""
     now = now or timezone.now()
-    with without_jit(), transaction.atomic():
+    with summing_settings(), transaction.atomic():
         return _apply_changes(now=now, watermark=_lock())
 
 
@@ -382,7 +382,7 @@ def spend_roll_day(
     until = min(until or day + DAY, day + DAY)
     if until > now or until <= day:
         raise ValueError(f"cannot roll {day:%Y-%m-%d} up to {until} at {now}")
-    with without_jit(), transaction.atomic():
+    with summing_settings(), transaction.atomic():
         _apply_changes(now=now, watermark=_lock())
         if note_open:
             _note_open_holds(start=day, end=until, now=now)
@@ -563,7 +563,7 @@ def spend_roll_blocks(*, days: Iterable[datetime], now: datetime | None = None) 
             parts = halves(start, span)
             if len(_fresh_whole(parts[0][0], [s for _, s in parts])) < 2:
                 continue
-            with without_jit(), transaction.atomic():
+            with summing_settings(), transaction.atomic():
                 _lock()
                 SpendRollup.objects.filter(span=span, start=start).delete()
                 _sum_block(span=span, start=start, parts=parts)
@@ -665,7 +665,7 @@ def _hours_caught_up(*, periods: dict, now: datetime, days_per_run: int) -> int:
         hours_to_roll = day >= with_minutes and not hours <= rolled
         if not (blocks_to_sum or hours_to_roll):
             continue
-        with without_jit(), transaction.atomic():
+        with summing_settings(), transaction.atomic():
             _lock()
             if not SpendPeriod.objects.filter(
                 span=Span.DAY, start=day, until=day + DAY, stale=False
