@@ -11,9 +11,9 @@ first or last whole day, those with rows on a day that is stale, and those holdi
 live stretch or rolled hour of the range (a partial-day edge, the minutes since today's roll-up). Any other workload costs no more than `limit` of the candidates, so the
 largest `limit` candidates are the largest `limit` workloads. Ties in cost go to the lower id.
 
-On PostgreSQL the candidates costed exactly (often ten thousand workloads in a recent edge's hours)
-are summed and ranked in one statement beside the largest totals (`_top_pg`), so only a few hundred
-rows reach Python; elsewhere `_top` does the same in Python.
+On PostgreSQL the live stretches are costed, and the candidates costed exactly (often ten thousand
+workloads in a recent edge's hours) summed and ranked, in one statement beside the largest totals
+(`_top_pg`), so only a few hundred rows reach Python; elsewhere `_top` does the same in Python.
 """
 
 from __future__ import annotations

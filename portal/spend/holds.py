@@ -85,10 +85,11 @@ def summing_settings() -> Iterator[None]:
     try:
         yield
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('jit', %s, false), set_config('work_mem', %s, false)", [jit, work_mem]
-            )
+        if (jit, work_mem) != ("off", SUMMING_WORK_MEM):  # else nothing to put back (nested, say)
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('jit', %s, false), set_config('work_mem', %s, false)", [jit, work_mem]
+                )
 
 
 @dataclass(frozen=True)

@@ -27,3 +27,13 @@ def test_the_block_sums_with_its_settings_and_the_sessions_come_back_after_a_fai
         assert _settings() == ("off", SUMMING_WORK_MEM)
         raise RuntimeError("a report failed")
     assert _settings() == ("on", "3MB")
+
+
+def test_nested_blocks_keep_the_outer_settings_until_the_outer_block_ends():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('jit', 'on', false), set_config('work_mem', '3MB', false)")
+    with summing_settings():
+        with summing_settings():
+            pass
+        assert _settings() == ("off", SUMMING_WORK_MEM)
+    assert _settings() == ("on", "3MB")
