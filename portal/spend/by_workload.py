@@ -25,8 +25,7 @@ from django.db import connection
 from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
-from portal.spend.cost import SHARES_BASE
-from portal.spend.holds import STORAGE, Amount, pg_spend_sql
+from portal.spend.holds import BAD_SHARES, STORAGE, Amount, pg_spend_sql
 from portal.spend.models import Level, Span, SpendPeriod, SpendRollup, WorkloadSpend
 from portal.spend.periods import DAY, HOUR_SPANS, fresh_periods, runs, utc
 from portal.spend.totals import Scope, live_sums, plan_for, rolled_sums
@@ -387,7 +386,7 @@ def _top_pg(*, plan, scope: Scope, now: datetime, limit: int) -> tuple[list[tupl
             break
         rows *= 4
     if any(kind == "b" for kind, *_ in found):
-        raise ValueError(f"a share denominator does not divide {SHARES_BASE}: add it to SHARES_BASE")
+        raise ValueError(BAD_SHARES)
     by_kind = {
         STORAGE if kind == "s" else key: Amount(cost=c, gpu_hours=h, idle_cost=i)
         for kind, key, c, h, i in found

@@ -50,6 +50,8 @@ MINUTE = timedelta(minutes=1)  # the span of one telemetry reading (GpuMinute)
 BY_DEVICE_UP_TO = timedelta(hours=4)
 
 STORAGE = "storage"  # the kind of a storage hold, beside GPU type ids
+# Why a sum is refused whose holds' share denominators do not all divide SHARES_BASE.
+BAD_SHARES = f"a share denominator does not divide {SHARES_BASE}: add it to SHARES_BASE"
 KEY_FIELDS = {"team": "team_id", "user": "user_id", "kind": "gpu_type_id", "workload": "workload_id"}
 # A closed hold's span, in the form its GiST index (migration 0005 of this app) answers; open holds
 # are found by their start in a partial index of their own.
@@ -449,6 +451,12 @@ _PG_STORAGE = """UNION ALL
   {storage_group}"""
 
 
+def _storage_flagged(keys: Sequence[str]) -> bool:
+    """Whether `pg_spend_sql`'s rows by `keys` say which are storage: storage is a kind and a
+    project of its own."""
+    return bool({"kind", "project"} & set(keys))
+
+
 def pg_spend_sql(
     *,
     start: datetime,
@@ -478,7 +486,7 @@ def pg_spend_sql(
     held_group = ", ".join([held[k] for k in keys] + ["x.share_denominator"])
     storage_keys = "".join(f"{stored.get(k, 'NULL::bigint')}, " for k in keys)
     storage_group = [stored[k] for k in keys if k in ("team", "user")]
-    flagged = bool({"kind", "project"} & set(keys))  # storage is a kind and a project of its own
+    flagged = _storage_flagged(keys)
     # By device only over every team's holds: a team's few would pay for the whole fleet's minutes.
     whole_fleet = scope.team_ids is None and scope.team_id is None and scope.user_id is None
     idle_sql = _PG_IDLE_BY_DEVICE if whole_fleet and end - start <= BY_DEVICE_UP_TO else _PG_IDLE_BY_HOLD
@@ -518,22 +526,11 @@ def pg_spend_sql(
     return sql, params
 
 
-def _pg_spend(
-    *,
-    start: datetime,
-    end: datetime,
-    now: datetime,
-    keys: Sequence[str],
-    scope: HoldScope | None,
-    idle: bool,
-    storage: bool,
-) -> Iterator[tuple[tuple, Amount]]:
+def _pg_spend(*, keys: Sequence[str], **stretch) -> Iterator[tuple[tuple, Amount]]:
     """`spend_by_key` on PostgreSQL: GPU and storage holds in one statement, in exact numeric,
-    one row per key."""
-    sql, params = pg_spend_sql(
-        start=start, end=end, now=now, keys=keys, scope=scope, idle=idle, storage=storage
-    )
-    flagged = bool({"kind", "project"} & set(keys))
+    one row per key (`stretch`: the rest of `pg_spend_sql`'s arguments)."""
+    sql, params = pg_spend_sql(keys=keys, **stretch)
+    flagged = _storage_flagged(keys)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
@@ -543,7 +540,7 @@ def _pg_spend(
         if cost is None:  # summed over nothing
             continue
         if bad:
-            raise ValueError(f"a share denominator does not divide {SHARES_BASE}: add it to SHARES_BASE")
+            raise ValueError(BAD_SHARES)
         if flag:
             values = tuple(
                 STORAGE if k in ("kind", "project") else v for k, v in zip(keys, values, strict=True)

@@ -239,10 +239,9 @@ class Plan:
 _PERIODS_SQL = """
 SELECT 'p', span, start, until, NULL, NULL FROM spend_spendperiod
 WHERE start >= %(first)s AND start < %(end)s AND NOT stale
-  AND (span NOT IN (%(hour)s, %(hours_2)s, %(hours_4)s, %(hours_8)s) OR start < %(first_day_end)s
-       OR start >= %(last_days)s)
+  AND (span NOT IN ({hour_spans}) OR start < %(first_day_end)s OR start >= %(last_days)s)
 UNION ALL SELECT 'w', NULL, NULL, NULL, allocation_id_seen, storage_hold_id_seen FROM spend_spendwatermark
-"""
+""".format(hour_spans=", ".join(f"%(hour_span{n})s" for n in range(len(HOUR_SPANS))))  # noqa: S608 (placeholders)
 
 
 def fresh_periods(
@@ -261,10 +260,7 @@ def fresh_periods(
                 "end": adapt(end),
                 "first_day_end": adapt(midnight(start) + DAY),
                 "last_days": adapt(midnight(end) - DAY),
-                "hour": Span.HOUR,
-                "hours_2": Span.HOURS_2,
-                "hours_4": Span.HOURS_4,
-                "hours_8": Span.HOURS_8,
+                **{f"hour_span{n}": span for n, span in enumerate(HOUR_SPANS)},
             },
         )
         for kind, span, first, until, allocation_seen, storage_seen in cursor.fetchall():
