@@ -195,6 +195,31 @@ class SpendOpenHold(models.Model):
         return f"hold {self.allocation_id or self.storage_hold_id} open through {self.through}"
 
 
+class SpendHoldChange(models.Model):
+    """A hold whose billed end may have moved: an allocation or storage hold whose end was set or
+    changed, or that was deleted, or a workload whose expiry changed. Written by the database itself
+    (triggers of migration 0011 of this app), so no code that writes holds calls spend and nothing
+    that writes them, an import or an edit by hand included, goes unseen. Reports compare only the
+    open holds these name with what was rolled (`periods.changes`); the workers' periodic check
+    reads them the same way and deletes them. No references: the rows outlive what they name."""
+
+    allocation_id = models.BigIntegerField(null=True)
+    storage_hold_id = models.BigIntegerField(null=True)
+    workload_id = models.BigIntegerField(null=True)
+
+    def __str__(self) -> str:
+        which = [
+            f"{name} {value}"
+            for name, value in (
+                ("allocation", self.allocation_id),
+                ("storage hold", self.storage_hold_id),
+                ("workload", self.workload_id),
+            )
+            if value is not None
+        ]
+        return f"changed: {', '.join(which)}"
+
+
 class SpendWatermark(models.Model):
     """One row: the highest hold ids the workers have checked for holds inserted into rolled time
     (an import, a backdated hold); newer ones are checked by every report. Its row is also the

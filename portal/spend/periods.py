@@ -114,7 +114,10 @@ FROM (
   SELECT s.held_from, s.through, s.allocation_id, {least}(s.end_seen, s.through) AS seen,
          CASE WHEN a.id IS NULL THEN NULL ELSE {allocation_end} END AS end_now, a.ended_at AS ended
   FROM spend_spendopenhold s LEFT JOIN fleet_allocation a ON a.id = s.allocation_id
-  WHERE s.allocation_id IS NOT NULL {team_s}
+  WHERE s.allocation_id IN (  -- only those the database noted as changed (SpendHoldChange)
+    SELECT c.allocation_id FROM spend_spendholdchange c WHERE c.allocation_id IS NOT NULL
+    UNION SELECT x.id FROM spend_spendholdchange c JOIN fleet_allocation x ON x.workload_id = c.workload_id
+  ) {team_s}
   {offset}
 ) open_allocations WHERE end_now IS NULL OR {least}(end_now, through) <> seen
 UNION ALL
@@ -122,7 +125,7 @@ SELECT s.held_from, {least}(s.end_seen, s.through),
        CASE WHEN h.id IS NULL THEN NULL ELSE {least}(COALESCE(h.ended_at, %(now)s), s.through) END,
        NULL, s.storage_hold_id, CASE WHEN h.id IS NULL THEN NULL ELSE COALESCE(h.ended_at, %(now)s) END, h.ended_at
 FROM spend_spendopenhold s LEFT JOIN fleet_storagehold h ON h.id = s.storage_hold_id
-WHERE s.storage_hold_id IS NOT NULL {team_s}
+WHERE s.storage_hold_id IN (SELECT c.storage_hold_id FROM spend_spendholdchange c WHERE c.storage_hold_id IS NOT NULL) {team_s}
   AND (h.id IS NULL OR {least}(COALESCE(h.ended_at, %(now)s), s.through) <> {least}(s.end_seen, s.through))
 UNION ALL
 SELECT a.started_at, a.started_at, {allocation_end}, NULL, NULL, NULL, NULL FROM fleet_allocation a
@@ -187,8 +190,10 @@ def changes(
     """The holds changed since their time was rolled: open holds the roll-ups counted whose billed
     end has moved before the end of what was rolled (ended in the past, an expiry moved) or that are
     gone; holds inserted (ids above the watermark) that started before `before`. One statement:
-    an index lookup per remembered open hold, and the newest holds. `team_id`: only that team's.
-    `seen`: the watermark's ids, if the caller has read them."""
+    of the remembered open holds only those the database noted as changed since the workers last
+    looked (`SpendHoldChange`: a few since the last periodic run, not every open hold), and the
+    newest holds. `team_id`: only that team's. `seen`: the watermark's ids, if the caller has read
+    them."""
     if seen is None:
         mark = (
             SpendWatermark.objects.order_by("pk")

@@ -39,11 +39,12 @@ True when holds change: closed time changes only when a hold that was open when 
 has its end moved into rolled time (ended in the past, its workload's expiry moved, deleted), or
 when a hold is inserted into rolled time (an import, a backdated hold). `SpendOpenHold` remembers
 every hold open at a roll-up and the end it was counted to; `SpendWatermark` the highest hold ids
-checked. Every report compares both with the holds first (one statement: an index lookup per open
-hold, and the holds newer than the watermark) and costs the days they touch from the holds, so a
-change shows at once; the workers' periodic `spend_rollup_due` marks those days (and their blocks)
-stale and rolls them again. No code that writes holds has to call spend (fleet, below spend in the
-layers, cannot). Not seen: price corrections, and deletions or edits of holds that had ended before
+checked; `SpendHoldChange` the holds (and workloads' expiries) written since the workers last
+looked, noted by database triggers. Every report compares those few with what was remembered, and
+the holds newer than the watermark (one statement), and costs the days they touch from the holds,
+so a change shows at once; the workers' periodic `spend_rollup_due` marks those days (and their
+blocks) stale, rolls them again and deletes the notes it read. No code that writes holds has to
+call spend (fleet, below spend in the layers, cannot). Not seen: price corrections, and deletions or edits of holds that had ended before
 their day was rolled; after those, rebuild with `manage.py spend_rollup`.
 
 Idle cost is rolled with the rest, from the node agents' minutes as they were when the day was
@@ -75,6 +76,7 @@ from portal.spend.holds import (
 from portal.spend.models import (
     Level,
     Span,
+    SpendHoldChange,
     SpendOpenHold,
     SpendPeriod,
     SpendRollup,
@@ -329,6 +331,9 @@ def _apply_changes(*, now: datetime, watermark: SpendWatermark) -> int:
         utc(start): utc(until)
         for start, until in SpendPeriod.objects.filter(span=Span.DAY).values_list("start", "until")
     }
+    # The changes noted so far: deleted once applied. Ones noted meanwhile (their transaction
+    # committing later) stay for the next run, whatever their ids.
+    noted = list(SpendHoldChange.objects.values_list("pk", flat=True))
     found = changes(now=now, before=max(rolled.values(), default=now))
     days = affected_days([change.stretch for change in found], rolled)
     if days:
@@ -347,6 +352,8 @@ def _apply_changes(*, now: datetime, watermark: SpendWatermark) -> int:
     # expiry sweep ends a hold at the expiry it was clipped at), change nothing: forget them.
     with connection.cursor() as cursor:
         cursor.execute(_FORGET_ENDED_SQL)
+    for chunk in _chunks(noted):
+        SpendHoldChange.objects.filter(pk__in=chunk).delete()
     top = {
         "allocation_id_seen": Allocation.objects.aggregate(top=Max("pk"))["top"] or 0,
         "storage_hold_id_seen": StorageHold.objects.aggregate(top=Max("pk"))["top"] or 0,

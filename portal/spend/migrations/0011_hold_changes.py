@@ -1,0 +1,90 @@
+# Holds whose billed end may have moved are noted by the database as they are written (an end set
+# or changed, a deletion, a workload's expiry changed), so that a report checks those few open holds
+# against what was rolled instead of every open hold. Triggers on both databases.
+#
+# On SQLite, Django rebuilds a table to alter it, which drops its triggers: a later migration that
+# alters fleet_allocation, fleet_storagehold or workloads_workload there must create them again
+# (tests/spend/test_hold_change_triggers.py fails until it does).
+
+from django.db import migrations, models
+
+CHANGE_TABLE = "spend_spendholdchange"
+# (trigger, table, event, columns noted, the old row's id noted as): one row a change
+TRIGGERS = [
+    ("spend_allocation_end_changed", "fleet_allocation", "UPDATE OF ended_at, workload_id", "allocation_id"),
+    ("spend_allocation_deleted", "fleet_allocation", "DELETE", "allocation_id"),
+    ("spend_storage_end_changed", "fleet_storagehold", "UPDATE OF ended_at", "storage_hold_id"),
+    ("spend_storage_deleted", "fleet_storagehold", "DELETE", "storage_hold_id"),
+    ("spend_expiry_changed", "workloads_workload", "UPDATE OF expires_at", "workload_id"),
+]
+# Only a value that changed is noted (an UPDATE naming the column but keeping its value is not).
+CHANGED = {
+    "fleet_allocation": "OLD.ended_at IS DISTINCT FROM NEW.ended_at OR OLD.workload_id IS DISTINCT FROM NEW.workload_id",
+    "fleet_storagehold": "OLD.ended_at IS DISTINCT FROM NEW.ended_at",
+    "workloads_workload": "OLD.expires_at IS DISTINCT FROM NEW.expires_at",
+}
+
+
+def _postgresql() -> list[str]:
+    sql = []
+    for name, table, event, column in TRIGGERS:
+        sql.append(
+            f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "  # noqa: S608 (constants)
+            f"INSERT INTO {CHANGE_TABLE} ({column}) VALUES (OLD.id); RETURN NULL; END $$"
+        )
+        when = "" if event == "DELETE" else f" WHEN ({CHANGED[table]})"
+        sql.append(
+            f"CREATE TRIGGER {name} AFTER {event} ON {table} FOR EACH ROW{when} EXECUTE FUNCTION {name}()"
+        )
+    return sql
+
+
+def _sqlite() -> list[str]:
+    sql = []
+    for name, table, event, column in TRIGGERS:
+        when = "" if event == "DELETE" else f" WHEN {CHANGED[table].replace('IS DISTINCT FROM', 'IS NOT')}"
+        sql.append(
+            f"CREATE TRIGGER {name} AFTER {event} ON {table} FOR EACH ROW{when} "  # noqa: S608 (constants)
+            f"BEGIN INSERT INTO {CHANGE_TABLE} ({column}) VALUES (OLD.id); END"
+        )
+    return sql
+
+
+def create_triggers(apps, schema_editor):
+    vendor = schema_editor.connection.vendor
+    for statement in {"postgresql": _postgresql, "sqlite": _sqlite}[vendor]():
+        schema_editor.execute(statement)
+
+
+def drop_triggers(apps, schema_editor):
+    postgresql = schema_editor.connection.vendor == "postgresql"
+    for name, table, _, _ in TRIGGERS:
+        schema_editor.execute(f"DROP TRIGGER IF EXISTS {name}" + (f" ON {table}" if postgresql else ""))
+        if postgresql:
+            schema_editor.execute(f"DROP FUNCTION IF EXISTS {name}()")
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("spend", "0010_workload_spend_by_cost"),
+        ("fleet", "0018_admin_names"),
+        ("workloads", "0012_workload_number_required"),
+    ]
+
+    operations = [
+        migrations.CreateModel(
+            name="SpendHoldChange",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("allocation_id", models.BigIntegerField(null=True)),
+                ("storage_hold_id", models.BigIntegerField(null=True)),
+                ("workload_id", models.BigIntegerField(null=True)),
+            ],
+        ),
+        migrations.RunPython(create_triggers, drop_triggers),
+    ]
