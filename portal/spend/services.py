@@ -44,8 +44,9 @@ looked, noted by database triggers. Every report compares those few with what wa
 the holds newer than the watermark (one statement), and costs the days they touch from the holds,
 so a change shows at once; the workers' periodic `spend_rollup_due` marks those days (and their
 blocks) stale, rolls them again and deletes the notes it read. No code that writes holds has to
-call spend (fleet, below spend in the layers, cannot). Not seen: price corrections, and deletions or edits of holds that had ended before
-their day was rolled; after those, rebuild with `manage.py spend_rollup`.
+call spend (fleet, below spend in the layers, cannot). Not seen: price corrections, and deletions
+or edits of holds that had ended before their day was rolled; after those, rebuild with
+`manage.py spend_rollup`.
 
 Idle cost is rolled with the rest, from the node agents' minutes as they were when the day was
 rolled, with the team's threshold of then (minutes are pruned after PORTAL_TELEMETRY_MINUTE_DAYS; the

@@ -4,6 +4,7 @@ and the workers delete the notes they have applied."""
 
 from __future__ import annotations
 
+import importlib
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -125,3 +126,18 @@ def test_the_workers_delete_the_notes_they_applied_and_keep_those_noted_meanwhil
     assert noted() == []
     assert not SpendOpenHold.objects.filter(allocation__in=holds[:2]).exists()
     assert SpendOpenHold.objects.filter(allocation=holds[2]).exists()
+
+
+def test_upgrading_notes_every_open_hold_remembered_so_that_the_next_check_sees_each(gpus, team, researcher):
+    """Changes made before the triggers existed went unnoted: the migration notes all open holds."""
+    migration = importlib.import_module("portal.spend.migrations.0011_hold_changes")
+    hold = make_hold(gpu=gpus[0], user=researcher, team=team, started_at=day(10, 6), ended_at=None)
+    home = storage(researcher, team, started_at=day(2))
+    spend_rollup_due(now=NOW, days_per_run=100)
+    with connection.cursor() as cursor:  # ended in the past before the triggers were there
+        cursor.execute("UPDATE fleet_allocation SET ended_at = %s WHERE id = %s", [day(12, 18), hold.pk])
+        cursor.execute("DELETE FROM spend_spendholdchange")
+        for statement in migration.NOTE_ALL_OPEN:
+            cursor.execute(statement)
+    assert noted() == sorted([(hold.pk, None, None), (None, home.pk, None)], key=repr)
+    assert [change.allocation_id for change in periods.changes(now=NOW, before=NOW)] == [hold.pk]

@@ -1,6 +1,7 @@
 # Holds whose billed end may have moved are noted by the database as they are written (an end set
 # or changed, a deletion, a workload's expiry changed), so that a report checks those few open holds
-# against what was rolled instead of every open hold. Triggers on both databases.
+# against what was rolled instead of every open hold. Triggers on both databases; the open holds
+# remembered so far are noted once.
 #
 # On SQLite, Django rebuilds a table to alter it, which drops its triggers: a later migration that
 # alters fleet_allocation, fleet_storagehold or workloads_workload there must create them again
@@ -50,9 +51,17 @@ def _sqlite() -> list[str]:
     return sql
 
 
+# Changes made before the triggers were there (since the workers last looked) went unnoted: every
+# remembered open hold is noted once, so the next check looks at each, as it did before.
+NOTE_ALL_OPEN = [
+    f"INSERT INTO {CHANGE_TABLE} ({column}) SELECT {column} FROM spend_spendopenhold WHERE {column} IS NOT NULL"  # noqa: S608 (constants)
+    for column in ("allocation_id", "storage_hold_id")
+]
+
+
 def create_triggers(apps, schema_editor):
     vendor = schema_editor.connection.vendor
-    for statement in {"postgresql": _postgresql, "sqlite": _sqlite}[vendor]():
+    for statement in {"postgresql": _postgresql, "sqlite": _sqlite}[vendor]() + NOTE_ALL_OPEN:
         schema_editor.execute(statement)
 
 
