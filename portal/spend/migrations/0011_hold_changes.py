@@ -5,12 +5,12 @@
 #
 # On SQLite, Django rebuilds a table to alter it, which drops its triggers: a later migration that
 # alters fleet_allocation, fleet_storagehold or workloads_workload there must create them again
-# (tests/spend/test_hold_change_triggers.py fails until it does).
+# (tests/spend/test_hold_changes.py fails until it does).
 
 from django.db import migrations, models
 
 CHANGE_TABLE = "spend_spendholdchange"
-# (trigger, table, event, columns noted, the old row's id noted as): one row a change
+# (trigger, table, event, the column the old row's id is noted in): one row a change
 TRIGGERS = [
     ("spend_allocation_end_changed", "fleet_allocation", "UPDATE OF ended_at, workload_id", "allocation_id"),
     ("spend_allocation_deleted", "fleet_allocation", "DELETE", "allocation_id"),
