@@ -225,16 +225,16 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
 ), live AS (
   SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle FROM edge
   WHERE workload_id IS NOT NULL GROUP BY workload_id
-), recent AS (
-  SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle FROM (
-    SELECT * FROM live
-    UNION ALL
-    SELECT r.workload_id, r.cost, r.gpu_hours, r.idle_cost FROM spend_spendrollup r
-    WHERE r.level = %(fine)s AND ({hours}) AND r.workload_id IS NOT NULL {scope_r}
-  ) edges GROUP BY workload_id
+), hour_rows AS MATERIALIZED (
+  SELECT r.workload_id, r.cost, r.gpu_hours AS hours, r.idle_cost AS idle FROM spend_spendrollup r
+  WHERE r.level = %(fine)s AND ({hours}) AND r.workload_id IS NOT NULL {scope_r}
+), recent AS (  -- the workloads of the live stretches and rolled hours: their ids (summed once, in exact)
+  SELECT workload_id FROM live UNION SELECT workload_id FROM hour_rows
 ), exact AS (
   SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle FROM (
-    SELECT * FROM recent
+    SELECT workload_id, cost, hours, idle FROM live
+    UNION ALL
+    SELECT * FROM hour_rows
     UNION ALL  -- a workload of the live stretches whose rolled days lie inside: its total (one
     -- only in rolled hours has a rolled day outside, their day: with one inside it runs across);
     -- their ids as one array, so that the index is read once in their order (a join would probe it
