@@ -10,45 +10,46 @@
 from django.db import migrations, models
 
 CHANGE_TABLE = "spend_spendholdchange"
-# (trigger, table, event, the column the old row's id is noted in): one row a change
+# (trigger, table, the columns whose change is noted (none: a deletion), the column the old row's
+# id is noted in): one row a change
 TRIGGERS = [
-    ("spend_allocation_end_changed", "fleet_allocation", "UPDATE OF ended_at, workload_id", "allocation_id"),
-    ("spend_allocation_deleted", "fleet_allocation", "DELETE", "allocation_id"),
-    ("spend_storage_end_changed", "fleet_storagehold", "UPDATE OF ended_at", "storage_hold_id"),
-    ("spend_storage_deleted", "fleet_storagehold", "DELETE", "storage_hold_id"),
-    ("spend_expiry_changed", "workloads_workload", "UPDATE OF expires_at", "workload_id"),
+    ("spend_allocation_end_changed", "fleet_allocation", ("ended_at", "workload_id"), "allocation_id"),
+    ("spend_allocation_deleted", "fleet_allocation", (), "allocation_id"),
+    ("spend_storage_end_changed", "fleet_storagehold", ("ended_at",), "storage_hold_id"),
+    ("spend_storage_deleted", "fleet_storagehold", (), "storage_hold_id"),
+    ("spend_expiry_changed", "workloads_workload", ("expires_at",), "workload_id"),
 ]
-# Only a value that changed is noted (an UPDATE naming the column but keeping its value is not).
-CHANGED = {
-    "fleet_allocation": "OLD.ended_at IS DISTINCT FROM NEW.ended_at OR OLD.workload_id IS DISTINCT FROM NEW.workload_id",
-    "fleet_storagehold": "OLD.ended_at IS DISTINCT FROM NEW.ended_at",
-    "workloads_workload": "OLD.expires_at IS DISTINCT FROM NEW.expires_at",
-}
+
+
+def _on(columns: tuple[str, ...], table: str, differ: str) -> str:
+    """The trigger's event, table and row condition: a deletion, or an update that changed a value
+    of `columns` (one naming the column but keeping its value is not noted). `differ`: the
+    database's "not equal, NULLs compared as values"."""
+    if not columns:
+        return f"DELETE ON {table} FOR EACH ROW"
+    changed = " OR ".join(f"OLD.{column} {differ} NEW.{column}" for column in columns)
+    return f"UPDATE OF {', '.join(columns)} ON {table} FOR EACH ROW WHEN ({changed})"
 
 
 def _postgresql() -> list[str]:
     sql = []
-    for name, table, event, column in TRIGGERS:
+    for name, table, columns, noted in TRIGGERS:
         sql.append(
             f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "  # noqa: S608 (constants)
-            f"INSERT INTO {CHANGE_TABLE} ({column}) VALUES (OLD.id); RETURN NULL; END $$"
+            f"INSERT INTO {CHANGE_TABLE} ({noted}) VALUES (OLD.id); RETURN NULL; END $$"
         )
-        when = "" if event == "DELETE" else f" WHEN ({CHANGED[table]})"
         sql.append(
-            f"CREATE TRIGGER {name} AFTER {event} ON {table} FOR EACH ROW{when} EXECUTE FUNCTION {name}()"
+            f"CREATE TRIGGER {name} AFTER {_on(columns, table, 'IS DISTINCT FROM')} EXECUTE FUNCTION {name}()"
         )
     return sql
 
 
 def _sqlite() -> list[str]:
-    sql = []
-    for name, table, event, column in TRIGGERS:
-        when = "" if event == "DELETE" else f" WHEN {CHANGED[table].replace('IS DISTINCT FROM', 'IS NOT')}"
-        sql.append(
-            f"CREATE TRIGGER {name} AFTER {event} ON {table} FOR EACH ROW{when} "  # noqa: S608 (constants)
-            f"BEGIN INSERT INTO {CHANGE_TABLE} ({column}) VALUES (OLD.id); END"
-        )
-    return sql
+    return [
+        f"CREATE TRIGGER {name} AFTER {_on(columns, table, 'IS NOT')} "  # noqa: S608 (constants)
+        f"BEGIN INSERT INTO {CHANGE_TABLE} ({noted}) VALUES (OLD.id); END"
+        for name, table, columns, noted in TRIGGERS
+    ]
 
 
 # Changes made before the triggers were there (since the workers last looked) went unnoted: every
