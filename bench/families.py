@@ -90,8 +90,11 @@ def _hold(rng: random.Random, kind: str, mean: float) -> float:
     return rng.expovariate(1 / (mean / 4)) if rng.random() < 0.8 else rng.expovariate(1 / (mean * 4))
 
 
-def draw(number: int, seed: int, arrivals: int = 1200) -> Draw:
-    """Draw `number` of the family seeded `seed` (the same pair always gives the same workload)."""
+def draw(number: int, seed: int, arrivals: int = 1200, stream: int | None = None) -> Draw:
+    """Draw `number` of the family seeded `seed` (the same pair always gives the same workload).
+
+    `stream` keeps the draw's fleet and knobs but draws another stream of requests from them: the
+    same kind of workload, another sample of it."""
     rng = random.Random(f"{seed}:{number}")
     types = rng.sample(GPU_TYPES, rng.randint(1, len(GPU_TYPES)))
     per_node = rng.choice((4, 8))
@@ -133,8 +136,10 @@ def draw(number: int, seed: int, arrivals: int = 1200) -> Draw:
     present = sorted({spec.gpu_type for spec in fleet})
     classes, class_weights = zip(*mix.items(), strict=True)
     sizes, size_weights = zip(*counts.items(), strict=True)
+    if stream is not None:
+        rng = random.Random(f"{seed}:{number}:stream:{stream}")
     t = 0.0
-    stream = []
+    requests = []
     for k in range(arrivals):
         t += rng.expovariate(rate)
         gpu_type = rng.choice(present)
@@ -145,7 +150,7 @@ def draw(number: int, seed: int, arrivals: int = 1200) -> Draw:
             request = SliceRequest(
                 gpu_type, profile_by_class(gpu_type, rng.choices(classes, class_weights)[0])
             )
-        stream.append(Arrival(t, f"r{k}", request, _hold(rng, hold_kind, mean_hold)))
+        requests.append(Arrival(t, f"r{k}", request, _hold(rng, hold_kind, mean_hold)))
     mig_gpus = sum(spec.gpus for spec in fleet if spec.mig)
     knobs = (
         f"{nodes}x{per_node} GPUs ({'/'.join(types)}), {mig_gpus} MIG, "
@@ -154,4 +159,4 @@ def draw(number: int, seed: int, arrivals: int = 1200) -> Draw:
         f"profiles {','.join(f'{c}:{w:.2f}' for c, w in mix.items())}, "
         f"whole_on_empty_mig={whole_on_empty_mig}"
     )
-    return Draw(number, fleet, stream, whole_on_empty_mig, knobs)
+    return Draw(number, fleet, requests, whole_on_empty_mig, knobs)

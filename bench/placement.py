@@ -3,6 +3,7 @@
     python bench/placement.py                  # seeded synthetic workloads, prints a table
     python bench/placement.py --workload FILE  # JSON fleet and events in, one JSON line out
     python bench/placement.py --draws 200      # random workload families, both MIG modes
+    python bench/placement.py --draws 200 --streams 5  # and each kind's mean over 5 streams
 
 Every decision is checked by an independent validator (bench/checker.py); an invalid one stops
 the run. See bench/README.md for what each figure means.
@@ -17,6 +18,7 @@ _PROCESS_STARTED = time.perf_counter()
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import statistics  # noqa: E402
 import sys  # noqa: E402
 from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -180,11 +182,15 @@ def main_workload(path: str) -> int:
     return 0
 
 
-def _one_draw(args: tuple[int, int, str]) -> tuple[int, float, float, float, str, float]:
-    """Run draw `number` in `mode` through both engines: (number, delta, engine, first fit, knobs,
-    delta in GPU-equivalents placed)."""
-    number, seed, mode = args
-    sample = draw(number, seed)
+# One draw's run: (number, delta, engine, first fit, knobs, delta in GPU-equivalents placed)
+DrawRun = tuple[int, float, float, float, str, float]
+
+
+def _one_draw(args: tuple[int, int, str, int | None]) -> DrawRun:
+    """Run draw `number` in `mode` (its stream `stream`, None for the draw's own) through both
+    engines: (number, delta, engine, first fit, knobs, delta in GPU-equivalents placed)."""
+    number, seed, mode, stream = args
+    sample = draw(number, seed, stream=stream)
     gpus = views(sample.fleet, mode)
     runs = [
         run_stream(engine(gpus, whole_on_empty_mig=sample.whole_on_empty_mig), gpus, sample.arrivals,
@@ -196,14 +202,20 @@ def _one_draw(args: tuple[int, int, str]) -> tuple[int, float, float, float, str
     return number, best - first, best, first, sample.knobs, served
 
 
-def main_draws(count: int, seed: int) -> int:
-    """Random workload families in both MIG modes: the mean and worst difference to first fit."""
+def main_draws(count: int, seed: int, streams: int = 1) -> int:
+    """Random workload families in both MIG modes: the mean and worst difference to first fit.
+
+    With `streams` > 1 every draw also runs on streams - 1 more samples of its kind (same fleet
+    and knobs, other requests), and the report adds each kind's mean over its streams: a draw
+    behind by chance and a kind of workload the engine is behind on are told apart."""
     print(f"Acceptance against first fit over {count} random workloads per MIG mode (seed {seed})")
     print("  every decision validated; delta = engine minus first fit, in acceptance points")
-    worst_all = 0.0
     with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for mode in ("dynamic", "layouts"):
-            results = list(pool.map(_one_draw, [(n, seed, mode) for n in range(count)], chunksize=4))
+            jobs = [(n, seed, mode, None) for n in range(count)]
+            jobs += [(n, seed, mode, k) for n in range(count) for k in range(1, streams)]
+            every = list(pool.map(_one_draw, jobs, chunksize=4))
+            results = every[:count]
             deltas = sorted(results, key=lambda r: r[1])
             mean = sum(r[1] for r in results) / len(results)
             behind = sum(1 for r in results if r[1] < 0)
@@ -223,9 +235,63 @@ def main_draws(count: int, seed: int) -> int:
                     f"    draw {number}: {delta:+.2f} ({best:.2f} % against {first_fit_:.2f} %;"
                     f" GPU-eq {gpu_eq:+.2f}): {knobs}"
                 )
-            worst_all = min(worst_all, deltas[0][1])
+            if streams > 1:
+                _kinds(pool, every, seed, mode, count, streams)
     print(f"Total {time.perf_counter() - _PROCESS_STARTED:.1f} s")
     return 0
+
+
+FRESH_STREAMS = 20
+
+
+def _by_kind(runs: list[DrawRun]) -> list[tuple[float, float, float, int]]:
+    """(mean delta, its standard error, mean GPU-equivalents delta, draw number) per kind, worst first."""
+    grouped: dict[int, list[tuple[float, float]]] = {}
+    for number, delta, _best, _first, _knobs, gpu_eq in runs:
+        grouped.setdefault(number, []).append((delta, gpu_eq))
+    kinds = []
+    for number, pairs in grouped.items():
+        deltas = [d for d, _ in pairs]
+        error = statistics.stdev(deltas) / len(deltas) ** 0.5
+        kinds.append((statistics.fmean(deltas), error, statistics.fmean(g for _, g in pairs), number))
+    return sorted(kinds)
+
+
+def _kinds(
+    pool: ProcessPoolExecutor,
+    every: list[DrawRun],
+    seed: int,
+    mode: str,
+    count: int,
+    streams: int,
+) -> None:
+    """Each kind's mean over its streams, for `main_draws`. The kinds behind on that mean run
+    again on FRESH_STREAMS new streams: the worst of many means is behind partly by chance, so
+    only a kind whose fresh mean is behind by more than two standard errors counts as behind."""
+    kinds = _by_kind(every)
+    worst_stream = min(run[1] for run in every)
+    suspects = [k[3] for k in kinds if k[0] < 0]
+    clearly = [k for k in kinds if k[0] + 2 * k[1] < 0]
+    both = [k for k in kinds if k[0] < 0 and k[2] < 0]
+    print(
+        f"           per kind over {streams} streams each: mean {statistics.fmean(k[0] for k in kinds):+.2f}"
+        f"  worst kind {kinds[0][0]:+.2f}  worst stream {worst_stream:+.2f}"
+    )
+    print(
+        f"           kinds behind: {len(suspects)} of {count}; by more than 2 standard errors: {len(clearly)};"
+        f" behind in GPU-equivalents too: {len(both)}"
+    )
+    if not suspects:
+        return
+    jobs = [(n, seed, mode, k) for n in suspects for k in range(streams, streams + FRESH_STREAMS)]
+    fresh = _by_kind(list(pool.map(_one_draw, jobs, chunksize=2)))
+    confirmed = [k for k in fresh if k[0] + 2 * k[1] < 0]
+    print(
+        f"           on {FRESH_STREAMS} fresh streams each, confirmed behind: {len(confirmed)} of {count}"
+        f" (GPU-equivalents behind too: {sum(1 for k in confirmed if k[2] < 0)})"
+    )
+    for mean, error, gpu_eq, number in confirmed:
+        print(f"    kind {number}: {mean:+.2f} +- {error:.2f} (GPU-eq {gpu_eq:+.2f})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,11 +301,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--draws", type=int, metavar="N", help="N random workloads per MIG mode against first fit"
     )
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=1,
+        metavar="K",
+        help="with --draws: K streams of each drawn kind, and each kind's mean over them (1)",
+    )
     args = parser.parse_args(argv)
     if args.workload:
         return main_workload(args.workload)
     if args.draws:
-        return main_draws(args.draws, args.seed)
+        if args.streams < 1:
+            parser.error("--streams must be at least 1")
+        return main_draws(args.draws, args.seed, args.streams)
     return main_synthetic(args.seed)
 
 
