@@ -1,5 +1,7 @@
-"""The demo fleet, teams, users, images and price book (`manage.py seed_demo`). Idempotent:
-running it again creates only what is missing and changes nothing a user has edited."""
+"""The demo fleet, teams, users, images and price book (`manage.py seed_demo`), and two weeks of
+ended sandboxes (portal.demo.history). Idempotent: running it again creates only what is missing
+and changes nothing a user has edited; the history is written only by the run that makes the
+demo teams."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.db import transaction
+from django.utils import timezone
 
 from portal.accounts.models import Membership, Team, User
 from portal.catalog.demo import catalog_seed
+from portal.demo.history import demo_history
 from portal.fleet.geometry import GPU_MODELS
 from portal.fleet.models import Cluster, Gpu, GpuType, Node, PriceBookEntry
 from portal.workloads.models import Image
@@ -53,7 +57,9 @@ class SeedSummary:
 
 
 @transaction.atomic
-def demo_seed() -> SeedSummary:
+def demo_seed(*, history: bool = True) -> SeedSummary:
+    """Create what is missing; with `history`, also the ended sandboxes of the last two weeks
+    where the demo teams are new."""
     created = 0
 
     def count(pair: tuple[object, bool]) -> object:
@@ -107,7 +113,9 @@ def demo_seed() -> SeedSummary:
                 )
             )
     teams = {}
+    new_teams = False
     for slug, name in (("vision", "Vision"), ("nlp", "NLP")):
+        new_teams |= not Team.objects.filter(slug=slug).exists()
         teams[slug] = count(
             Team.objects.get_or_create(
                 slug=slug,
@@ -142,4 +150,6 @@ def demo_seed() -> SeedSummary:
         if team:
             count(Membership.objects.get_or_create(user=user, team=teams[team], defaults={"role": role}))
     created += catalog_seed()
+    if history and new_teams:
+        created += demo_history(now=timezone.now())
     return SeedSummary(created=created, usernames=tuple(u[0] for u in DEMO_USERS), password=DEMO_PASSWORD)

@@ -74,7 +74,7 @@ def running_sandbox() -> None:
 
 
 def test_main_pages_look_as_their_references(live_server, transactional_db, browser_page, tmp_path):
-    call_command("seed_demo", verbosity=0)
+    call_command("seed_demo", "--no-history", verbosity=0)
     running_sandbox()
     page = browser_page
     # no motion (portal.css stops animations under reduced motion; the CSP refuses injected styles)

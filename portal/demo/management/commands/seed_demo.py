@@ -7,10 +7,18 @@ from portal.demo.seed import demo_seed
 
 
 class Command(BaseCommand):
-    help = "Create the demo fleet, teams, users, images and price book (safe to run again)."
+    help = (
+        "Create the demo fleet, teams, users, images and price book, and two weeks of ended"
+        " sandboxes on a new database (safe to run again)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--no-history", action="store_true", help="leave out the two weeks of ended sandboxes"
+        )
 
     def handle(self, *args, **options):
-        summary = demo_seed()
+        summary = demo_seed(history=not options["no_history"])
         self.stdout.write(f"Demo data ready ({summary.created} objects created).")
         self.stdout.write(f"Sign in at {settings.PORTAL_BASE_URL}/ as one of:")
         self.stdout.write(
