@@ -17,7 +17,6 @@ from decimal import Decimal
 from portal.accounts.models import Team, User
 from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
-from portal.fleet.geometry import GPU_MODELS
 from portal.fleet.models import Allocation, Gpu
 from portal.fleet.selectors import current_prices, slice_share
 from portal.workloads.models import Workload, WorkloadState
@@ -103,7 +102,7 @@ def _ended_sandbox(
     )
     share = (1, 1)
     if habit.profile:
-        shape = GPU_MODELS[gpu_type.slug].profile(habit.profile)
+        shape = gpu_type.model.profile(habit.profile) if gpu_type.model else None
         assert shape is not None, f"{gpu_type.slug} has no {habit.profile}"
         share = slice_share(shape)
     price = current_prices(start)[gpu_type.pk]

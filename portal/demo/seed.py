@@ -115,22 +115,21 @@ def demo_seed(*, history: bool = True) -> SeedSummary:
     teams = {}
     new_teams = False
     for slug, name in (("vision", "Vision"), ("nlp", "NLP")):
-        new_teams |= not Team.objects.filter(slug=slug).exists()
-        teams[slug] = count(
-            Team.objects.get_or_create(
-                slug=slug,
-                defaults={
-                    "name": name,
-                    "quota_gpus": Decimal(16),
-                    "auto_approve_max_gpus": 1,
-                    "auto_approve_max_hours": Decimal(24),
-                    "default_image": images["jupyter"],
-                    # idle reclaim on, and short, so the demo shows a warning within the hour
-                    "idle_reclaim_minutes": 20,
-                    "idle_grace_minutes": 15,
-                },
-            )
+        pair = Team.objects.get_or_create(
+            slug=slug,
+            defaults={
+                "name": name,
+                "quota_gpus": Decimal(16),
+                "auto_approve_max_gpus": 1,
+                "auto_approve_max_hours": Decimal(24),
+                "default_image": images["jupyter"],
+                # idle reclaim on, and short, so the demo shows a warning within the hour
+                "idle_reclaim_minutes": 20,
+                "idle_grace_minutes": 15,
+            },
         )
+        new_teams |= pair[1]  # made now: the history goes with new teams only
+        teams[slug] = count(pair)
     for username, full_name, team, role, admin in DEMO_USERS:
         first, last = full_name.split(" ", 1)
         user, made = User.objects.get_or_create(

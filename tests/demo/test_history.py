@@ -13,7 +13,7 @@ from django.urls import reverse
 from portal.accounts.models import User
 from portal.audit.models import AuditEvent
 from portal.demo.history import HABITS, HISTORY_DAYS, demo_history
-from portal.demo.seed import demo_seed
+from portal.demo.seed import DEMO_NODES, demo_seed
 from portal.fleet.geometry import GPU_MODELS
 from portal.fleet.models import Allocation
 from portal.spend import selectors
@@ -23,16 +23,14 @@ pytestmark = pytest.mark.django_db
 
 NOW = datetime(2026, 12, 5, 3, 30, tzinfo=UTC)
 TODAY = datetime(2026, 12, 5, tzinfo=UTC)
+GPU_TYPE_OF_NODE = {node: gpu_type for node, gpu_type, _, _ in DEMO_NODES}
 
 
 def _expected_by_user() -> dict[str, Decimal]:
     """From the habits and the list prices alone: share x hours x price for each run that ended."""
     totals: dict[str, Decimal] = {}
     for habit in HABITS:
-        gpu_type = {"gpu-h100-a": "h100-80gb", "gpu-h100-b": "h100-80gb", "gpu-a100-a": "a100-80gb"}.get(
-            habit.node, "h200-141gb"
-        )
-        model = GPU_MODELS[gpu_type]
+        model = GPU_MODELS[GPU_TYPE_OF_NODE[habit.node]]
         share = Decimal(model.profile(habit.profile).compute_slices) / 7 if habit.profile else habit.count
         for days_ago in range(1, HISTORY_DAYS + 1):
             end = TODAY - timedelta(days=days_ago) + timedelta(hours=habit.hour + habit.hours)
