@@ -47,6 +47,13 @@ def people(fleet, team, other_team, researcher, lead, other_researcher, admin_us
     }
 
 
+@pytest.fixture
+def ten_hour_days(settings):
+    """As in test_rollups: the last ten days by the hour too, so ranges have edges of both kinds
+    (in rolled hours and costed from the holds), and the roll-up of each example stays short."""
+    settings.PORTAL_SPEND_HOUR_DAYS = 10
+
+
 def _label_workloads() -> None:
     for workload, label in zip(Workload.objects.order_by("pk"), LABELS, strict=False):
         Workload.objects.filter(pk=workload.pk).update(project=label)
@@ -66,7 +73,7 @@ def _assert_by_project(people, ranges) -> None:
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(holds=holds_strategy, storage=storage_strategy, ranges=ranges_strategy)
-def test_spend_by_project_equals_every_hold_costed_one_by_one(people, holds, storage, ranges):
+def test_spend_by_project_equals_every_hold_costed_one_by_one(people, ten_hour_days, holds, storage, ranges):
     _clear()
     _load(people, holds, storage, [], expired=False)
     _label_workloads()
@@ -104,7 +111,7 @@ def test_the_project_level_is_rolled_and_summed_into_blocks(people, admin_user):
     ]
 
 
-def test_a_stale_roll_up_makes_every_period_roll_again_for_the_project_level(people):
+def test_a_stale_roll_up_makes_every_period_roll_again_for_the_project_level(people, ten_hour_days):
     """What migration 0003 does: periods rolled before the level existed are rolled again."""
     _clear()
     researcher, team = people["holders"][0]
