@@ -390,6 +390,9 @@ PORTAL_TELEMETRY_HOUR_DAYS = env_int("PORTAL_TELEMETRY_HOUR_DAYS", 400, minimum=
 # report whose range starts or ends within a recent day (the last 30 days, ending now) reads
 # hours, not half a day of holds.
 PORTAL_SPEND_HOUR_DAYS = env_int("PORTAL_SPEND_HOUR_DAYS", 35, minimum=0)
+# Older days keep their blocks of 8 hours for this many days (0: dropped with the hours): an edge
+# of a range up to a year long is then at most 4 hours of holds, not 12.
+PORTAL_SPEND_8H_DAYS = env_int("PORTAL_SPEND_8H_DAYS", 400, minimum=0)
 # Simulated cluster: how often its GPUs are "read" as node agents would (utilization charts).
 PORTAL_SIM_TELEMETRY_SECONDS = env_float("PORTAL_SIM_TELEMETRY_SECONDS", 15.0, minimum=1.0)
 # Where users reach sandboxes, and the namespace of the ingress controller or gateway that

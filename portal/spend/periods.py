@@ -6,13 +6,15 @@ whole days is covered by at most about 2 log2(N) of them, so a year by user read
 user and 30 days some 8, whatever the number of holds. Recent days (PORTAL_SPEND_HOUR_DAYS) are
 rolled by the hour as well, and their hours summed into blocks of 2, 4 and 8 hours aligned in the
 day: a range that starts or ends within such a day reads at most about five of those periods (12
-hours: 8 + 4), not one per hour.
+hours: 8 + 4), not one per hour. Older days keep their blocks of 8 hours alone (for
+PORTAL_SPEND_8H_DAYS), so an edge there is at most 4 hours of holds (a block less its part
+outside the range, or that part costed directly).
 
 A report over [start, end) is split into fresh periods and live stretches (the rest: partial-hour
 or partial-day edges, the minutes since today's roll-up, stale periods), which are costed from the
 holds. A stretch is costed either directly or as its hour or day less the part outside the range,
 whichever leaves less time to cost from the holds: at most half an hour at each edge where hours
-are rolled, else at most half a day. Before
+are rolled, 4 hours where blocks of 8 hours are, else at most half a day. Before
 trusting a period a report also looks for changes to the holds that the workers have not seen yet
 (`changes`), so a hold ended in the past is reflected at once, not at the next roll-up.
 """
@@ -36,7 +38,8 @@ BLOCKS = [(Span(f"{2**k}d"), 2**k) for k in range(8, 0, -1)]  # largest first
 SPAN_DAYS = {Span.DAY: 1, **dict(BLOCKS)}
 HOUR_BLOCKS = [(Span.HOURS_8, 8), (Span.HOURS_4, 4), (Span.HOURS_2, 2)]  # largest first
 SPAN_HOURS = {Span.HOUR: 1, **dict(HOUR_BLOCKS)}
-# Periods within a day, kept for recent days only, stale and rolled with their day.
+# Periods within a day, kept for recent days (blocks of 8 hours for longer), stale and rolled with
+# their day.
 HOUR_SPANS = tuple(SPAN_HOURS)
 Interval = tuple[datetime, datetime]
 
@@ -352,55 +355,45 @@ def _part_of_day(
 
 
 def _by_hours(day: datetime, low: datetime, high: datetime, fresh: dict) -> tuple[timedelta, Plan]:
-    """[low, high) within `day` by fresh hours: each hour whole, or less its part outside the
-    stretch where that part is the shorter; the rest live. Returns the live time and the plan."""
+    """[low, high) within `day` by fresh periods of hours: each block of 8 hours whole, or less its
+    parts outside the stretch, or as its two halves likewise, down to single hours, whichever
+    leaves the least time to cost from the holds (then the least of it taken away, then the fewest
+    rows); the rest live. Old days
+    keep only their blocks of 8 hours, recent days every span. Returns the live time and the plan."""
     plan, live = Plan(), timedelta(0)
-    moment = low
-    while moment < high:
-        hour = floor(moment, Span.HOUR)
-        after = hour + HOUR
-        rolled = fresh.get((Span.HOUR, hour)) == after
-        if rolled and after <= high and moment - hour < after - moment:
-            plan.rolled.setdefault(Span.HOUR, []).append(hour)
-            if moment > hour:
-                plan.minus.append((hour, moment))
-                live += moment - hour
-            moment = after
-            continue
-        if rolled and moment == hour and after - high < high - hour:
-            plan.rolled.setdefault(Span.HOUR, []).append(hour)
-            plan.minus.append((high, after))
-            live += after - high
-            break
-        stop = min(after, high)
-        _live(plan, moment, stop, merge=True)
-        live += stop - moment
-        moment = stop
-    if Span.HOUR in plan.rolled:
-        plan.rolled = _in_blocks(plan.rolled[Span.HOUR], fresh)
+    for n in range(0, 24, 8):
+        time, _, rolled, minus, stretches = _cover(Span.HOURS_8, day + HOUR * n, low, high, fresh)
+        live += time
+        for span, start in rolled:
+            plan.rolled.setdefault(span, []).append(start)
+        plan.minus.extend(minus)
+        for first, last in stretches:
+            _live(plan, first, last, merge=True)
     return live, plan
 
 
-def _in_blocks(hours: list[datetime], fresh: dict) -> dict[str, list[datetime]]:
-    """These rolled hours as the largest fresh blocks of hours that they fill, and single hours."""
-    taken = set(hours)
-    found: dict[str, list[datetime]] = {}
-    for hour in sorted(hours):
-        if hour not in taken:
-            continue  # in a block already
-        span = Span.HOUR
-        for block, length in HOUR_BLOCKS:
-            end = hour + HOUR * length
-            if (
-                floor(hour, block) == hour
-                and fresh.get((block, hour)) == end
-                and all(hour + HOUR * n in taken for n in range(length))
-            ):
-                span = block
-                break
-        found.setdefault(span, []).append(hour)
-        taken.difference_update(hour + HOUR * n for n in range(SPAN_HOURS[span]))
-    return found
+# What a period of hours contributes to a cover: the time left to cost from the holds, the rows
+# read, the periods read (span, start), the stretches to take away, the stretches costed.
+Cover = tuple[timedelta, int, list[tuple[str, datetime]], list[Interval], list[Interval]]
+
+
+def _cover(span: str, start: datetime, low: datetime, high: datetime, fresh: dict) -> Cover:
+    """The cheapest cover of [low, high) within this period of hours (see `_by_hours`)."""
+    end = period_end(start, span)
+    first, last = max(low, start), min(high, end)
+    if first >= last:
+        return timedelta(0), 0, [], [], []
+    choices: list[Cover] = [(last - first, 0, [], [], [(first, last)])]
+    if fresh.get((span, start)) == end:
+        outside = [(a, b) for a, b in ((start, first), (last, end)) if a < b]
+        choices.append((sum((b - a for a, b in outside), timedelta(0)), 1, [(span, start)], outside, []))
+    if span != Span.HOUR:
+        one, two = (_cover(child, at, low, high, fresh) for child, at in halves(start, span))
+        choices.append((one[0] + two[0], one[1] + two[1], one[2] + two[2], one[3] + two[3], one[4] + two[4]))
+    # Least time to cost from the holds; then the least of it taken away; then the fewest rows.
+    return min(
+        choices, key=lambda choice: (choice[0], sum((b - a for a, b in choice[3]), timedelta(0)), choice[1])
+    )
 
 
 def _live(plan: Plan, low: datetime, high: datetime, *, merge: bool) -> None:

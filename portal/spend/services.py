@@ -19,10 +19,12 @@ its rolled days (`WorkloadSpend`), to take the largest of a year in one index sc
 Recent days (PORTAL_SPEND_HOUR_DAYS, 35 by default) are also rolled by the hour, with the day and
 from the same holds and minutes (`_roll_hours`), so a range starting or ending within one of them
 (the last 30 days, ending now) costs at most half an hour at each edge from the holds, not half a
-day; the hour rows of older days are dropped, and their edges are costed from the holds. Their
-hours are summed into blocks of 2, 4 and 8 hours aligned in the day, at every level, the fine one
-included (`_roll_hour_blocks`): the hours of an edge are read as a few blocks (12 hours: 8 + 4),
-not as up to 23 hours of rows per workload.
+day. Their hours are summed into blocks of 2, 4 and 8 hours aligned in the day, at every level,
+the fine one included (`_roll_hour_blocks`): the hours of an edge are read as a few blocks (12
+hours: 8 + 4), not as up to 23 hours of rows per workload. Older days keep their blocks of 8 hours
+for PORTAL_SPEND_8H_DAYS (400 by default; an old day rolled again rolls them from the holds), so an
+edge of a range up to a year long costs at most 4 hours from the holds, not 12; their hours and
+smaller blocks are dropped (`spend_hours_prune`).
 
 Why not something else: hourly rows kept for ever, or a roll-up per workload and month, would be
 as many rows as the holds at the fine levels; running sums per day would make every correction rewrite the rest
@@ -90,6 +92,7 @@ from portal.spend.periods import (
     HOUR,
     HOUR_BLOCKS,
     HOUR_SPANS,
+    SPAN_HOURS,
     affected_days,
     changes,
     floor,
@@ -416,31 +419,51 @@ def hours_kept_from(now: datetime) -> datetime:
     return midnight(now) - DAY * settings.PORTAL_SPEND_HOUR_DAYS
 
 
+def eights_kept_from(now: datetime) -> datetime:
+    """The first day whose blocks of 8 hours are kept (PORTAL_SPEND_8H_DAYS before today, or
+    the first day kept by the hour if that is earlier)."""
+    return min(midnight(now) - DAY * settings.PORTAL_SPEND_8H_DAYS, hours_kept_from(now))
+
+
+def _rolled_span(day: datetime, until: datetime, now: datetime) -> str | None:
+    """The periods of hours a day rolled up to `until` rolls from the holds: hours for a recent
+    day, blocks of 8 hours for an older day rolled whole, none for older days or when not kept."""
+    if day >= hours_kept_from(now) and settings.PORTAL_SPEND_HOUR_DAYS:
+        return Span.HOUR
+    if day >= eights_kept_from(now) and until == day + DAY and settings.PORTAL_SPEND_8H_DAYS:
+        return Span.HOURS_8
+    return None
+
+
 def _roll_hours(
     *, day: datetime, until: datetime, now: datetime, again: bool, projects: dict[int, str] | None = None
 ) -> int:
-    """Roll the whole hours of a recent day up to `until`, within the day's roll-up (the same
-    holds, the same minutes), then sum them into blocks of hours: all of them if `again` (the day
-    is rolled whole, or was stale), else those not rolled yet or stale (today's, as they close).
-    `projects`: the labels of the day's workloads, if the caller has read them (every hour's
-    workloads are among them). Returns the rows written."""
-    if day < hours_kept_from(now) or not settings.PORTAL_SPEND_HOUR_DAYS:
+    """Roll the whole hours of a recent day up to `until` (the blocks of 8 hours of an older day
+    rolled whole), within the day's roll-up (the same holds, the same minutes), then sum hours into
+    blocks of hours: all of them if `again` (the day is rolled whole, or was stale), else those not
+    rolled yet or stale (today's, as they close). `projects`: the labels of the day's workloads, if
+    the caller has read them (every hour's workloads are among them). Returns the rows written."""
+    span = _rolled_span(day, until, now)
+    if span is None:
         return 0
+    step = period_end(day, span) - day
     fresh = set() if again else _fresh_hour_periods(day, until)
     written = 0
     hour = day
-    while hour + HOUR <= until:
-        if (Span.HOUR, hour) not in fresh:
-            fine = spend_by_key(start=hour, end=hour + HOUR, now=now, keys=CANONICAL)
-            SpendRollup.objects.filter(span=Span.HOUR, start=hour).delete()
+    while hour + step <= until:
+        if (span, hour) not in fresh:
+            fine = spend_by_key(start=hour, end=hour + step, now=now, keys=CANONICAL)
+            SpendRollup.objects.filter(span=span, start=hour).delete()
             labels = projects if projects is not None else _projects(key[3] for key in fine)
-            written += _insert_rollups(_rollup_rows(span=Span.HOUR, start=hour, fine=fine, projects=labels))
+            written += _insert_rollups(_rollup_rows(span=span, start=hour, fine=fine, projects=labels))
             SpendPeriod.objects.update_or_create(
-                span=Span.HOUR, start=hour, defaults={"until": hour + HOUR, "stale": False, "rolled_at": now}
+                span=span, start=hour, defaults={"until": hour + step, "stale": False, "rolled_at": now}
             )
-            fresh.add((Span.HOUR, hour))
-            fresh.difference_update((block, floor(hour, block)) for block, _ in HOUR_BLOCKS)
-        hour += HOUR
+            fresh.add((span, hour))
+            fresh.difference_update((block, floor(hour, block)) for block, _ in HOUR_BLOCKS if block != span)
+        hour += step
+    if span != Span.HOUR:
+        return written
     return written + _roll_hour_blocks(day=day, until=until, now=now, fresh=fresh)
 
 
@@ -477,18 +500,23 @@ def _roll_hour_blocks(*, day: datetime, until: datetime, now: datetime, fresh: s
 
 
 def spend_hours_prune(*, now: datetime) -> int:
-    """Forget the hour roll-ups (and blocks of hours) of days older than PORTAL_SPEND_HOUR_DAYS;
-    how many periods went. The periods go first, in their own transaction: a report that reads
-    them no longer plans on those hours before their rows are gone."""
-    first = hours_kept_from(now)
+    """Forget the hour roll-ups and blocks of 2 and 4 hours of days older than
+    PORTAL_SPEND_HOUR_DAYS, and the blocks of 8 hours of days older than PORTAL_SPEND_8H_DAYS; how
+    many periods went. The periods go first, in their own transaction: a report that reads them no
+    longer plans on those hours before their rows are gone."""
+    kept = {
+        span: eights_kept_from(now) if span == Span.HOURS_8 else hours_kept_from(now) for span in HOUR_SPANS
+    }
     with transaction.atomic():
         _lock()
-        gone, _ = SpendPeriod.objects.filter(span__in=HOUR_SPANS, start__lt=first).delete()
+        gone = 0
+        for span, first in kept.items():
+            gone += SpendPeriod.objects.filter(span=span, start__lt=first).delete()[0]
     # A day of rows at a time, found through the (level, span, start) index: one DELETE over every
     # old hour read the whole table (the planner expects most rows before `first`), a minute at 10
     # million holds on every run, with nothing to delete.
     for level in Level.values:
-        for span in HOUR_SPANS:
+        for span, first in kept.items():
             rows = SpendRollup.objects.filter(level=level, span=span)
             while (
                 oldest := rows.filter(start__lt=first)
@@ -647,11 +675,12 @@ def spend_rollup_due(*, now: datetime | None = None, days_per_run: int = DAYS_PE
 
 
 def _hours_caught_up(*, periods: dict, now: datetime, days_per_run: int) -> int:
-    """Roll the hours of recent days rolled whole before they were kept by the hour (a new
-    install, PORTAL_SPEND_HOUR_DAYS raised), while the node agents' minutes for their idle cost
-    are still kept (the day's rows were rolled from them); and sum the blocks of hours that their
-    rolled hours are missing (rolled before blocks of hours were kept). Returns the rows written."""
-    kept = hours_kept_from(now)
+    """Roll the hours (blocks of 8 hours, for older days) of days rolled whole before they were
+    kept (a new install, PORTAL_SPEND_HOUR_DAYS or PORTAL_SPEND_8H_DAYS raised), while the node
+    agents' minutes for their idle cost are still kept (the day's rows were rolled from them); and
+    sum the blocks of hours that their rolled hours are missing (rolled before blocks of hours were
+    kept). Returns the rows written."""
+    kept = eights_kept_from(now)
     with_minutes = midnight(now) - DAY * (settings.PORTAL_TELEMETRY_MINUTE_DAYS - 1)
     rolled = {
         (span, utc(start))
@@ -661,14 +690,16 @@ def _hours_caught_up(*, periods: dict, now: datetime, days_per_run: int) -> int:
     }
     written = days = 0
     for day, (until, stale) in sorted(periods.items(), reverse=True):
-        if day < kept or stale or until != day + DAY or days >= days_per_run:
+        span = _rolled_span(day, until, now)
+        if span is None or stale or until != day + DAY or days >= days_per_run:
             continue
-        hours = {(Span.HOUR, day + HOUR * n) for n in range(24)}
-        blocks_to_sum = any(
-            (span, start) not in rolled
-            and all((Span.HOUR, start + HOUR * n) in rolled for n in range(length))
-            for span, length in HOUR_BLOCKS
-            for start in (day + HOUR * n for n in range(0, 24, length))
+        length = SPAN_HOURS[span]
+        hours = {(span, day + HOUR * n) for n in range(0, 24, length)}
+        blocks_to_sum = span == Span.HOUR and any(
+            (block, start) not in rolled
+            and all((Span.HOUR, start + HOUR * n) in rolled for n in range(block_length))
+            for block, block_length in HOUR_BLOCKS
+            for start in (day + HOUR * n for n in range(0, 24, block_length))
         )
         hours_to_roll = day >= with_minutes and not hours <= rolled
         if not (blocks_to_sum or hours_to_roll):
