@@ -133,3 +133,23 @@ def test_blocks_of_8_hours_outlive_the_hours_they_were_summed_from_until_they_to
     assert_blocks_add_up()
     for low, high in ((at(16, 6, 10), at(18, 19, 50)), (at(15, 6, 10), later), (at(17, 2, 0), at(17, 9, 0))):
         assert_exact_at(later, [admin_user, lead, researcher], low, high)
+
+
+def test_blocks_of_8_hours_are_caught_up_for_old_days_while_their_minutes_are_kept(
+    holds, researcher, admin_user, settings
+):
+    settings.PORTAL_SPEND_HOUR_DAYS = 2
+    settings.PORTAL_SPEND_8H_DAYS = 0  # as rolled before old days kept blocks of 8 hours
+    settings.PORTAL_TELEMETRY_MINUTE_DAYS = 8  # minutes kept from the 13th: older days stay as they are
+    spend_rollup_due(now=NOW, days_per_run=100)
+    assert not SpendPeriod.objects.filter(span=Span.HOURS_8, start__lt=day(18)).exists()
+    settings.PORTAL_SPEND_8H_DAYS = 400
+    run = spend_rollup_due(now=NOW, days_per_run=100)
+    assert run.hours > 0
+    for n in range(9, 13):
+        assert spans_of(n) == {Span.DAY}, n
+    for n in range(13, 18):
+        assert spans_of(n) == {Span.DAY, Span.HOURS_8}, n
+    assert spend_rollup_due(now=NOW, days_per_run=100).hours == 0  # nothing left to do
+    assert_exact_at(NOW, [admin_user, researcher], at(12, 5, 20), at(15, 14, 40))
+    assert_exact_at(NOW, [admin_user, researcher], at(13, 17, 0), at(16, 2, 0))
