@@ -45,8 +45,8 @@ def _ref(model: str, **kwargs: object) -> models.ForeignKey:
 
 class Span(models.TextChoices):
     """A UTC hour or a block of 2, 4 or 8 hours aligned in its day (kept for recent days, blocks of
-    8 hours for a year: they answer the partial-day edges of a range), a UTC day, or a block of 2**k days aligned on a
-    multiple of its length since 1970-01-01."""
+    8 hours for a year: they answer the partial-day edges of a range), a UTC day, or a block of
+    2**k days aligned on a multiple of its length since 1970-01-01."""
 
     HOUR = "hour"
     HOURS_2 = "2h"

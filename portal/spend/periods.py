@@ -358,8 +358,8 @@ def _by_hours(day: datetime, low: datetime, high: datetime, fresh: dict) -> tupl
     """[low, high) within `day` by fresh periods of hours: each block of 8 hours whole, or less its
     parts outside the stretch, or as its two halves likewise, down to single hours, whichever
     leaves the least time to cost from the holds (then the least of it taken away, then the fewest
-    rows); the rest live. Old days
-    keep only their blocks of 8 hours, recent days every span. Returns the live time and the plan."""
+    rows); the rest live. Old days keep only their blocks of 8 hours, recent days every span.
+    Returns the live time and the plan."""
     plan, live = Plan(), timedelta(0)
     for n in range(0, 24, 8):
         time, _, rolled, minus, stretches = _cover(Span.HOURS_8, day + HOUR * n, low, high, fresh)
