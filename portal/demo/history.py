@@ -80,6 +80,8 @@ def _ended_sandbox(
 ) -> None:
     gpu_type = gpus[0].gpu_type
     state = WorkloadState.EXPIRED if habit.expired else WorkloadState.TERMINATED
+    # asked for two hours more than it ran, unless it ran to its expiry
+    ttl_hours = habit.hours if habit.expired else habit.hours + 2
     sandbox = Workload.objects.create(
         name=habit.name,
         team=team,
@@ -92,8 +94,8 @@ def _ended_sandbox(
         mig_profile=habit.profile,
         state=state,
         message="ran to its expiry" if habit.expired else "ended by its owner",
-        ttl_hours=Decimal(habit.hours if habit.expired else habit.hours + 2),
-        expires_at=end if habit.expired else end + timedelta(hours=2),
+        ttl_hours=Decimal(ttl_hours),
+        expires_at=start + timedelta(hours=ttl_hours),
         queued_at=start,
         started_at=start,
         ended_at=end,
@@ -128,7 +130,7 @@ def _ended_sandbox(
             obj=sandbox,
             team=team,
             to_state=WorkloadState.QUEUED,
-            detail=f"{sandbox.gpu_label} for {habit.hours + (0 if habit.expired else 2)} h",
+            detail=f"{sandbox.gpu_label} for {ttl_hours} h",
         ),
         audit_record(
             actor=None if habit.expired else owner,
