@@ -1,6 +1,6 @@
 """How fast spend reads with millions of holds, and whether it is still exact to the cent.
 
-    python bench/spend.py                        # 10 million holds over a year (long: see README)
+    python bench/spend.py                        # 10 million holds over a year (about an hour)
     python bench/spend.py --holds 1000000        # one million
     python bench/spend.py --reuse                # measure again on the database already loaded (migrated first)
 

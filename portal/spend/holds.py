@@ -46,7 +46,7 @@ STORAGE_DENOMINATOR = int(HOURS_PER_MONTH)
 MINUTE = timedelta(minutes=1)  # the span of one telemetry reading (GpuMinute)
 # Up to this long a stretch's idle time over the whole fleet is counted by device, beyond it (or
 # for some teams' holds) hold by hold (PostgreSQL): at 10 M holds and 1,600 GPUs the two cost the
-# same at 4 to 8 hours (bench/spend.py, README).
+# same at 4 to 8 hours (bench/spend.py, docs/spend-measurements.md).
 BY_DEVICE_UP_TO = timedelta(hours=4)
 
 STORAGE = "storage"  # the kind of a storage hold, beside GPU type ids
