@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.db import connections
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -38,8 +39,14 @@ def browser_page(monkeypatch):
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1366, "height": 900})
         page.set_default_timeout(15_000)
+        # The connections the test makes ORM calls on. Django keeps them in context-local storage,
+        # and this fixture's teardown runs in another context: closed here, or the one left open
+        # keeps the test database from being dropped at the end of the run.
+        used = [connections[alias] for alias in connections]
         yield page
         browser.close()
+    for wrapper in used:
+        wrapper.close()
 
 
 def slow_pods(settings) -> None:
