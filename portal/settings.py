@@ -363,6 +363,10 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 PORTAL_CLUSTER_DRIVER = env_choice("PORTAL_CLUSTER_DRIVER", "simulated", ["simulated", "kubernetes"])
 PORTAL_SWEEP_SECONDS = env_float("PORTAL_SWEEP_SECONDS", 30.0, minimum=1.0)
 PORTAL_RECONCILE_SECONDS = env_float("PORTAL_RECONCILE_SECONDS", 3.0, minimum=1.0)
+# How long a worker holds a workload or a node's MIG layout while it steps it: the work of a worker
+# that dies mid-step is taken up again by the re-drive once this has run out. Longer than the
+# slowest step against the cluster's API server.
+PORTAL_LEASE_SECONDS = env_float("PORTAL_LEASE_SECONDS", 60.0, minimum=5.0)
 # Kubernetes clusters: how often GPU nodes are discovered and drift (orphaned namespaces,
 # missing objects of running sandboxes) is repaired.
 PORTAL_DISCOVERY_SECONDS = env_float("PORTAL_DISCOVERY_SECONDS", 300.0, minimum=10.0)

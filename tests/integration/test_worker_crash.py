@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 SEED = 1412
 KILLS = 6
-RECOVERY_SECONDS = 120  # a killed step's lease (60 s) runs out, then the re-drive finishes it
+RECOVERY_SECONDS = 120  # a killed step's lease (15 s, below) runs out, then the re-drive finishes it
 S = WorkloadState
 TRANSITIONAL = (S.QUEUED, S.PROVISIONING, S.TERMINATING)
 
@@ -44,6 +44,7 @@ TRANSITIONAL = (S.QUEUED, S.PROVISIONING, S.TERMINATING)
 @pytest.fixture
 def crash_worker(celery_worker: CeleryWorker) -> CeleryWorker:
     celery_worker.env["PORTAL_DRIFT_SECONDS"] = "3600"  # no drift repair within the run
+    celery_worker.env["PORTAL_LEASE_SECONDS"] = "15"  # a killed step is taken up again sooner
     return celery_worker
 
 

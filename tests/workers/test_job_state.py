@@ -281,3 +281,34 @@ def test_a_pass_that_outran_its_lease_leaves_the_next_workers_lease_alone(fleet,
     reconcile_node_mig(node.pk)
 
     assert Node.objects.get(pk=node.pk).mig_layout_lease_until == later
+
+
+def test_a_step_holds_its_row_for_the_lease_the_operator_set(
+    fleet, researcher, slice_request, monkeypatch, settings
+):
+    """PORTAL_LEASE_SECONDS: how long a worker that dies mid-step keeps others off the row, for a
+    workload and for a node's MIG layout alike."""
+    settings.PORTAL_LEASE_SECONDS = 20
+    lost_slice_request(researcher, slice_request)
+    with at(START):
+        whole = sandbox_request(user=researcher, **{**slice_request, "name": "whole", "mig_profile": None})
+    node = mig_node()
+    driver = get_driver(cluster_config(node.cluster))
+    real_apply_workload, real_apply_layout = driver.apply_workload, driver.apply_mig_layout
+    seen = {}
+
+    def apply_workload(spec):
+        seen["workload"] = Workload.objects.get(pk=whole.pk).lease_until
+        return real_apply_workload(spec)
+
+    def apply_mig_layout(name, layout, retry=False):
+        seen["node"] = Node.objects.get(pk=node.pk).mig_layout_lease_until
+        return real_apply_layout(name, layout)
+
+    monkeypatch.setattr(driver, "apply_workload", apply_workload)
+    monkeypatch.setattr(driver, "apply_mig_layout", apply_mig_layout)
+    with at(START):
+        reconcile_node_mig(node.pk)
+        reconcile_workload(whole.pk)
+    assert seen == {"node": START + timedelta(seconds=20), "workload": START + timedelta(seconds=20)}
+    assert Workload.objects.get(pk=whole.pk).lease_until is None  # given back when the step ended

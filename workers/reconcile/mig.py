@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -24,7 +25,6 @@ from workers.reconcile.clusters import driver_for
 from workers.reconcile.leases import lease_give_back, lease_take
 
 log = logging.getLogger(__name__)
-LEASE_SECONDS = 60.0
 RECHECK_SECONDS = 2.0
 # About eight minutes of checks: the kubelet's refresh of the config (PORTAL_MIG_CONFIG_SETTLE_SECONDS,
 # 120 s), then the 40-112 s the GPU Operator's MIG manager needs and the device plugin's restart;
@@ -54,7 +54,7 @@ def reconcile_node_mig(node_id: int, *, now: datetime | None = None) -> MigLayou
     """
     now = now or timezone.now()
     node_row = Node.objects.filter(pk=node_id)
-    lease = lease_take(node_row, "mig_layout_lease_until", now=now, seconds=LEASE_SECONDS)
+    lease = lease_take(node_row, "mig_layout_lease_until", now=now, seconds=settings.PORTAL_LEASE_SECONDS)
     if lease is None:
         return "pending"  # another worker is on it (or there is no such node): look again later
     try:

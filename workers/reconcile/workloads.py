@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
@@ -37,7 +38,6 @@ from workers.spec import GpuClaim, ServingSpec, WorkloadSpec
 
 log = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0
-LEASE_SECONDS = 60.0
 SERVING_WATCH_SECONDS = 30.0
 SCALED_TO_ZERO = "Scaled to zero: no replica runs and nothing is billed; scale up to serve again."
 
@@ -161,7 +161,7 @@ def reconcile_workload(workload_id: int, *, now: datetime | None = None) -> None
     (`next_attempt_at`), where the periodic reconcile_due finds it."""
     now = now or timezone.now()
     row = Workload.objects.filter(pk=workload_id)
-    lease = lease_take(row, "lease_until", now=now, seconds=LEASE_SECONDS)
+    lease = lease_take(row, "lease_until", now=now, seconds=settings.PORTAL_LEASE_SECONDS)
     if lease is None:
         return  # another worker is on it (or there is no such row)
     try:
