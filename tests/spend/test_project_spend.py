@@ -48,10 +48,11 @@ def people(fleet, team, other_team, researcher, lead, other_researcher, admin_us
 
 
 @pytest.fixture
-def ten_hour_days(settings):
-    """As in test_rollups: the last ten days by the hour too, so ranges have edges of both kinds
-    (in rolled hours and costed from the holds), and the roll-up of each example stays short."""
-    settings.PORTAL_SPEND_HOUR_DAYS = 10
+def four_hour_days(settings):
+    """As in test_rollups: the last four days by the hour too, so ranges have edges of both kinds
+    (in rolled hours, every range that ends now among them, and in older days' blocks of 8 hours),
+    and the roll-up of each example stays short."""
+    settings.PORTAL_SPEND_HOUR_DAYS = 4
 
 
 def _label_workloads() -> None:
@@ -73,7 +74,7 @@ def _assert_by_project(people, ranges) -> None:
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(holds=holds_strategy, storage=storage_strategy, ranges=ranges_strategy)
-def test_spend_by_project_equals_every_hold_costed_one_by_one(people, ten_hour_days, holds, storage, ranges):
+def test_spend_by_project_equals_every_hold_costed_one_by_one(people, four_hour_days, holds, storage, ranges):
     _clear()
     _load(people, holds, storage, [], expired=False)
     _label_workloads()
@@ -111,7 +112,7 @@ def test_the_project_level_is_rolled_and_summed_into_blocks(people, admin_user):
     ]
 
 
-def test_a_stale_roll_up_makes_every_period_roll_again_for_the_project_level(people, ten_hour_days):
+def test_a_stale_roll_up_makes_every_period_roll_again_for_the_project_level(people, four_hour_days):
     """What migration 0003 does: periods rolled before the level existed are rolled again."""
     _clear()
     researcher, team = people["holders"][0]
