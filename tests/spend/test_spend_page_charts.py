@@ -126,7 +126,9 @@ def test_a_range_longer_than_the_charts_reach_says_so(lead_client, january):
 def test_the_page_runs_a_bounded_number_of_queries(
     lead_client, january, team, fleet, django_assert_max_num_queries, settings
 ):
-    settings.PORTAL_SPEND_HOUR_DAYS = 0  # January's whole days: no hours in the range to roll
+    # January's whole days: no hours or blocks of 8 hours in the range to roll (each day since
+    # January would roll three blocks, twice)
+    settings.PORTAL_SPEND_HOUR_DAYS = settings.PORTAL_SPEND_8H_DAYS = 0
     query = {**JANUARY, "team": "vision", "split": "workload"}
     spend_rollup_due(days_per_run=400)  # the workers keep past days rolled up
     with CaptureQueriesContext(connection) as few:
