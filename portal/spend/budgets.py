@@ -43,6 +43,15 @@ def thresholds_of(team: Team) -> list[int]:
     return sorted(set(team.budget_thresholds or DEFAULT_THRESHOLDS))
 
 
+def percent_label(amount: Decimal, budget: Decimal) -> str:
+    """`amount` as a whole percentage of `budget` for people to read: "under 1" for a spend that
+    is not nothing but rounds down to 0 (the API's whole percentages say 0)."""
+    if budget <= 0:
+        return "100"
+    percent = int(amount * 100 / budget)
+    return "under 1" if percent == 0 and amount > 0 else str(percent)
+
+
 @dataclass(frozen=True)
 class Forecast:
     """Where a budget stands this month: the team's own, or one of a user or a project label within
@@ -68,6 +77,14 @@ class Forecast:
     @property
     def forecast_percent(self) -> int:
         return 100 if self.budget <= 0 else int(self.month_end * 100 / self.budget)
+
+    @property
+    def used_label(self) -> str:
+        return percent_label(self.spent, self.budget)
+
+    @property
+    def forecast_label(self) -> str:
+        return percent_label(self.month_end, self.budget)
 
     @property
     def thresholds(self) -> list[int]:

@@ -22,7 +22,7 @@ from portal.accounts.models import Team, User
 from portal.accounts.selectors import is_lead, user_teams
 from portal.core.errors import NotFound, ValidationFailed
 from portal.core.views import login_required, page
-from portal.spend.budgets import Forecast, budget_alerts_due, budget_forecast
+from portal.spend.budgets import Forecast, budget_alerts_due, budget_forecast, percent_label
 from portal.spend.forms import FIRST_DAY
 from portal.spend.selectors import STORAGE_KEY, SpendRow, spend_grouped
 
@@ -77,6 +77,10 @@ class Statement:
         if self.budget is None:
             return None
         return 100 if self.budget <= 0 else int(self.total.cost * 100 / self.budget)
+
+    @property
+    def used_label(self) -> str | None:
+        return None if self.budget is None else percent_label(self.total.cost, self.budget)
 
     @property
     def left(self) -> Decimal | None:

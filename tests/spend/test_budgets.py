@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from portal.accounts.models import BudgetAlert, Notification, Team
 from portal.audit.models import AuditEvent
 from portal.fleet.models import StorageHold
-from portal.spend.budgets import budget_forecast
+from portal.spend.budgets import budget_forecast, percent_label
 from portal.workloads.models import Workload, WorkloadState
 from portal.workloads.policy import request_verdict
 from portal.workloads.services import budgets_watch
@@ -140,3 +140,29 @@ def test_the_spend_page_shows_the_forecast(spending, team, lead_client):
         and "by the month's end" in page
         and "Leads are told at 50, 80, 100 %" in page
     )
+
+
+@pytest.mark.parametrize(
+    ("amount", "budget", "label"),
+    [
+        ("0.00", "50000.00", "0"),
+        ("0.01", "50000.00", "under 1"),
+        ("466.86", "50000.00", "under 1"),
+        ("499.99", "50000.00", "under 1"),
+        ("500.00", "50000.00", "1"),
+        ("96.82", "200.00", "48"),
+        ("302.00", "200.00", "151"),
+        ("5.00", "0.00", "100"),
+    ],
+)
+def test_a_percentage_that_rounds_down_to_0_reads_under_1(amount, budget, label):
+    assert percent_label(Decimal(amount), Decimal(budget)) == label
+
+
+def test_a_small_spend_of_a_large_budget_reads_under_1_percent_on_the_page(spending, team, lead_client):
+    team.monthly_budget = Decimal("50000.00")  # $8 spent by NOW, $48 and storage by the month's end
+    team.save()
+    with time_machine.travel(NOW, tick=False):
+        page = lead_client.get("/spend/").content.decode()
+        assert budget_forecast(team=team, now=NOW).used_percent == 0  # the API's whole number
+    assert "left (under 1 %)" in page and "by the month's end (under 1 %)" in page
