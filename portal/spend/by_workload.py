@@ -27,7 +27,7 @@ from django.db.models.expressions import RawSQL
 
 from portal.spend.holds import BAD_SHARES, STORAGE, Amount, pg_spend_sql
 from portal.spend.models import Level, Span, SpendPeriod, SpendRollup, WorkloadSpend
-from portal.spend.periods import DAY, HOUR_SPANS, fresh_periods, runs, utc
+from portal.spend.periods import DAY, HOUR_SPANS, fresh_periods, midnight, runs, utc
 from portal.spend.totals import Scope, live_sums, plan_for, rolled_sums
 
 # Up to this many days the workload report finds the workloads of a range through its GiST index.
@@ -144,7 +144,7 @@ def workload_spend(
     # Live stretches (partial-day edges, the minutes since today's roll-up) are the same in both
     # plans (blocks only stand for runs of fresh days): costed once, by kind and workload.
     if connection.vendor == "postgresql":
-        top, live_by_kind = _top_pg(plan=plan, scope=scope, now=now, limit=limit)
+        top, live_by_kind = _top_pg(plan=plan, fresh=fresh, scope=scope, now=now, limit=limit)
         for kind, amount in live_by_kind.items():
             by_kind.setdefault((kind,), Amount()).add(amount)
     else:
@@ -240,7 +240,7 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
     -- their ids as one array, so that the index is read once in their order (a join would probe it
     -- a workload at a time, a third slower)
     SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
-    WHERE {whole} AND w.workload_id = ANY(ARRAY(SELECT workload_id FROM live))
+    WHERE {whole} {shared} AND w.workload_id = ANY(ARRAY(SELECT workload_id FROM live))
       AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
     UNION ALL  -- one running across an edge (or on a day not read): its day rows
     SELECT r.workload_id, r.cost, r.gpu_hours, r.idle_cost FROM spend_spendrollup r
@@ -338,7 +338,26 @@ def _edge_sql(*, plan, scope: Scope, now: datetime, params: dict) -> str:
     return "\n  UNION ALL ".join(parts) or _NO_EDGE
 
 
-def _top_pg(*, plan, scope: Scope, now: datetime, limit: int) -> tuple[list[tuple[int, Amount]], dict]:
+def _edges_in_rolled_days(plan, fresh: dict) -> bool:
+    """Whether every live stretch of the plan lies within the rolled part of a fresh day that the
+    plan does not read whole (an edge in an older or a recent day, not the minutes since today's
+    roll-up). A workload held there has a day row on that day, so its total under that team and
+    user runs outside the range's whole days: only a workload with totals under another team or
+    user too (`WorkloadSpend.shared`) can have one inside."""
+    if plan.minus:  # stretches taken away lie in days read whole
+        return False
+    read = set(plan.rolled_days)
+    for low, high in plan.live:
+        day = midnight(low)
+        until = fresh.get((Span.DAY, day))
+        if until is None or high > until or day in read:
+            return False
+    return True
+
+
+def _top_pg(
+    *, plan, fresh: dict, scope: Scope, now: datetime, limit: int
+) -> tuple[list[tuple[int, Amount]], dict]:
     """`_top` in one statement (PostgreSQL), the live stretches costed in it: no workload of the
     edges is read into Python. Returns the top and the live stretches' spend by kind (STORAGE apart)."""
     days = plan.rolled_days
@@ -366,6 +385,8 @@ def _top_pg(*, plan, scope: Scope, now: datetime, limit: int) -> tuple[list[tupl
         "hours": _hours_sql(plan, params),
         "days": _runs_sql("r.start", days, Span.DAY, params, "d"),
         "whole": whole,
+        # the live workloads' totals: of shared workloads only, where no other can lie inside
+        "shared": "AND w.shared" if _edges_in_rolled_days(plan, fresh) else "",
         "scope_r": scope_r,
         "scope_w": scope_w,
         "largest": " UNION ALL ".join(largest) or _NONE_LARGEST,

@@ -148,6 +148,10 @@ class WorkloadSpend(models.Model):
     cost = UnitsField(**AMOUNT)
     gpu_hours = UnitsField(**AMOUNT)
     idle_cost = UnitsField(**AMOUNT)
+    # The workload has totals under more than one team or user (its holds were taken under
+    # several): the workload report looks such totals up for the workloads at a range's edges,
+    # which every other workload's one total cannot answer for (see by_workload._top_pg)
+    shared = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
@@ -164,6 +168,7 @@ class WorkloadSpend(models.Model):
             ),
             models.Index(fields=["team", "-cost", "workload"], name="workload_spend_team_cost"),
             models.Index(fields=["user", "-cost", "workload"], name="workload_spend_user_cost"),
+            models.Index(fields=["workload"], name="workload_spend_shared", condition=Q(shared=True)),
         ]
 
     def __str__(self) -> str:

@@ -57,6 +57,7 @@ roll-up keeps what they said, where a report from the holds alone would find not
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -269,9 +270,9 @@ def _note_open_holds(*, start: datetime, end: datetime, now: datetime) -> None:
 
 
 _REFRESH_WORKLOADS_SQL = """
-INSERT INTO spend_workloadspend (workload_id, team_id, user_id, first_day, last_day, cost, gpu_hours, idle_cost)
+INSERT INTO spend_workloadspend (workload_id, team_id, user_id, first_day, last_day, cost, gpu_hours, idle_cost, shared)
 SELECT workload_id, team_id, user_id, (MIN(start) AT TIME ZONE 'UTC')::date, (MAX(start) AT TIME ZONE 'UTC')::date,
-       SUM(cost), SUM(gpu_hours), SUM(idle_cost)
+       SUM(cost), SUM(gpu_hours), SUM(idle_cost), COUNT(*) OVER (PARTITION BY workload_id) > 1
 FROM spend_spendrollup
 WHERE level = %(fine)s AND span = %(day)s AND workload_id = ANY(%(ids)s)
 GROUP BY workload_id, team_id, user_id
@@ -300,6 +301,7 @@ def _refresh_workload_spend(workload_ids: Iterable[int | None]) -> None:
                 EXACT.add(found[3], hours),
                 EXACT.add(found[4], idle),
             )
+        holders = Counter(workload_id for workload_id, _, _ in totals)
         WorkloadSpend.objects.bulk_create(
             WorkloadSpend(
                 workload_id=workload_id,
@@ -310,6 +312,7 @@ def _refresh_workload_spend(workload_ids: Iterable[int | None]) -> None:
                 cost=cost,
                 gpu_hours=hours,
                 idle_cost=idle,
+                shared=holders[workload_id] > 1,
             )
             for (workload_id, team_id, user_id), (first, last, cost, hours, idle) in totals.items()
         )

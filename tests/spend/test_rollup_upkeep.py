@@ -4,18 +4,20 @@ number of queries that does not grow with the holds."""
 
 from __future__ import annotations
 
+import importlib
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from io import StringIO
 
 import pytest
+from django.apps import apps as django_apps
 from django.core.management import CommandError, call_command
 from django.db.models import F, Q
 
 from portal.fleet.models import Allocation, Gpu, StorageHold
-from portal.spend import selectors
+from portal.spend import by_workload, selectors
 from portal.spend.models import Level, Span, SpendOpenHold, SpendPeriod, SpendRollup, WorkloadSpend
-from portal.spend.periods import HOUR_SPANS, halves
+from portal.spend.periods import HOUR_SPANS, fresh_periods, halves
 from portal.spend.services import spend_changes_apply, spend_roll_day, spend_rollup_due
 from portal.spend.totals import Scope, plan_for
 from portal.workloads.models import Workload, WorkloadState
@@ -235,6 +237,38 @@ def test_a_workload_held_under_two_users_is_ranked_on_all_its_time(gpus, team, r
         assert rows[0].cost == Decimal("6.88") * 28  # 27 h under one user, 1 h under the other
         want = reference.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **MONTH)
         assert reference.as_tuples(rows, labels=False) == reference.as_tuples(want, labels=False)
+
+
+def test_a_workload_at_a_ranges_edge_with_a_total_under_another_user_inside_is_costed_on_it(
+    gpus, team, researcher, lead, admin_user
+):
+    """A range from 12:30 to 12:30 of two rolled days: the workloads held at its edges are looked
+    up only among those with totals under several users, so a workload held at the end by one user
+    still counts its other user's total, which lies inside the range; the flag follows the holds."""
+    shared, single = [make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(2)]
+    make_hold(gpu=gpus[0], user=researcher, team=team, workload=shared, started_at=day(8), ended_at=day(10))
+    late = make_hold(
+        gpu=gpus[0], user=lead, team=team, workload=shared, started_at=day(15, 12), ended_at=day(15, 14)
+    )
+    make_hold(
+        gpu=gpus[1], user=researcher, team=team, workload=single, started_at=day(14), ended_at=day(15, 13)
+    )
+    make_hold(gpu=gpus[2], user=researcher, team=team, started_at=day(2), ended_at=day(2, 1))  # rolled from 2
+    spend_rollup_due(now=NOW, days_per_run=100)
+    assert set(WorkloadSpend.objects.filter(workload=shared).values_list("shared", flat=True)) == {True}
+    assert list(WorkloadSpend.objects.filter(workload=single).values_list("shared", flat=True)) == [False]
+
+    window = {"start": day(5, 12) + timedelta(minutes=30), "end": day(15, 12) + timedelta(minutes=30)}
+    plan = plan_for(now=NOW, scope=Scope(), keys=("workload",), **window)
+    assert by_workload._edges_in_rolled_days(plan, fresh_periods(now=NOW, **window))  # the case at hand
+    rows = selectors.spend_grouped(user=admin_user, group_by="workload", limit=5, now=NOW, **window)
+    assert rows[0].key == f"sandbox-{shared.number}" and rows[0].cost == Decimal("6.88") * Decimal("48.5")
+    want = reference.spend_grouped(user=admin_user, group_by="workload", limit=5, now=NOW, **window)
+    assert reference.as_tuples(rows, labels=False) == reference.as_tuples(want, labels=False)
+
+    late.delete()  # and its day rolled again: one user's total is left
+    spend_roll_day(day=day(15), now=NOW)
+    assert list(WorkloadSpend.objects.filter(workload=shared).values_list("shared", flat=True)) == [False]
 
 
 def test_long_workloads_across_a_ranges_whole_days_are_costed_from_their_days_inside(
@@ -647,3 +681,19 @@ def test_blocks_of_hours_are_summed_for_hours_rolled_without_them_and_pruned_wit
     spend_rollup_due(now=later, days_per_run=100)
     assert min(blocks.values_list("start", flat=True)) == day(19)
     assert not SpendRollup.objects.filter(span__in=HOUR_SPANS, start__lt=day(19)).exists()
+
+
+def test_migration_0012_marks_the_totals_of_workloads_held_under_several_users(gpus, team, researcher, lead):
+    shared, single = [make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(2)]
+    make_hold(gpu=gpus[0], user=researcher, team=team, workload=shared, started_at=day(8), ended_at=day(9))
+    make_hold(gpu=gpus[0], user=lead, team=team, workload=shared, started_at=day(10), ended_at=day(11))
+    make_hold(gpu=gpus[1], user=researcher, team=team, workload=single, started_at=day(8), ended_at=day(9))
+    spend_rollup_due(now=NOW, days_per_run=100)
+    WorkloadSpend.objects.update(shared=False)  # as the totals were before the flag
+
+    importlib.import_module("portal.spend.migrations.0012_workload_spend_shared").mark_shared(
+        django_apps, None
+    )
+
+    flags = sorted(WorkloadSpend.objects.values_list("workload_id", "shared"))
+    assert flags == [(shared.pk, True), (shared.pk, True), (single.pk, False)]
