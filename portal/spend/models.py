@@ -150,8 +150,9 @@ class WorkloadSpend(models.Model):
     idle_cost = UnitsField(**AMOUNT)
     # The workload has totals under more than one team or user (its holds were taken under
     # several): the workload report looks such totals up for the workloads at a range's edges,
-    # which every other workload's one total cannot answer for (see by_workload._top_pg)
-    shared = models.BooleanField(default=False)
+    # which every other workload's one total cannot answer for (see by_workload._top_pg). A
+    # default in the database too: workers of the release before insert totals without it.
+    shared = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [

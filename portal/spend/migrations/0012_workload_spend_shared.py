@@ -25,7 +25,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="workloadspend",
             name="shared",
-            field=models.BooleanField(default=False),
+            field=models.BooleanField(default=False, db_default=False),
         ),
         migrations.RunPython(mark_shared, migrations.RunPython.noop),
         migrations.AddIndex(
