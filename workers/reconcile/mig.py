@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -54,7 +53,7 @@ def reconcile_node_mig(node_id: int, *, now: datetime | None = None) -> MigLayou
     """
     now = now or timezone.now()
     node_row = Node.objects.filter(pk=node_id)
-    lease = lease_take(node_row, "mig_layout_lease_until", now=now, seconds=settings.PORTAL_LEASE_SECONDS)
+    lease = lease_take(node_row, "mig_layout_lease_until", now=now)
     if lease is None:
         return "pending"  # another worker is on it (or there is no such node): look again later
     try:

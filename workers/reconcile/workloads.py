@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.utils import timezone
 
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
@@ -161,7 +160,7 @@ def reconcile_workload(workload_id: int, *, now: datetime | None = None) -> None
     (`next_attempt_at`), where the periodic reconcile_due finds it."""
     now = now or timezone.now()
     row = Workload.objects.filter(pk=workload_id)
-    lease = lease_take(row, "lease_until", now=now, seconds=settings.PORTAL_LEASE_SECONDS)
+    lease = lease_take(row, "lease_until", now=now)
     if lease is None:
         return  # another worker is on it (or there is no such row)
     try:
