@@ -43,12 +43,15 @@ def thresholds_of(team: Team) -> list[int]:
     return sorted(set(team.budget_thresholds or DEFAULT_THRESHOLDS))
 
 
+def whole_percent(amount: Decimal, budget: Decimal) -> int:
+    """`amount` as a whole percentage of `budget`, rounded down (100 for no budget at all)."""
+    return 100 if budget <= 0 else int(amount * 100 / budget)
+
+
 def percent_label(amount: Decimal, budget: Decimal) -> str:
-    """`amount` as a whole percentage of `budget` for people to read: "under 1" for a spend that
-    is not nothing but rounds down to 0 (the API's whole percentages say 0)."""
-    if budget <= 0:
-        return "100"
-    percent = int(amount * 100 / budget)
+    """`whole_percent` for people to read: "under 1" for a spend that is not nothing but rounds
+    down to 0 (the API's whole percentages say 0)."""
+    percent = whole_percent(amount, budget)
     return "under 1" if percent == 0 and amount > 0 else str(percent)
 
 
@@ -72,11 +75,11 @@ class Forecast:
 
     @property
     def used_percent(self) -> int:
-        return 100 if self.budget <= 0 else int(self.spent * 100 / self.budget)
+        return whole_percent(self.spent, self.budget)
 
     @property
     def forecast_percent(self) -> int:
-        return 100 if self.budget <= 0 else int(self.month_end * 100 / self.budget)
+        return whole_percent(self.month_end, self.budget)
 
     @property
     def used_label(self) -> str:

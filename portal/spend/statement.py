@@ -22,7 +22,7 @@ from portal.accounts.models import Team, User
 from portal.accounts.selectors import is_lead, user_teams
 from portal.core.errors import NotFound, ValidationFailed
 from portal.core.views import login_required, page
-from portal.spend.budgets import Forecast, budget_alerts_due, budget_forecast, percent_label
+from portal.spend.budgets import Forecast, budget_alerts_due, budget_forecast, percent_label, whole_percent
 from portal.spend.forms import FIRST_DAY
 from portal.spend.selectors import STORAGE_KEY, SpendRow, spend_grouped
 
@@ -76,7 +76,7 @@ class Statement:
     def used_percent(self) -> int | None:
         if self.budget is None:
             return None
-        return 100 if self.budget <= 0 else int(self.total.cost * 100 / self.budget)
+        return whole_percent(self.total.cost, self.budget)
 
     @property
     def used_label(self) -> str | None:
