@@ -14,6 +14,10 @@ largest `limit` candidates are the largest `limit` workloads. Ties in cost go to
 On PostgreSQL the live stretches are costed, and the candidates costed exactly (often ten thousand
 workloads in a recent edge's hours) summed and ranked, in one statement beside the largest totals
 (`_top_pg`), so only a few hundred rows reach Python; elsewhere `_top` does the same in Python.
+There a workload running across an edge of the whole days is summed from its day rows only if its
+one total, all it cost on its rolled days, reaches the `limit`-th largest total inside: one that
+does not cannot be among the largest (most such workloads are small, and they hold a hundred
+thousand day rows over 90 days of ten million holds).
 """
 
 from __future__ import annotations
@@ -41,8 +45,10 @@ def _chunks(ids: list):
         yield ids[at : at + 500]
 
 
-def _straddling(*, first: date, end: date, scope_q: Q | None) -> set[int]:
-    """Workloads whose rolled days run across `first` or across `end` (days, end exclusive)."""
+def _straddling(*, first: date, end: date, scope_q: Q | None) -> dict[int, Decimal | None]:
+    """Workloads whose rolled days run across `first` or across `end` (days, end exclusive), each
+    with the most it can cost within the range from its rolled periods: its one total (all its
+    rolled days), or None for a workload with totals under several teams or users."""
     edges = [(first - timedelta(days=1), first), (end - timedelta(days=1), end)]
     rows = WorkloadSpend.objects.all()
     if scope_q is not None:
@@ -61,7 +67,10 @@ def _straddling(*, first: date, end: date, scope_q: Q | None) -> set[int]:
             Q(first_day__lte=edges[0][0], last_day__gte=edges[0][1])
             | Q(first_day__lte=edges[1][0], last_day__gte=edges[1][1])
         )
-    return set(rows.values_list("workload_id", flat=True))
+    found: dict[int, Decimal | None] = {}
+    for workload_id, cost, shared in rows.values_list("workload_id", "cost", "shared"):
+        found[workload_id] = None if shared or workload_id in found else Decimal(cost)
+    return found
 
 
 def _on_days(days: list[datetime], scope_q: Q | None) -> set[int]:
@@ -166,9 +175,11 @@ def workload_spend(
     return top, others, storage
 
 
-def _across(days: list[datetime], scope_q: Q | None) -> tuple[date, date, set[int]]:
+def _across(days: list[datetime], scope_q: Q | None) -> tuple[date, date, dict[int, Decimal | None]]:
     """The whole-day range the rolled `days` span, and the workloads whose totals cannot answer for
-    it: those with rows on a day of it that is not read (stale), and those running across its ends."""
+    it: those with rows on a day of it that is not read (stale), and those running across its ends;
+    each with the most its rolled periods can add to the range (`_straddling`), None where
+    unknown (a stale day's rows may be short of what its holds now cost)."""
     first, stop = min(days).date(), (max(days) + DAY).date()
     rolled = set(days)
     not_read = [
@@ -178,7 +189,9 @@ def _across(days: list[datetime], scope_q: Q | None) -> tuple[date, date, set[in
         ).values_list("start", flat=True)
         if utc(s) not in rolled
     ]
-    return first, stop, _on_days(not_read, scope_q) | _straddling(first=first, end=stop, scope_q=scope_q)
+    across = _straddling(first=first, end=stop, scope_q=scope_q)
+    across.update(dict.fromkeys(_on_days(not_read, scope_q)))
+    return first, stop, across
 
 
 def _ranked(candidates: dict[int, Amount], limit: int) -> list[tuple[int, Amount]]:
@@ -203,7 +216,8 @@ def _top(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[tup
     exact_ids = set(recent)
     across: set[int] = set()
     if days:
-        first, stop, across = _across(days, scope_q)
+        first, stop, bounds = _across(days, scope_q)
+        across = set(bounds)
         # A workload of the live stretches whose rolled days lie inside: its total, plus the live part.
         exact = _totals_inside(workload_ids=exact_ids - across, first=first, end=stop, scope_q=scope_q)
         exact_ids |= across
@@ -222,14 +236,18 @@ def _top(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[tup
 # `limit` largest totals of the other workloads and the live stretches' sums by kind.
 _PG_TOP = """
 WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED ({edge}
-), live AS (
-  SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle FROM edge
-  WHERE workload_id IS NOT NULL GROUP BY workload_id
+), live AS (  -- (plus: of the stretches not taken away only)
+  SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle, SUM(GREATEST(cost, 0)) AS plus
+  FROM edge WHERE workload_id IS NOT NULL GROUP BY workload_id
 ), hour_rows AS MATERIALIZED (
   SELECT r.workload_id, r.cost, r.gpu_hours AS hours, r.idle_cost AS idle FROM spend_spendrollup r
   WHERE r.level = %(fine)s AND ({hours}) AND r.workload_id IS NOT NULL {scope_r}
 ), recent AS (  -- the workloads of the live stretches and rolled hours: their ids (summed once, in exact)
   SELECT workload_id FROM live UNION SELECT workload_id FROM hour_rows
+), largest AS MATERIALIZED ({largest}
+), bar (at_least) AS (  -- the `limit`-th largest workload of those: at least `limit` cost this much
+  SELECT COALESCE((SELECT cost FROM (SELECT workload_id, MAX(cost) AS cost FROM largest GROUP BY workload_id) l
+                   ORDER BY cost DESC OFFSET %(bar_offset)s LIMIT 1), 0)
 ), exact AS (
   SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle FROM (
     SELECT workload_id, cost, hours, idle FROM live
@@ -242,15 +260,23 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
     SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
     WHERE {whole} {shared} AND w.workload_id = ANY(ARRAY(SELECT workload_id FROM live))
       AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
-    UNION ALL  -- one running across an edge (or on a day not read): its day rows
+    UNION ALL  -- one running across an edge (or on a day not read): its day rows, unless its total
+    -- and what it held in the live stretches (unless they lie in rolled days, in its total) come to
+    -- less than the `limit`-th largest total inside: it cannot be among the largest (its rolled
+    -- hours and live part may still come up, less still)
     SELECT r.workload_id, r.cost, r.gpu_hours, r.idle_cost FROM spend_spendrollup r
-    WHERE r.level = %(fine)s AND r.span = 'day' AND r.workload_id = ANY(%(across)s::bigint[]) AND ({days}) {scope_r}
+    WHERE r.level = %(fine)s AND r.span = 'day' AND r.workload_id = ANY(ARRAY(
+        SELECT a.id FROM unnest(%(across)s::bigint[], %(across_most)s::numeric[]) a (id, most)
+        LEFT JOIN live ON live.workload_id = a.id
+        WHERE a.most IS NULL OR a.most + {live_plus} >= (SELECT at_least FROM bar)
+        ORDER BY a.id
+      )) AND ({days}) {scope_r}
   ) parts GROUP BY workload_id
 )
 (SELECT 'e', workload_id, cost, hours, idle FROM exact WHERE cost <> 0 OR hours <> 0 OR idle <> 0
  ORDER BY cost DESC, workload_id LIMIT %(limit)s)
 UNION ALL
-(SELECT 'i', * FROM ({largest}) largest ORDER BY cost DESC, workload_id LIMIT %(rows)s)
+(SELECT 'i', * FROM largest ORDER BY cost DESC, workload_id LIMIT %(rows)s)
 UNION ALL  -- the live stretches by kind (storage apart), and a check of their share denominators
 (SELECT CASE WHEN storage THEN 's' ELSE 'k' END, kind, SUM(cost), SUM(hours), SUM(idle) FROM edge
  GROUP BY storage, kind)
@@ -343,7 +369,8 @@ def _edges_in_rolled_days(plan, fresh: dict) -> bool:
     plan does not read whole (an edge in an older or a recent day, not the minutes since today's
     roll-up). A workload held there has a day row on that day, so its total under that team and
     user runs outside the range's whole days: only a workload with totals under another team or
-    user too (`WorkloadSpend.shared`) can have one inside."""
+    user too (`WorkloadSpend.shared`) can have one inside. And a workload's totals hold all it
+    cost within the range: its live part lies in them."""
     if plan.minus:  # stretches taken away lie in days read whole
         return False
     read = set(plan.rolled_days)
@@ -362,13 +389,17 @@ def _top_pg(
     edges is read into Python. Returns the top and the live stretches' spend by kind (STORAGE apart)."""
     days = plan.rolled_days
     first = stop = None
-    across: set[int] = set()
+    across: dict[int, Decimal | None] = {}
     if days:
         first, stop, across = _across(days, scope.holds_q())
+    ids = sorted(across)
     scope_r, params = scope.holds_sql("r")
     scope_w, more = scope.holds_sql("w")
     params.update(more)
-    params.update(fine=Level.FINE, across=_array(sorted(across)), first=first, stop=stop, limit=limit)
+    params.update(
+        fine=Level.FINE, across=_array(ids), first=first, stop=stop, limit=limit, bar_offset=limit - 1,
+        across_most=_array("NULL" if across[w] is None else across[w] for w in ids),
+    )  # fmt: skip
     within = ""
     if days and (stop - first).days <= GIST_DAYS:
         # A few days hold few workloads: found through the GiST index and sorted. Over more days
@@ -380,13 +411,16 @@ def _top_pg(
     largest = [
         _PG_LARGEST.format(whole=whole, part=part, within=within) for part in _largest_parts(scope, params)
     ]
+    in_rolled_days = _edges_in_rolled_days(plan, fresh)
     sql_args = {
         "edge": _edge_sql(plan=plan, scope=scope, now=now, params=params),
         "hours": _hours_sql(plan, params),
         "days": _runs_sql("r.start", days, Span.DAY, params, "d"),
         "whole": whole,
         # the live workloads' totals: of shared workloads only, where no other can lie inside
-        "shared": "AND w.shared" if _edges_in_rolled_days(plan, fresh) else "",
+        "shared": "AND w.shared" if in_rolled_days else "",
+        # what a workload across an edge held in the live stretches, where its total leaves it out
+        "live_plus": "0" if in_rolled_days else "COALESCE(live.plus, 0)",
         "scope_r": scope_r,
         "scope_w": scope_w,
         "largest": " UNION ALL ".join(largest) or _NONE_LARGEST,

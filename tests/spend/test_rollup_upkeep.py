@@ -12,6 +12,7 @@ from io import StringIO
 import pytest
 from django.apps import apps as django_apps
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.db.models import F, Q
 
 from portal.fleet.models import Allocation, Gpu, StorageHold
@@ -318,6 +319,98 @@ def test_long_workloads_across_a_ranges_whole_days_are_costed_from_their_days_in
                         reference.as_tuples(want, labels=False),
                     )
                     assert got == want, (viewer, window, stale)
+
+
+def test_a_workload_across_an_edge_is_summed_only_if_its_total_could_reach_the_largest_inside(
+    gpus, team, researcher, admin_user
+):
+    """A workload running across a range's edge whose total over all its rolled days is less than
+    the `limit`-th largest total inside cannot be among the largest, so its day rows are not summed
+    (PostgreSQL); shown by making one total claim less than its days hold. Here the range's edges
+    lie in rolled days, so what a workload held there is in its total too. A workload with totals
+    under several users, or fewer totals inside than `limit`, keeps its day rows summed."""
+    boxes = [make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(5)]
+    inside_36, inside_10, small_across, late_across, early_across = boxes
+    for box, start, end in (
+        (inside_36, day(8), day(9, 12)),
+        (inside_10, day(10), day(10, 10)),
+        (small_across, day(6, 22), day(7, 2)),  # 4 h in all: never among the two largest
+        (late_across, day(13, 2), day(16)),  # 34 h inside of 70
+        (early_across, day(4), day(8, 4)),  # 39.5 h inside of 100, held at the range's start
+    ):
+        make_hold(gpu=gpus[boxes.index(box)], user=researcher, team=team, workload=box, started_at=start,
+                  ended_at=end)  # fmt: skip
+    spend_rollup_due(now=NOW, days_per_run=100)
+    window = {"start": day(6, 12) + timedelta(minutes=30), "end": day(14, 12)}
+    plan = plan_for(now=NOW, scope=Scope(), keys=("workload",), **window)
+    assert plan.live and by_workload._edges_in_rolled_days(plan, fresh_periods(now=NOW, **window))
+
+    def top(limit: int) -> tuple[list, list]:
+        rows = selectors.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **window)
+        want = reference.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **window)
+        return reference.as_tuples(rows, labels=False), reference.as_tuples(want, labels=False)
+
+    for limit in (1, 2, 3, 6):
+        got, want = top(limit)
+        assert got == want, limit
+    assert [key for key, *_ in top(2)[0][:2]] == [
+        f"sandbox-{early_across.number}",
+        f"sandbox-{inside_36.number}",
+    ]
+
+    # The early workload's total made to claim 1 unit: less than the second largest inside (10 h).
+    WorkloadSpend.objects.filter(workload=early_across).update(cost=1)
+    got, want = top(2)
+    if connection.vendor == "postgresql":  # its day rows were not summed: it drops out
+        assert [key for key, *_ in got[:2]] == [
+            f"sandbox-{inside_36.number}",
+            f"sandbox-{late_across.number}",
+        ]
+    else:  # SQLite sums every such workload's days
+        assert got == want
+    got, want = top(5)  # two totals inside, fewer than five: nothing is left out
+    assert got == want
+    WorkloadSpend.objects.filter(workload=early_across).update(shared=True)  # its total is not its only one
+    got, want = top(2)
+    assert got == want
+
+
+def test_a_workload_across_an_edge_counts_what_it_held_since_the_roll_up_beside_its_total(
+    gpus, team, researcher, admin_user
+):
+    """A range ending now, with today rolled only to 1:00: a workload running since before the
+    range's first day may have held more since the roll-up than its total says, so that counts
+    towards whether its day rows are summed (PostgreSQL)."""
+    inside_36, inside_10, running = [make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type)
+                                     for _ in range(3)]  # fmt: skip
+    make_hold(
+        gpu=gpus[0], user=researcher, team=team, workload=inside_36, started_at=day(8), ended_at=day(9, 12)
+    )
+    make_hold(
+        gpu=gpus[1], user=researcher, team=team, workload=inside_10, started_at=day(10), ended_at=day(10, 10)
+    )
+    make_hold(gpu=gpus[2], user=researcher, team=team, workload=running, started_at=day(4), ended_at=None)
+    spend_rollup_due(now=day(20, 1), days_per_run=100)  # the workers are behind: 12.5 h since
+    window = {"start": day(6), "end": NOW}
+
+    def top(limit: int) -> tuple[list, list]:
+        rows = selectors.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **window)
+        want = reference.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **window)
+        return reference.as_tuples(rows, labels=False), reference.as_tuples(want, labels=False)
+
+    for limit in (1, 2, 3):
+        got, want = top(limit)
+        assert got == want and got[0][0] == f"sandbox-{running.number}", limit
+    # Its total made to claim 1 unit: with the 12.5 h since, still past the second largest inside
+    # (10 h), so it is summed; not past the largest (36 h), so with one named it is not.
+    WorkloadSpend.objects.filter(workload=running).update(cost=1)
+    got, want = top(2)
+    assert got == want
+    got, want = top(1)
+    if connection.vendor == "postgresql":
+        assert got[0][0] == f"sandbox-{inside_36.number}"
+    else:
+        assert got == want
 
 
 def test_a_lead_of_two_teams_gets_the_largest_workloads_of_both_and_their_own_elsewhere(
