@@ -10,7 +10,7 @@ reports read roll-ups the workers keep and cost only the rest from the holds (se
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -144,10 +144,14 @@ def group_labels(group_by: str, ids: set) -> dict:
         found = {pk: (slug, name) for pk, slug, name in types.values_list("pk", "slug", "name")}
         return {**found, STORAGE: (STORAGE_KEY, STORAGE_LABEL)}
     workloads = Allocation.workload.field.related_model.objects.filter(pk__in=ids)  # no import upwards
+    rows = list(workloads.values_list("pk", "name", "kind", "number"))
+    # A name used again (a sandbox requested anew under the name of an ended one) gets the number
+    # its URL has, so that two rows or chart series never read the same.
+    named = Counter((kind, name) for _, name, kind, _ in rows)
     return {
-        pk: (f"{kind}-{number}", f"{kind} {name}")  # its kind and number, as its URL and the API name it
-        for pk, name, kind, number in workloads.values_list("pk", "name", "kind", "number")
-    }
+        pk: (f"{kind}-{number}", f"{kind} {name}" + (f" #{number}" if named[kind, name] > 1 else ""))
+        for pk, name, kind, number in rows
+    }  # the key: its kind and number, as its URL and the API name it
 
 
 def spend_grouped(

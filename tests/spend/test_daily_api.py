@@ -128,6 +128,31 @@ def test_storage_and_workloads_are_groups_of_their_own(holds, fleet, researcher,
     assert by_type["total"] == ok(alice.get("/api/v1/spend", {**WEEK, "group_by": "user"}))["total"] == "9.35"
 
 
+def test_a_name_used_again_is_told_apart_by_the_workloads_number(holds, fleet, researcher, team, alice):
+    """An ended sandbox and the one requested anew under its name: the chart's series and the
+    report's rows name both with their numbers; a name used once stays as it is."""
+    whole = list(Gpu.objects.filter(mig_enabled=False).order_by("index"))
+    first = make_sandbox(
+        owner=researcher, team=team, name="notebook", gpu_type=whole[0].gpu_type, state="expired"
+    )
+    again = make_sandbox(owner=researcher, team=team, name="notebook", gpu_type=whole[0].gpu_type)
+    other = make_sandbox(owner=researcher, team=team, name="trainer", gpu_type=whole[0].gpu_type)
+    for n, (box, hours) in enumerate(((first, 3), (again, 2), (other, 1))):
+        make_hold(
+            gpu=whole[3 + n], user=researcher, team=team, workload=box,
+            started_at=at("2026-03-04T00:00"), ended_at=at("2026-03-04T00:00") + timedelta(hours=hours),
+        )  # fmt: skip
+    want = [
+        (f"sandbox-{first.number}", f"sandbox notebook #{first.number}"),
+        (f"sandbox-{again.number}", f"sandbox notebook #{again.number}"),
+        (f"sandbox-{other.number}", "sandbox trainer"),
+    ]
+    body = ok(alice.get(URL, {**WEEK, "split": "workload"}))
+    assert [(g["key"], g["label"]) for g in body["groups"]][:3] == want
+    rows = ok(alice.get("/api/v1/spend", {**WEEK, "group_by": "workload"}))["rows"]
+    assert [(r["key"], r["label"]) for r in rows][:3] == want
+
+
 @pytest.mark.parametrize(
     "who, expected",
     [
