@@ -2,8 +2,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from portal.core.views import favicon
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("favicon.ico", favicon),
     # Single sign-on (OpenID Connect): its redirect URI is <PORTAL_BASE_URL>/oidc/callback/.
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -8,8 +8,9 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import render, resolve_url
+from django.templatetags.static import static
 from django.utils.http import urlencode
 from django.views import defaults
 
@@ -86,3 +87,9 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         return JsonResponse(error_body("not_found", "No such API endpoint or object."), status=404)
     return defaults.page_not_found(request, exception)
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """/favicon.ico, which browsers ask for on pages that name no icon (the browsable API's):
+    the portal's icon, not a 404 in every console."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
