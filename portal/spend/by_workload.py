@@ -15,9 +15,10 @@ On PostgreSQL the live stretches are costed, and the candidates costed exactly (
 workloads in a recent edge's hours) summed and ranked, in one statement beside the largest totals
 (`_top_pg`), so only a few hundred rows reach Python; elsewhere `_top` does the same in Python.
 There a workload running across an edge of the whole days is summed from its day rows only if its
-one total, all it cost on its rolled days, reaches the `limit`-th largest total inside: one that
-does not cannot be among the largest (most such workloads are small, and they hold a hundred
-thousand day rows over 90 days of ten million holds).
+one total (all it cost on its rolled days), with what it held in the live stretches outside them,
+reaches the `limit`-th largest total inside: one that does not cannot be among the largest (most
+such workloads are small, and they hold a hundred thousand day rows over 90 days of ten million
+holds).
 """
 
 from __future__ import annotations
