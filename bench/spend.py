@@ -435,9 +435,8 @@ def measure(*, runs: int, seed: int) -> list[tuple[str, list[float]]]:
     a_lead = lambda: rng.choice(leads)  # noqa: E731 (a team lead: their team and their own holds elsewhere)
     fixed = lambda start, end: lambda: {"start": start, "end": end}  # noqa: E731
     for days in (1, 30, 90, 365):
-        # a new range each run, ends at any second: the end within the telemetry window (the last
-        # 36 hours), the start the range's length before it, give or take half a day
-        random_range = lambda d=days: _random_range(rng, now, d)  # noqa: E731
+        # a new range each run (random_range)
+        between_random = lambda d=days: random_range(rng, now, d)  # noqa: E731
         whole_days = fixed(today - timedelta(days=days - 1), today + timedelta(days=1))
         for style, viewer, window in (
             ("ending now", as_admin, fixed(now - timedelta(days=days), now)),
@@ -446,9 +445,9 @@ def measure(*, runs: int, seed: int) -> list[tuple[str, list[float]]]:
             # day from either midnight, half an hour from either hour
             ("12:30 to now", as_admin, fixed(half_past_noon - timedelta(days=days - 1), now)),
             ("to 12:30", as_admin, fixed(half_past_noon - timedelta(days=days), half_past_noon)),
-            ("random edges", as_admin, random_range),
+            ("random edges", as_admin, between_random),
             ("lead, whole days", a_lead, whole_days),
-            ("lead, random edges", a_lead, random_range),
+            ("lead, random edges", a_lead, between_random),
         ):
             for group in GROUPS:
                 label = f"{group:8} {days:3} d, {style}"
@@ -460,7 +459,9 @@ def measure(*, runs: int, seed: int) -> list[tuple[str, list[float]]]:
     return results
 
 
-def _random_range(rng: random.Random, now: datetime, days: int) -> dict[str, datetime]:
+def random_range(rng: random.Random, now: datetime, days: int) -> dict[str, datetime]:
+    """A range of about `days` days between random seconds: the end within the telemetry window (the
+    last 36 hours), the start the range's length before it, give or take half a day."""
     end = now - timedelta(seconds=rng.randrange(36 * 3600))
     start = end - timedelta(days=days) + timedelta(seconds=rng.randrange(-12 * 3600, 12 * 3600))
     return {"start": min(start, end - timedelta(hours=1)), "end": end}

@@ -28,13 +28,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/gpu_portal_bench_spend"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.spend import DEFAULT_URL, random_range  # noqa: E402 (the root is on the path first)
 
 
 def ranges(now: datetime, seed: int) -> dict[str, tuple[datetime, datetime]]:
     """The ranges timed: for 30, 90 and 365 days, ending 12:30 yesterday, from 12:30 to now, and
-    three between random seconds (the end within the last 36 hours); one day between random
-    seconds."""
+    three between random seconds as `bench/spend.py` draws them; one day between random seconds."""
     rng = random.Random(seed)
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     noon = today - timedelta(days=1) + timedelta(hours=12, minutes=30)
@@ -43,11 +45,8 @@ def ranges(now: datetime, seed: int) -> dict[str, tuple[datetime, datetime]]:
         found[f"{days} d to 12:30"] = (noon - timedelta(days=days), noon)
         found[f"{days} d 12:30 to now"] = (noon - timedelta(days=days - 1), now)
         for n in range(3):
-            end = now - timedelta(seconds=rng.randrange(36 * 3600))
-            start = end - timedelta(days=days) + timedelta(seconds=rng.randrange(-12 * 3600, 12 * 3600))
-            found[f"{days} d random {n + 1}"] = (start, end)
-    end = now - timedelta(seconds=rng.randrange(36 * 3600))
-    found["1 d random"] = (end - timedelta(days=1), end)
+            found[f"{days} d random {n + 1}"] = tuple(random_range(rng, now, days).values())
+    found["1 d random"] = tuple(random_range(rng, now, 1).values())
     return found
 
 

@@ -58,6 +58,13 @@ def assert_exact(user, team, **window) -> None:
     assert selectors.team_month_spend(team=team, now=NOW) == reference.team_month_spend(team=team, now=NOW)
 
 
+def workload_tops(user, limit: int, **window) -> tuple[list, list]:
+    """The workload report's rows, as the roll-ups answer and as the slow definition does."""
+    got = selectors.spend_grouped(user=user, group_by="workload", limit=limit, now=NOW, **window)
+    want = reference.spend_grouped(user=user, group_by="workload", limit=limit, now=NOW, **window)
+    return reference.as_tuples(got, labels=False), reference.as_tuples(want, labels=False)
+
+
 def stale_days() -> set:
     return {p.start.date() for p in SpendPeriod.objects.filter(span=Span.DAY, stale=True)}
 
@@ -345,22 +352,17 @@ def test_a_workload_across_an_edge_is_summed_only_if_its_total_could_reach_the_l
     plan = plan_for(now=NOW, scope=Scope(), keys=("workload",), **window)
     assert plan.live and by_workload._edges_in_rolled_days(plan, fresh_periods(now=NOW, **window))
 
-    def top(limit: int) -> tuple[list, list]:
-        rows = selectors.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **window)
-        want = reference.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **window)
-        return reference.as_tuples(rows, labels=False), reference.as_tuples(want, labels=False)
-
     for limit in (1, 2, 3, 6):
-        got, want = top(limit)
+        got, want = workload_tops(admin_user, limit, **window)
         assert got == want, limit
-    assert [key for key, *_ in top(2)[0][:2]] == [
+    assert [key for key, *_ in workload_tops(admin_user, 2, **window)[0][:2]] == [
         f"sandbox-{early_across.number}",
         f"sandbox-{inside_36.number}",
     ]
 
     # The early workload's total made to claim 1 unit: less than the second largest inside (10 h).
     WorkloadSpend.objects.filter(workload=early_across).update(cost=1)
-    got, want = top(2)
+    got, want = workload_tops(admin_user, 2, **window)
     if connection.vendor == "postgresql":  # its day rows were not summed: it drops out
         assert [key for key, *_ in got[:2]] == [
             f"sandbox-{inside_36.number}",
@@ -368,10 +370,11 @@ def test_a_workload_across_an_edge_is_summed_only_if_its_total_could_reach_the_l
         ]
     else:  # SQLite sums every such workload's days
         assert got == want
-    got, want = top(5)  # two totals inside, fewer than five: nothing is left out
+    # two totals inside, fewer than five: nothing is left out
+    got, want = workload_tops(admin_user, 5, **window)
     assert got == want
     WorkloadSpend.objects.filter(workload=early_across).update(shared=True)  # its total is not its only one
-    got, want = top(2)
+    got, want = workload_tops(admin_user, 2, **window)
     assert got == want
 
 
@@ -393,20 +396,15 @@ def test_a_workload_across_an_edge_counts_what_it_held_since_the_roll_up_beside_
     spend_rollup_due(now=day(20, 1), days_per_run=100)  # the workers are behind: 12.5 h since
     window = {"start": day(6), "end": NOW}
 
-    def top(limit: int) -> tuple[list, list]:
-        rows = selectors.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **window)
-        want = reference.spend_grouped(user=admin_user, group_by="workload", limit=limit, now=NOW, **window)
-        return reference.as_tuples(rows, labels=False), reference.as_tuples(want, labels=False)
-
     for limit in (1, 2, 3):
-        got, want = top(limit)
+        got, want = workload_tops(admin_user, limit, **window)
         assert got == want and got[0][0] == f"sandbox-{running.number}", limit
     # Its total made to claim 1 unit: with the 12.5 h since, still past the second largest inside
     # (10 h), so it is summed; not past the largest (36 h), so with one named it is not.
     WorkloadSpend.objects.filter(workload=running).update(cost=1)
-    got, want = top(2)
+    got, want = workload_tops(admin_user, 2, **window)
     assert got == want
-    got, want = top(1)
+    got, want = workload_tops(admin_user, 1, **window)
     if connection.vendor == "postgresql":
         assert got[0][0] == f"sandbox-{inside_36.number}"
     else:
