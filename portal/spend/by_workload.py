@@ -245,6 +245,11 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
   WHERE r.level = %(fine)s AND ({hours}) AND r.workload_id IS NOT NULL {scope_r}
 ), recent AS (  -- the workloads of the live stretches and rolled hours: their ids (summed once, in exact)
   SELECT workload_id FROM live UNION SELECT workload_id FROM hour_rows
+), shared_inside AS MATERIALIZED (  -- totals inside of workloads with totals under several teams or
+  -- users (few)
+  SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
+  WHERE {whole} AND w.shared AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
+    AND NOT (w.workload_id = ANY(%(across)s::bigint[]))
 ), largest AS MATERIALIZED ({largest}
 ), bar (at_least) AS (  -- the `limit`-th largest workload of those: at least `limit` cost this much
   SELECT COALESCE((SELECT cost FROM (SELECT workload_id, MAX(cost) AS cost FROM largest GROUP BY workload_id) l
@@ -254,13 +259,16 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
     SELECT workload_id, cost, hours, idle FROM live
     UNION ALL
     SELECT * FROM hour_rows
-    UNION ALL  -- a workload of the live stretches whose rolled days lie inside: its total (one
-    -- only in rolled hours has a rolled day outside, their day: with one inside it runs across);
-    -- their ids as one array, so that the index is read once in their order (a join would probe it
-    -- a workload at a time, a third slower)
+    UNION ALL  -- a workload of the live stretches whose rolled days lie inside: its total; their ids
+    -- as one array, so that the index is read once in their order (a join would probe it a workload
+    -- at a time, a third slower)
     SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
     WHERE {whole} {shared} AND w.workload_id = ANY(ARRAY(SELECT workload_id FROM live))
       AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
+    UNION ALL  -- one only in the rolled hours has rolled days outside, theirs, under each team and user
+    -- it held them under: a total inside is under another (shared), else it runs across
+    SELECT * FROM shared_inside s WHERE s.workload_id IN (SELECT workload_id FROM hour_rows)
+      AND s.workload_id NOT IN (SELECT workload_id FROM live)
     UNION ALL  -- one running across an edge (or on a day not read): its day rows, unless its total
     -- and what it held in the live stretches (unless they lie in rolled days, in its total) come to
     -- less than the `limit`-th largest total inside: it cannot be among the largest (its rolled

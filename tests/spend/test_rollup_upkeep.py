@@ -279,6 +279,31 @@ def test_a_workload_at_a_ranges_edge_with_a_total_under_another_user_inside_is_c
     assert list(WorkloadSpend.objects.filter(workload=shared).values_list("shared", flat=True)) == [False]
 
 
+def test_a_workload_in_an_edges_rolled_hours_only_counts_its_other_users_total_inside(
+    gpus, team, researcher, lead, admin_user
+):
+    """The same, with the late hold in the rolled hours of the end's day, not in its live half hour:
+    a workload read there only from hour rows still counts its total under the other user, which
+    lies inside the range (one total alone would run across the range's end)."""
+    shared, single = [make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(2)]
+    make_hold(gpu=gpus[0], user=researcher, team=team, workload=shared, started_at=day(8), ended_at=day(10))
+    make_hold(gpu=gpus[0], user=lead, team=team, workload=shared, started_at=day(15, 3), ended_at=day(15, 5))
+    make_hold(
+        gpu=gpus[1], user=researcher, team=team, workload=single, started_at=day(14), ended_at=day(15, 13)
+    )
+    make_hold(gpu=gpus[2], user=researcher, team=team, started_at=day(2), ended_at=day(2, 1))  # rolled from 2
+    spend_rollup_due(now=NOW, days_per_run=100)
+
+    window = {"start": day(5, 12) + timedelta(minutes=30), "end": day(15, 12) + timedelta(minutes=30)}
+    plan = plan_for(now=NOW, scope=Scope(), keys=("workload",), **window)
+    # the late hold lies in rolled hours only: the live stretches are the two half hours at the ends
+    assert all(high <= day(6) or low >= day(15, 12) for low, high in plan.live)
+    for limit in (1, 5):
+        got, want = workload_tops(admin_user, limit, **window)
+        assert got == want
+        assert got[0][0] == f"sandbox-{shared.number}" and got[0][2] == Decimal("6.88") * 50  # 48 h + 2 h
+
+
 def test_long_workloads_across_a_ranges_whole_days_are_costed_from_their_days_inside(
     gpus, team, other_team, researcher, other_researcher, lead, admin_user
 ):
