@@ -1,6 +1,6 @@
 """Roll-ups give the same figures, to the cent, as costing every hold one by one (tests/spend/
 reference.py): on random holds across day boundaries, open ones, ones of workloads past their
-expiry, slices, price changes, storage and idle minutes; over whole days, blocks of days,
+expiry, a workload's holds under several users, slices, price changes, storage and idle minutes; over whole days, blocks of days,
 partial-day edges (of days rolled by the hour and of older ones) and today."""
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ holds_strategy = st.lists(
         {
             "who": st.integers(0, 2),
             "workload": st.one_of(st.none(), st.integers(0, 3)),
+            # a workload's hold taken under another user (and team): its totals are several (shared)
+            "as_owner": st.booleans(),
             "start": seconds_in_range,
             "micro": st.integers(0, 999_999),
             "length": st.one_of(st.none(), st.integers(0, 4 * 86400)),
@@ -92,7 +94,7 @@ def _load(people, holds, storage, minutes, *, expired: bool) -> None:
     for n, spec in enumerate(holds):
         owner, team = people["holders"][spec["who"]]
         workload = workloads[spec["workload"]] if spec["workload"] is not None else None
-        if workload is not None:
+        if workload is not None and spec["as_owner"]:
             owner, team = workload.owner, workload.team
         start = BASE + timedelta(seconds=spec["start"], microseconds=spec["micro"])
         end = None if spec["length"] is None else start + timedelta(seconds=spec["length"])
