@@ -12,8 +12,9 @@ live stretch or rolled hour of the range (a partial-day edge, the minutes since 
 largest `limit` candidates are the largest `limit` workloads. Ties in cost go to the lower id.
 
 On PostgreSQL the live stretches are costed, and the candidates costed exactly (often ten thousand
-workloads in a recent edge's hours) summed and ranked, in one statement beside the largest totals
-(`_top_pg`), so only a few hundred rows reach Python; elsewhere `_top` does the same in Python.
+workloads in a recent edge's hours, and every workload with totals under several teams or users)
+summed and ranked, in one statement beside the largest totals (`_top_pg`), so only a few hundred
+rows reach Python; elsewhere `_top` does the same in Python.
 There a workload running across an edge of the whole days is summed from its day rows only if its
 one total (all it cost on its rolled days), with what it held in the live stretches outside them,
 reaches the `limit`-th largest total inside: one that does not cannot be among the largest (most
@@ -243,13 +244,14 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
 ), hour_rows AS MATERIALIZED (
   SELECT r.workload_id, r.cost, r.gpu_hours AS hours, r.idle_cost AS idle FROM spend_spendrollup r
   WHERE r.level = %(fine)s AND ({hours}) AND r.workload_id IS NOT NULL {scope_r}
-), recent AS (  -- the workloads of the live stretches and rolled hours: their ids (summed once, in exact)
-  SELECT workload_id FROM live UNION SELECT workload_id FROM hour_rows
-), shared_inside AS MATERIALIZED (  -- totals inside of workloads with totals under several teams or
-  -- users (few)
-  SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
+), counted AS MATERIALIZED (  -- the workloads whose totals inside exact adds (not the largest's):
+  -- those with totals under several teams or users (shared, few), wherever they were held; and those
+  -- of the live stretches, unless each such stretch lies in a rolled day: one held there, or in an
+  -- edge's rolled hours, has a day row on that day, outside the whole days, so its one total does not
+  -- lie inside
+  SELECT DISTINCT w.workload_id FROM spend_workloadspend w
   WHERE {whole} AND w.shared AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
-    AND NOT (w.workload_id = ANY(%(across)s::bigint[]))
+  {live_counted}
 ), largest AS MATERIALIZED ({largest}
 ), bar (at_least) AS (  -- the `limit`-th largest workload of those: at least `limit` cost this much
   SELECT COALESCE((SELECT cost FROM (SELECT workload_id, MAX(cost) AS cost FROM largest GROUP BY workload_id) l
@@ -259,16 +261,11 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
     SELECT workload_id, cost, hours, idle FROM live
     UNION ALL
     SELECT * FROM hour_rows
-    UNION ALL  -- a workload of the live stretches whose rolled days lie inside: its total; their ids
-    -- as one array, so that the index is read once in their order (a join would probe it a workload
-    -- at a time, a third slower)
+    UNION ALL  -- their totals inside; their ids as one array, so that the index is read once in their
+    -- order (a join would probe it a workload at a time, a third slower)
     SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
-    WHERE {whole} {shared} AND w.workload_id = ANY(ARRAY(SELECT workload_id FROM live))
+    WHERE {whole} AND w.workload_id = ANY(ARRAY(SELECT workload_id FROM counted))
       AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
-    UNION ALL  -- one only in the rolled hours has rolled days outside, theirs, under each team and user
-    -- it held them under: a total inside is under another (shared), else it runs across
-    SELECT * FROM shared_inside s WHERE s.workload_id IN (SELECT workload_id FROM hour_rows)
-      AND s.workload_id NOT IN (SELECT workload_id FROM live)
     UNION ALL  -- one running across an edge (or on a day not read): its day rows, unless its total
     -- and what it held in the live stretches (unless they lie in rolled days, in its total) come to
     -- less than the `limit`-th largest total inside: it cannot be among the largest (its rolled
@@ -306,7 +303,7 @@ _NO_EDGE = (
 # teams), read in cost order from the index for that part, until `rows` are found.
 _PG_LARGEST = """(SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
  WHERE {whole} AND w.first_day >= %(first)s AND w.last_day < %(stop)s {part} {within}
-   AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.workload_id NOT IN (SELECT workload_id FROM recent)
+   AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.workload_id NOT IN (SELECT workload_id FROM counted)
  ORDER BY w.cost DESC, w.workload_id LIMIT %(rows)s)"""
 
 _NONE_LARGEST = "SELECT NULL::bigint AS workload_id, 0::numeric AS cost, 0::numeric AS gpu_hours, 0::numeric AS idle_cost WHERE FALSE"
@@ -426,8 +423,8 @@ def _top_pg(
         "hours": _hours_sql(plan, params),
         "days": _runs_sql("r.start", days, Span.DAY, params, "d"),
         "whole": whole,
-        # the live workloads' totals: of shared workloads only, where no other can lie inside
-        "shared": "AND w.shared" if in_rolled_days else "",
+        # the live workloads, where their one total may lie inside
+        "live_counted": "" if in_rolled_days else "UNION SELECT workload_id FROM live",
         # what a workload across an edge held in the live stretches, where its total leaves it out
         "live_plus": "0" if in_rolled_days else "COALESCE(live.plus, 0)",
         "scope_r": scope_r,
