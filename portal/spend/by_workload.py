@@ -28,8 +28,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import BooleanField, Q
-from django.db.models.expressions import RawSQL
+from django.db.models import Q
 
 from portal.spend.holds import BAD_SHARES, STORAGE, Amount, pg_spend_sql
 from portal.spend.models import Level, Span, SpendPeriod, SpendRollup, WorkloadSpend
@@ -50,25 +49,15 @@ def _chunks(ids: list):
 def _straddling(*, first: date, end: date, scope_q: Q | None) -> dict[int, Decimal | None]:
     """Workloads whose rolled days run across `first` or across `end` (days, end exclusive), each
     with the most it can cost within the range from its rolled periods: its one total (all its
-    rolled days), or None for a workload with totals under several teams or users."""
+    rolled days), or None for a workload with totals under several teams or users. (SQLite:
+    PostgreSQL finds them in the workload report's statement, `_PG_TOP`'s `across`.)"""
     edges = [(first - timedelta(days=1), first), (end - timedelta(days=1), end)]
-    rows = WorkloadSpend.objects.all()
+    rows = WorkloadSpend.objects.filter(
+        Q(first_day__lte=edges[0][0], last_day__gte=edges[0][1])
+        | Q(first_day__lte=edges[1][0], last_day__gte=edges[1][1])
+    )
     if scope_q is not None:
         rows = rows.filter(scope_q)
-    if connection.vendor == "postgresql":  # the form the GiST index over the days answers
-        q = Q(pk__in=[])
-        for low, high in edges:
-            q |= Q(
-                RawSQL(  # noqa: S611 (constant SQL, the days are bound parameters)
-                    f"{DAY_SPAN_SQL} @> daterange(%s, %s, '[]')", (low, high), output_field=BooleanField()
-                )
-            )
-        rows = rows.filter(q)
-    else:
-        rows = rows.filter(
-            Q(first_day__lte=edges[0][0], last_day__gte=edges[0][1])
-            | Q(first_day__lte=edges[1][0], last_day__gte=edges[1][1])
-        )
     found: dict[int, Decimal | None] = {}
     for workload_id, cost, shared in rows.values_list("workload_id", "cost", "shared"):
         found[workload_id] = None if shared or workload_id in found else Decimal(cost)
@@ -177,12 +166,9 @@ def workload_spend(
     return top, others, storage
 
 
-def _across(days: list[datetime], scope_q: Q | None) -> tuple[date, date, dict[int, Decimal | None]]:
-    """The whole-day range the rolled `days` span, and the workloads whose totals cannot answer for
-    it: those with rows on a day of it that is not read (stale), and those running across its ends;
-    each with the most its rolled periods can add to the range (`_straddling`), None where
-    unknown (a stale day's rows may be short of what its holds now cost)."""
-    first, stop = min(days).date(), (max(days) + DAY).date()
+def _whole_days(days: list[datetime]) -> tuple[date, date, list[datetime]]:
+    """The whole-day range [first, stop) the rolled `days` span, and its days that are not read
+    (stale)."""
     rolled = set(days)
     not_read = [
         utc(s)
@@ -191,6 +177,15 @@ def _across(days: list[datetime], scope_q: Q | None) -> tuple[date, date, dict[i
         ).values_list("start", flat=True)
         if utc(s) not in rolled
     ]
+    return min(days).date(), (max(days) + DAY).date(), not_read
+
+
+def _across(days: list[datetime], scope_q: Q | None) -> tuple[date, date, dict[int, Decimal | None]]:
+    """The whole-day range the rolled `days` span, and the workloads whose totals cannot answer for
+    it: those with rows on a day of it that is not read (stale), and those running across its ends;
+    each with the most its rolled periods can add to the range (`_straddling`), None where
+    unknown (a stale day's rows may be short of what its holds now cost)."""
+    first, stop, not_read = _whole_days(days)
     across = _straddling(first=first, end=stop, scope_q=scope_q)
     across.update(dict.fromkeys(_on_days(not_read, scope_q)))
     return first, stop, across
@@ -244,6 +239,20 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
 ), hour_rows AS MATERIALIZED (
   SELECT r.workload_id, r.cost, r.gpu_hours AS hours, r.idle_cost AS idle FROM spend_spendrollup r
   WHERE r.level = %(fine)s AND ({hours}) AND r.workload_id IS NOT NULL {scope_r}
+), across (workload_id, most) AS MATERIALIZED (  -- the workloads the totals cannot answer for
+  -- (`_across`): running across an edge of the whole days (through the GiST index over their days)
+  -- or with rows on a day of them not read (stale); each with the most its rolled periods can add to
+  -- the range: its one total (all its rolled days), or NULL (totals under several teams or users, a
+  -- stale day's rows)
+  SELECT workload_id, CASE WHEN COUNT(*) = 1 AND NOT BOOL_OR(shared) THEN MAX(cost) END FROM (
+    SELECT w.workload_id, w.cost, w.shared FROM spend_workloadspend w
+    WHERE {whole} AND ({day_span} @> daterange(%(edge0a)s, %(edge0b)s, '[]')
+                       OR {day_span} @> daterange(%(edge1a)s, %(edge1b)s, '[]')) {scope_w}
+    UNION ALL
+    SELECT DISTINCT r.workload_id, NULL::numeric, true FROM spend_spendrollup r
+    WHERE r.level = %(fine)s AND r.span = 'day' AND r.start = ANY(%(stale)s::timestamptz[])
+      AND r.workload_id IS NOT NULL {scope_r}
+  ) a GROUP BY workload_id
 ), counted AS MATERIALIZED (  -- the workloads whose totals inside exact adds (not the largest's):
   -- those with totals under several teams or users (shared, few), wherever they were held; and those
   -- of the live stretches, unless each such stretch lies in a rolled day: one held there, or in an
@@ -265,17 +274,16 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
     -- order (a join would probe it a workload at a time, a third slower)
     SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
     WHERE {whole} AND w.workload_id = ANY(ARRAY(SELECT workload_id FROM counted))
-      AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
+      AND w.workload_id NOT IN (SELECT workload_id FROM across) AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
     UNION ALL  -- one running across an edge (or on a day not read): its day rows, unless its total
     -- and what it held in the live stretches (unless they lie in rolled days, in its total) come to
     -- less than the `limit`-th largest total inside: it cannot be among the largest (its rolled
     -- hours and live part may still come up, less still)
     SELECT r.workload_id, r.cost, r.gpu_hours, r.idle_cost FROM spend_spendrollup r
     WHERE r.level = %(fine)s AND r.span = 'day' AND r.workload_id = ANY(ARRAY(
-        SELECT a.id FROM unnest(%(across)s::bigint[], %(across_most)s::numeric[]) a (id, most)
-        LEFT JOIN live ON live.workload_id = a.id
+        SELECT a.workload_id FROM across a LEFT JOIN live ON live.workload_id = a.workload_id
         WHERE a.most IS NULL OR a.most + {live_plus} >= (SELECT at_least FROM bar)
-        ORDER BY a.id
+        ORDER BY a.workload_id
       )) AND ({days}) {scope_r}
   ) parts GROUP BY workload_id
 )
@@ -303,7 +311,7 @@ _NO_EDGE = (
 # teams), read in cost order from the index for that part, until `rows` are found.
 _PG_LARGEST = """(SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
  WHERE {whole} AND w.first_day >= %(first)s AND w.last_day < %(stop)s {part} {within}
-   AND NOT (w.workload_id = ANY(%(across)s::bigint[])) AND w.workload_id NOT IN (SELECT workload_id FROM counted)
+   AND w.workload_id NOT IN (SELECT workload_id FROM across) AND w.workload_id NOT IN (SELECT workload_id FROM counted)
  ORDER BY w.cost DESC, w.workload_id LIMIT %(rows)s)"""
 
 _NONE_LARGEST = "SELECT NULL::bigint AS workload_id, 0::numeric AS cost, 0::numeric AS gpu_hours, 0::numeric AS idle_cost WHERE FALSE"
@@ -349,13 +357,6 @@ def _hours_sql(plan, params: dict) -> str:
     return " OR ".join(parts) or "FALSE"
 
 
-def _array(values) -> str:
-    """Numbers as a PostgreSQL array literal, for a `::bigint[]` or `::numeric[]` cast: thousands of
-    them are written in a few milliseconds this way, where binding each element takes tens (a
-    Decimal's str is its exact value, which numeric reads as it is)."""
-    return "{" + ",".join(map(str, values)) + "}"
-
-
 def _edge_sql(*, plan, scope: Scope, now: datetime, params: dict) -> str:
     """The plan's live stretches costed by kind and workload (`_EDGE` rows), as SQL."""
     stretches = [(low, high, "") for low, high in plan.live] + [(low, high, "-") for low, high in plan.minus]
@@ -395,17 +396,20 @@ def _top_pg(
     edges is read into Python. Returns the top and the live stretches' spend by kind (STORAGE apart)."""
     days = plan.rolled_days
     first = stop = None
-    across: dict[int, Decimal | None] = {}
+    stale: list[datetime] = []
     if days:
-        first, stop, across = _across(days, scope.holds_q())
-    ids = sorted(across)
+        first, stop, stale = _whole_days(days)
     scope_r, params = scope.holds_sql("r")
     scope_w, more = scope.holds_sql("w")
     params.update(more)
+    params.update(fine=Level.FINE, first=first, stop=stop, limit=limit, bar_offset=limit - 1, stale=stale)
+    # the days either side of each edge of the whole days (as `_straddling`)
     params.update(
-        fine=Level.FINE, across=_array(ids), first=first, stop=stop, limit=limit, bar_offset=limit - 1,
-        across_most=_array("NULL" if across[w] is None else across[w] for w in ids),
-    )  # fmt: skip
+        edge0a=first and first - timedelta(days=1),
+        edge0b=first,
+        edge1a=stop and stop - timedelta(days=1),
+        edge1b=stop,
+    )
     within = ""
     if days and (stop - first).days <= GIST_DAYS:
         # A few days hold few workloads: found through the GiST index and sorted. Over more days
@@ -423,6 +427,7 @@ def _top_pg(
         "hours": _hours_sql(plan, params),
         "days": _runs_sql("r.start", days, Span.DAY, params, "d"),
         "whole": whole,
+        "day_span": DAY_SPAN_SQL.replace("spend_workloadspend", "w"),
         # the live workloads, where their one total may lie inside
         "live_counted": "" if in_rolled_days else "UNION SELECT workload_id FROM live",
         # what a workload across an edge held in the live stretches, where its total leaves it out
