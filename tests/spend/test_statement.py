@@ -92,6 +92,7 @@ def test_the_page_shows_the_same_figures_printably(march, lead_client):
     assert 'id="statement-used">$96.82 (48 %)<' in page
     assert 'id="statement-left">$103.18<' in page
     assert "sandbox train" in page and "$89.44" in page and "Everything else" in page
+    assert page.count('<th class="num money">$3.44</th>') == 3  # idle, the total of each table
     assert "carol" not in page
     # printing: its own stylesheet (no navigation, a page per section); no inline style or script
     assert 'href="/static/css/print.css" media="print"' in page

@@ -59,6 +59,8 @@ def test_a_researcher_sees_exactly_their_own_spend(researcher_client, january):
     assert "Alice" in page
     assert not re.search(r"\b(carol|Bob)\b", page)  # a word: the random CSRF token can hold the letters
     assert "4.00" in page  # GPU-hours: 3 + 1
+    # no agent read a minute idle: the total says so with a dash, as its rows do
+    assert 'id="spend-idle">\u2013<' in page
 
 
 def test_a_lead_sees_the_team_grouped_by_day(lead_client, january):
