@@ -1,7 +1,8 @@
 """Roll-ups give the same figures, to the cent, as costing every hold one by one (tests/spend/
 reference.py): on random holds across day boundaries, open ones, ones of workloads past their
-expiry, a workload's holds under several users, slices, price changes, storage and idle minutes; over whole days, blocks of days,
-partial-day edges (of days rolled by the hour and of older ones) and today."""
+expiry, a workload's holds under several users, slices, price changes, storage and idle minutes;
+over whole days, blocks of days, partial-day edges (of days rolled by the hour and of older ones)
+and today."""
 
 from __future__ import annotations
 
