@@ -37,7 +37,8 @@ from portal.spend.totals import Scope, live_sums, plan_for, rolled_sums
 
 # Up to this many days the workload report finds the workloads of a range through its GiST index.
 GIST_DAYS = 7
-DAY_SPAN_SQL = "daterange(spend_workloadspend.first_day, spend_workloadspend.last_day, '[]')"
+# A total's rolled days (alias w), in the form its GiST index (workload_spend_days) answers.
+DAY_SPAN_SQL = "daterange(w.first_day, w.last_day, '[]')"
 
 
 def _chunks(ids: list):
@@ -414,9 +415,7 @@ def _top_pg(
     if days and (stop - first).days <= GIST_DAYS:
         # A few days hold few workloads: found through the GiST index and sorted. Over more days
         # the cost index, read in order, reaches `limit` of them long before it would finish.
-        within = (
-            f"AND {DAY_SPAN_SQL.replace('spend_workloadspend', 'w')} <@ daterange(%(first)s, %(stop)s, '[)')"
-        )
+        within = f"AND {DAY_SPAN_SQL} <@ daterange(%(first)s, %(stop)s, '[)')"
     whole = "TRUE" if days else "FALSE"
     largest = [
         _PG_LARGEST.format(whole=whole, part=part, within=within) for part in _largest_parts(scope, params)
@@ -427,7 +426,7 @@ def _top_pg(
         "hours": _hours_sql(plan, params),
         "days": _runs_sql("r.start", days, Span.DAY, params, "d"),
         "whole": whole,
-        "day_span": DAY_SPAN_SQL.replace("spend_workloadspend", "w"),
+        "day_span": DAY_SPAN_SQL,
         # the live workloads, where their one total may lie inside
         "live_counted": "" if in_rolled_days else "UNION SELECT workload_id FROM live",
         # what a workload across an edge held in the live stretches, where its total leaves it out
