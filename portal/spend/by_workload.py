@@ -15,11 +15,15 @@ On PostgreSQL the live stretches are costed, and the candidates costed exactly (
 workloads in a recent edge's hours, and every workload with totals under several teams or users)
 summed and ranked, in one statement beside the largest totals (`_top_pg`), so only a few hundred
 rows reach Python; elsewhere `_top` does the same in Python.
-There a workload running across an edge of the whole days is summed from its day rows only if its
-one total (all it cost on its rolled days), with what it held in the live stretches outside them,
-reaches the `limit`-th largest total inside: one that does not cannot be among the largest (most
-such workloads are small, and they hold a hundred thousand day rows over 90 days of ten million
-holds).
+There a workload running across an edge of the whole days is summed from its day rows only if the
+most it can cost within the range reaches a bar that `limit` workloads are known to reach: one that
+does not cannot be among the largest (most such workloads are small, and they hold a hundred
+thousand day rows over 90 days of ten million holds). That most: the lesser of its one total (all
+it cost on its rolled days) and its dearest day (`WorkloadSpend.peak_day_cost`) for each of its
+days from the day before the whole days to the day after, with what it held in live stretches
+outside rolled days. The bar: the `limit`-th largest of the largest totals inside and of what the
+workloads across cost at least (their cheapest day between their first and last for each such day
+inside, with their live part).
 """
 
 from __future__ import annotations
@@ -240,20 +244,32 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
 ), hour_rows AS MATERIALIZED (
   SELECT r.workload_id, r.cost, r.gpu_hours AS hours, r.idle_cost AS idle FROM spend_spendrollup r
   WHERE r.level = %(fine)s AND ({hours}) AND r.workload_id IS NOT NULL {scope_r}
-), across (workload_id, most) AS MATERIALIZED (  -- the workloads the totals cannot answer for
-  -- (`_across`): running across an edge of the whole days (through the GiST index over their days)
-  -- or with rows on a day of them not read (stale); each with the most its rolled periods can add to
-  -- the range: its one total (all its rolled days), or NULL (totals under several teams or users, a
-  -- stale day's rows)
-  SELECT workload_id, CASE WHEN COUNT(*) = 1 AND NOT BOOL_OR(shared) THEN MAX(cost) END FROM (
-    SELECT w.workload_id, w.cost, w.shared FROM spend_workloadspend w
-    WHERE {whole} AND ({day_span} @> daterange(%(edge0a)s, %(edge0b)s, '[]')
-                       OR {day_span} @> daterange(%(edge1a)s, %(edge1b)s, '[]')) {scope_w}
-    UNION ALL
-    SELECT DISTINCT r.workload_id, NULL::numeric, true FROM spend_spendrollup r
-    WHERE r.level = %(fine)s AND r.span = 'day' AND r.start = ANY(%(stale)s::timestamptz[])
-      AND r.workload_id IS NOT NULL {scope_r}
-  ) a GROUP BY workload_id
+), across (workload_id, most, least) AS MATERIALIZED (  -- the workloads the totals cannot answer
+  -- for (`_across`): running across an edge of the whole days (through the GiST index over their
+  -- days) or with rows on a day of them not read (stale). Where one total answers for all its rolled
+  -- days (not under several teams or users, no stale day's rows), bounds on what it costs within the
+  -- range (else NULL). At most: its total, or its dearest day for each of its days from the day
+  -- before the whole days to the day after them, whichever is less (the edges' rolled hours, and
+  -- live stretches in rolled days, lie in those days' rows: a fresh day's hours are rolled with it),
+  -- and what it held in the live stretches unless they lie in rolled days. At least: its cheapest
+  -- day between its first and last for each such day inside (zero unless it has a row on every day
+  -- between) and its live part (its rolled hours add to that).
+  SELECT a.workload_id, LEAST(a.total, a.by_days) + {live_plus}, a.least + COALESCE(live.cost, 0) FROM (
+    SELECT workload_id, CASE WHEN COUNT(*) = 1 AND NOT BOOL_OR(shared) THEN MAX(cost) END AS total,
+           CASE WHEN COUNT(*) = 1 AND NOT BOOL_OR(shared) THEN MAX(by_days) END AS by_days,
+           CASE WHEN COUNT(*) = 1 AND NOT BOOL_OR(shared) THEN MAX(least) END AS least FROM (
+      SELECT w.workload_id, w.cost, w.shared,
+             w.peak_day_cost * (LEAST(w.last_day, %(stop)s) - GREATEST(w.first_day, %(edge0a)s) + 1) AS by_days,
+             w.low_day_cost * GREATEST(LEAST(w.last_day - 1, %(stop)s::date - 1) - GREATEST(w.first_day + 1, %(first)s) + 1, 0) AS least
+      FROM spend_workloadspend w
+      WHERE {whole} AND ({day_span} @> daterange(%(edge0a)s, %(edge0b)s, '[]')
+                         OR {day_span} @> daterange(%(edge1a)s, %(edge1b)s, '[]')) {scope_w}
+      UNION ALL
+      SELECT DISTINCT r.workload_id, NULL::numeric, true, NULL::numeric, NULL::numeric FROM spend_spendrollup r
+      WHERE r.level = %(fine)s AND r.span = 'day' AND r.start = ANY(%(stale)s::timestamptz[])
+        AND r.workload_id IS NOT NULL {scope_r}
+    ) t GROUP BY workload_id
+  ) a LEFT JOIN live ON live.workload_id = a.workload_id
 ), counted AS MATERIALIZED (  -- the workloads whose totals inside exact adds (not the largest's):
   -- those with totals under several teams or users (shared, few), wherever they were held; and those
   -- of the live stretches, unless each such stretch lies in a rolled day: one held there, or in an
@@ -263,9 +279,13 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
   WHERE {whole} AND w.shared AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
   {live_counted}
 ), largest AS MATERIALIZED ({largest}
-), bar (at_least) AS (  -- the `limit`-th largest workload of those: at least `limit` cost this much
-  SELECT COALESCE((SELECT cost FROM (SELECT workload_id, MAX(cost) AS cost FROM largest GROUP BY workload_id) l
-                   ORDER BY cost DESC OFFSET %(bar_offset)s LIMIT 1), 0)
+), bar (at_least) AS (  -- the `limit`-th largest of what the largest totals inside cost and what
+  -- the workloads across cost at least: `limit` workloads cost this much or more
+  SELECT COALESCE((SELECT cost FROM (
+    SELECT MAX(cost) AS cost FROM largest GROUP BY workload_id
+    UNION ALL
+    SELECT least FROM across WHERE least > 0
+  ) l ORDER BY cost DESC OFFSET %(bar_offset)s LIMIT 1), 0)
 ), exact AS (
   SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle FROM (
     SELECT workload_id, cost, hours, idle FROM live
@@ -276,15 +296,12 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
     SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
     WHERE {whole} AND w.workload_id = ANY(ARRAY(SELECT workload_id FROM counted))
       AND w.workload_id NOT IN (SELECT workload_id FROM across) AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
-    UNION ALL  -- one running across an edge (or on a day not read): its day rows, unless its total
-    -- and what it held in the live stretches (unless they lie in rolled days, in its total) come to
-    -- less than the `limit`-th largest total inside: it cannot be among the largest (its rolled
-    -- hours and live part may still come up, less still)
+    UNION ALL  -- one running across an edge (or on a day not read): its day rows, unless the most it
+    -- can cost is less than the bar: it cannot be among the largest (its edges still come up, less
+    -- still)
     SELECT r.workload_id, r.cost, r.gpu_hours, r.idle_cost FROM spend_spendrollup r
     WHERE r.level = %(fine)s AND r.span = 'day' AND r.workload_id = ANY(ARRAY(
-        SELECT a.workload_id FROM across a LEFT JOIN live ON live.workload_id = a.workload_id
-        WHERE a.most IS NULL OR a.most + {live_plus} >= (SELECT at_least FROM bar)
-        ORDER BY a.workload_id
+        SELECT workload_id FROM across WHERE most IS NULL OR most >= (SELECT at_least FROM bar) ORDER BY workload_id
       )) AND ({days}) {scope_r}
   ) parts GROUP BY workload_id
 )

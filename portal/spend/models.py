@@ -153,6 +153,13 @@ class WorkloadSpend(models.Model):
     # which every other workload's one total cannot answer for (see by_workload._top_pg). A
     # default in the database too: workers of the release before insert totals without it.
     shared = models.BooleanField(default=False, db_default=False)
+    # Bounds on what the total's days cost within a range that holds only some of them: its dearest
+    # day (its day rows summed by day), and its cheapest day strictly between its first and last,
+    # or zero where it has no row on some day between (or no day lies between). The workload report
+    # leaves out the day rows of a workload running across a range's edge that cannot be among the
+    # largest (see by_workload). Null where unknown: totals written by workers of the release before.
+    peak_day_cost = UnitsField(null=True)
+    low_day_cost = UnitsField(null=True)
 
     class Meta:
         constraints = [

@@ -61,6 +61,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -270,12 +271,21 @@ def _note_open_holds(*, start: datetime, end: datetime, now: datetime) -> None:
 
 
 _REFRESH_WORKLOADS_SQL = """
-INSERT INTO spend_workloadspend (workload_id, team_id, user_id, first_day, last_day, cost, gpu_hours, idle_cost, shared)
-SELECT workload_id, team_id, user_id, (MIN(start) AT TIME ZONE 'UTC')::date, (MAX(start) AT TIME ZONE 'UTC')::date,
-       SUM(cost), SUM(gpu_hours), SUM(idle_cost), COUNT(*) OVER (PARTITION BY workload_id) > 1
-FROM spend_spendrollup
-WHERE level = %(fine)s AND span = %(day)s AND workload_id = ANY(%(ids)s)
-GROUP BY workload_id, team_id, user_id
+INSERT INTO spend_workloadspend (workload_id, team_id, user_id, first_day, last_day, cost, gpu_hours, idle_cost, shared,
+                                 peak_day_cost, low_day_cost)
+SELECT workload_id, team_id, user_id, first_day, last_day, SUM(cost), SUM(hours), SUM(idle),
+       COUNT(*) OVER (PARTITION BY workload_id) > 1, MAX(cost),
+       CASE WHEN COUNT(*) = last_day - first_day + 1
+            THEN COALESCE(MIN(cost) FILTER (WHERE day > first_day AND day < last_day), 0) ELSE 0 END
+FROM (  -- each total's days, its rows summed by day (one a GPU type)
+  SELECT workload_id, team_id, user_id, day, SUM(cost) AS cost, SUM(gpu_hours) AS hours, SUM(idle_cost) AS idle,
+         MIN(day) OVER held AS first_day, MAX(day) OVER held AS last_day
+  FROM (SELECT *, (start AT TIME ZONE 'UTC')::date AS day FROM spend_spendrollup
+        WHERE level = %(fine)s AND span = %(day)s AND workload_id = ANY(%(ids)s)) r
+  GROUP BY workload_id, team_id, user_id, day
+  WINDOW held AS (PARTITION BY workload_id, team_id, user_id)
+) days
+GROUP BY workload_id, team_id, user_id, first_day, last_day
 """
 
 
@@ -289,33 +299,39 @@ def _refresh_workload_spend(workload_ids: Iterable[int | None]) -> None:
         return
     for chunk in _chunks(ids):  # SQLite keeps units as text: added up here
         WorkloadSpend.objects.filter(workload_id__in=chunk).delete()
-        totals: dict[tuple, list] = {}
+        totals: dict[tuple, list] = {}  # cost, GPU-hours, idle cost, and its rows' cost by day
         for workload_id, team_id, user_id, start, cost, hours, idle in SpendRollup.objects.filter(
             level=Level.FINE, span=Span.DAY, workload_id__in=chunk
         ).values_list("workload_id", "team_id", "user_id", "start", "cost", "gpu_hours", "idle_cost"):
-            day = utc(start).date()
-            found = totals.setdefault((workload_id, team_id, user_id), [day, day, ZERO, ZERO, ZERO])
-            found[0], found[1] = min(found[0], day), max(found[1], day)
-            found[2], found[3], found[4] = (
-                EXACT.add(found[2], cost),
-                EXACT.add(found[3], hours),
-                EXACT.add(found[4], idle),
-            )
+            found = totals.setdefault((workload_id, team_id, user_id), [ZERO, ZERO, ZERO, {}])
+            found[:3] = [EXACT.add(found[0], cost), EXACT.add(found[1], hours), EXACT.add(found[2], idle)]
+            by_day, day = found[3], utc(start).date()
+            by_day[day] = EXACT.add(by_day.get(day, ZERO), cost)
         holders = Counter(workload_id for workload_id, _, _ in totals)
         WorkloadSpend.objects.bulk_create(
             WorkloadSpend(
                 workload_id=workload_id,
                 team_id=team_id,
                 user_id=user_id,
-                first_day=first,
-                last_day=last,
+                first_day=min(by_day),
+                last_day=max(by_day),
                 cost=cost,
                 gpu_hours=hours,
                 idle_cost=idle,
                 shared=holders[workload_id] > 1,
+                peak_day_cost=max(by_day.values()),
+                low_day_cost=_low_day_cost(by_day),
             )
-            for (workload_id, team_id, user_id), (first, last, cost, hours, idle) in totals.items()
+            for (workload_id, team_id, user_id), (cost, hours, idle, by_day) in totals.items()
         )
+
+
+def _low_day_cost(costs: dict[date, Decimal]) -> Decimal:
+    """`WorkloadSpend.low_day_cost` of a total's days and what each cost."""
+    first, last = min(costs), max(costs)
+    if len(costs) != (last - first).days + 1:
+        return ZERO
+    return min((cost for day, cost in costs.items() if first < day < last), default=ZERO)
 
 
 # One index lookup per remembered hold (a scalar subquery), whatever the planner thinks of the sizes.

@@ -8,6 +8,7 @@ import importlib
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from io import StringIO
+from types import SimpleNamespace
 
 import pytest
 from django.apps import apps as django_apps
@@ -63,6 +64,12 @@ def workload_tops(user, limit: int, **window) -> tuple[list, list]:
     got = selectors.spend_grouped(user=user, group_by="workload", limit=limit, now=NOW, **window)
     want = reference.spend_grouped(user=user, group_by="workload", limit=limit, now=NOW, **window)
     return reference.as_tuples(got, labels=False), reference.as_tuples(want, labels=False)
+
+
+def claim(workload, cost) -> None:
+    """Make a workload's one total claim `cost` units, its days' bounds with it (no day dearer, none
+    known to cost anything): less than its days hold, to show which day rows are summed."""
+    WorkloadSpend.objects.filter(workload=workload).update(cost=cost, peak_day_cost=cost, low_day_cost=0)
 
 
 def stale_days() -> set:
@@ -360,7 +367,8 @@ def test_a_workload_across_an_edge_is_summed_only_if_its_total_could_reach_the_l
     the `limit`-th largest total inside cannot be among the largest, so its day rows are not summed
     (PostgreSQL); shown by making one total claim less than its days hold. Here the range's edges
     lie in rolled days, so what a workload held there is in its total too. A workload with totals
-    under several users, or fewer totals inside than `limit`, keeps its day rows summed."""
+    under several users, or fewer workloads known to cost something than `limit`, keeps its day
+    rows summed."""
     boxes = [make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(5)]
     inside_36, inside_10, small_across, late_across, early_across = boxes
     for box, start, end in (
@@ -385,8 +393,9 @@ def test_a_workload_across_an_edge_is_summed_only_if_its_total_could_reach_the_l
         f"sandbox-{inside_36.number}",
     ]
 
-    # The early workload's total made to claim 1 unit: less than the second largest inside (10 h).
-    WorkloadSpend.objects.filter(workload=early_across).update(cost=1)
+    # The early workload's total made to claim 1 unit (its days' bounds with it): less than the
+    # second largest inside (10 h).
+    claim(early_across, 1)
     got, want = workload_tops(admin_user, 2, **window)
     if connection.vendor == "postgresql":  # its day rows were not summed: it drops out
         assert [key for key, *_ in got[:2]] == [
@@ -395,7 +404,8 @@ def test_a_workload_across_an_edge_is_summed_only_if_its_total_could_reach_the_l
         ]
     else:  # SQLite sums every such workload's days
         assert got == want
-    # two totals inside, fewer than five: nothing is left out
+    # three workloads known to cost something (two totals inside, and the early one's half hour
+    # held live), fewer than five: nothing is left out
     got, want = workload_tops(admin_user, 5, **window)
     assert got == want
     WorkloadSpend.objects.filter(workload=early_across).update(shared=True)  # its total is not its only one
@@ -426,12 +436,126 @@ def test_a_workload_across_an_edge_counts_what_it_held_since_the_roll_up_beside_
         assert got == want and got[0][0] == f"sandbox-{running.number}", limit
     # Its total made to claim 1 unit: with the 12.5 h since, still past the second largest inside
     # (10 h), so it is summed; not past the largest (36 h), so with one named it is not.
-    WorkloadSpend.objects.filter(workload=running).update(cost=1)
+    claim(running, 1)
     got, want = workload_tops(admin_user, 2, **window)
     assert got == want
     got, want = workload_tops(admin_user, 1, **window)
     if connection.vendor == "postgresql":
         assert got[0][0] == f"sandbox-{inside_36.number}"
+    else:
+        assert got == want
+
+
+def day_costs(workload) -> dict:
+    """A workload's fine day rows' cost, summed by day."""
+    found: dict = {}
+    for start, cost in SpendRollup.objects.filter(
+        level=Level.FINE, span=Span.DAY, workload=workload
+    ).values_list("start", "cost"):
+        found[start.date()] = found.get(start.date(), 0) + cost
+    return found
+
+
+def test_a_workloads_total_keeps_its_dearest_day_and_its_cheapest_between_its_first_and_last(
+    gpus, team, researcher
+):
+    """Its days summed by day (two holds on one day): the dearest; and the cheapest strictly between
+    the first and the last, or zero where a day between has no row or none lies between. The
+    migration sets both for totals kept before them, of two days or more (a one-day total's dearest
+    day is its cost, which the report takes where the bound is unknown)."""
+    steady, gapped, short, one_day = [
+        make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(4)
+    ]
+    for gpu, box, start, end in (
+        (0, steady, day(3, 12), day(7, 6)),
+        (2, gapped, day(3), day(4)),
+        (2, gapped, day(6), day(6, 20)),
+        (3, short, day(3, 20), day(4, 2)),
+        (3, one_day, day(8, 1), day(8, 5)),
+    ):
+        make_hold(gpu=gpus[gpu], user=researcher, team=team, workload=box, started_at=start, ended_at=end)
+    make_hold(gpu=gpus[1], user=researcher, team=team, workload=steady, started_at=day(5), ended_at=day(5, 12),
+              price=Decimal("2.00"))  # fmt: skip
+    spend_rollup_due(now=NOW, days_per_run=100)
+
+    def bounds() -> dict:
+        return {
+            total.workload_id: (total.peak_day_cost, total.low_day_cost)
+            for total in WorkloadSpend.objects.all()
+        }
+
+    costs = day_costs(steady)
+    assert sorted(costs) == [day(n).date() for n in range(3, 8)]
+    assert costs[day(6).date()] == costs[day(4).date()] and costs[day(7).date()] < costs[day(4).date()]
+    rolled = {
+        steady.pk: (costs[day(5).date()], costs[day(4).date()]),  # 24 h + 12 h at $2; 24 h
+        gapped.pk: (day_costs(gapped)[day(3).date()], 0),  # no row on the 4th and 5th
+        short.pk: (max(day_costs(short).values()), 0),  # no day between
+        one_day.pk: (day_costs(one_day)[day(8).date()], 0),
+    }
+    assert bounds() == rolled
+
+    WorkloadSpend.objects.update(peak_day_cost=None, low_day_cost=None)  # as totals kept before them
+    importlib.import_module("portal.spend.migrations.0014_workload_spend_day_bounds_filled").fill(
+        django_apps, SimpleNamespace(connection=connection)
+    )
+    assert bounds() == {**rolled, one_day.pk: (None, None)}
+
+
+def test_a_workload_across_an_edge_is_summed_only_if_its_days_inside_could_reach_the_largest(
+    gpus, team, researcher, admin_user
+):
+    """A workload across an edge whose total is large but whose dearest day, for each of its days
+    from the day before the range's whole days to the day after, stays under the bar is left out
+    (PostgreSQL): shown by making it claim a cheaper dearest day than it had. And one that costs at
+    least its cheapest day between its first and last for each such day inside raises the bar:
+    shown by making one claim a dearer cheapest day, which leaves out the workloads it outranks."""
+    long_before, inside_36, inside_30, steady = [
+        make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(4)
+    ]
+    make_hold(
+        gpu=gpus[0], user=researcher, team=team, workload=long_before, started_at=day(1), ended_at=day(11)
+    )
+    make_hold(
+        gpu=gpus[1], user=researcher, team=team, workload=long_before, started_at=day(10), ended_at=day(11)
+    )  # fmt: skip  -- 48 h on the 10th, inside; 216 h before it
+    make_hold(
+        gpu=gpus[2], user=researcher, team=team, workload=inside_36, started_at=day(11), ended_at=day(12, 12)
+    )
+    make_hold(
+        gpu=gpus[3], user=researcher, team=team, workload=inside_30, started_at=day(12), ended_at=day(13, 6)
+    )
+    make_hold(
+        gpu=gpus[4], user=researcher, team=team, workload=steady, started_at=day(13, 6), ended_at=day(19)
+    )
+    spend_rollup_due(now=NOW, days_per_run=100)
+    window = {"start": day(10), "end": day(15)}  # whole days 10 to 14: steady holds 42 h of them
+
+    for limit in (1, 2, 3, 4):
+        got, want = workload_tops(admin_user, limit, **window)
+        assert got == want, limit
+    assert [key for key, *_ in workload_tops(admin_user, 2, **window)[0][:2]] == [
+        f"sandbox-{long_before.number}",
+        f"sandbox-{steady.number}",
+    ]
+
+    # Its days claimed to cost at most 1 unit each: 2 on the 9th and 10th, under the second largest
+    # inside (30 h).
+    WorkloadSpend.objects.filter(workload=long_before).update(peak_day_cost=1)
+    got, want = workload_tops(admin_user, 2, **window)
+    if connection.vendor == "postgresql":  # its day rows were not summed: it drops out
+        assert [key for key, *_ in got[:2]] == [f"sandbox-{steady.number}", f"sandbox-{inside_36.number}"]
+    else:  # SQLite sums every such workload's days
+        assert got == want
+    WorkloadSpend.objects.filter(workload=long_before).update(peak_day_cost=F("cost"))
+
+    # The steady one claimed to cost at least 1,000 h a day between its first and last: the bar for
+    # one rises past every other (and past its own most), so none across is summed.
+    hours = WorkloadSpend.objects.get(workload=inside_36).cost / 36
+    WorkloadSpend.objects.filter(workload=steady).update(low_day_cost=hours * 1000)
+    got, want = workload_tops(admin_user, 1, **window)
+    if connection.vendor == "postgresql":
+        assert [key for key, *_ in got[:1]] == [f"sandbox-{inside_36.number}"]
     else:
         assert got == want
 
