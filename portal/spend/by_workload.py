@@ -51,11 +51,10 @@ def _chunks(ids: list):
         yield ids[at : at + 500]
 
 
-def _straddling(*, first: date, end: date, scope_q: Q | None) -> dict[int, Decimal | None]:
-    """Workloads whose rolled days run across `first` or across `end` (days, end exclusive), each
-    with the most it can cost within the range from its rolled periods: its one total (all its
-    rolled days), or None for a workload with totals under several teams or users. (SQLite:
-    PostgreSQL finds them in the workload report's statement, `_PG_TOP`'s `across`.)"""
+def _straddling(*, first: date, end: date, scope_q: Q | None) -> set[int]:
+    """Workloads whose rolled days run across `first` or across `end` (days, end exclusive).
+    (SQLite: PostgreSQL finds them in the workload report's statement, `_PG_TOP`'s `across`,
+    with bounds on what each costs within the range.)"""
     edges = [(first - timedelta(days=1), first), (end - timedelta(days=1), end)]
     rows = WorkloadSpend.objects.filter(
         Q(first_day__lte=edges[0][0], last_day__gte=edges[0][1])
@@ -63,10 +62,7 @@ def _straddling(*, first: date, end: date, scope_q: Q | None) -> dict[int, Decim
     )
     if scope_q is not None:
         rows = rows.filter(scope_q)
-    found: dict[int, Decimal | None] = {}
-    for workload_id, cost, shared in rows.values_list("workload_id", "cost", "shared"):
-        found[workload_id] = None if shared or workload_id in found else Decimal(cost)
-    return found
+    return set(rows.values_list("workload_id", flat=True))
 
 
 def _on_days(days: list[datetime], scope_q: Q | None) -> set[int]:
@@ -185,15 +181,11 @@ def _whole_days(days: list[datetime]) -> tuple[date, date, list[datetime]]:
     return min(days).date(), (max(days) + DAY).date(), not_read
 
 
-def _across(days: list[datetime], scope_q: Q | None) -> tuple[date, date, dict[int, Decimal | None]]:
+def _across(days: list[datetime], scope_q: Q | None) -> tuple[date, date, set[int]]:
     """The whole-day range the rolled `days` span, and the workloads whose totals cannot answer for
-    it: those with rows on a day of it that is not read (stale), and those running across its ends;
-    each with the most its rolled periods can add to the range (`_straddling`), None where
-    unknown (a stale day's rows may be short of what its holds now cost)."""
+    it: those running across its ends, and those with rows on a day of it that is not read (stale)."""
     first, stop, not_read = _whole_days(days)
-    across = _straddling(first=first, end=stop, scope_q=scope_q)
-    across.update(dict.fromkeys(_on_days(not_read, scope_q)))
-    return first, stop, across
+    return first, stop, _straddling(first=first, end=stop, scope_q=scope_q) | _on_days(not_read, scope_q)
 
 
 def _ranked(candidates: dict[int, Amount], limit: int) -> list[tuple[int, Amount]]:
@@ -218,8 +210,7 @@ def _top(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[tup
     exact_ids = set(recent)
     across: set[int] = set()
     if days:
-        first, stop, bounds = _across(days, scope_q)
-        across = set(bounds)
+        first, stop, across = _across(days, scope_q)
         # A workload of the live stretches whose rolled days lie inside: its total, plus the live part.
         exact = _totals_inside(workload_ids=exact_ids - across, first=first, end=stop, scope_q=scope_q)
         exact_ids |= across
