@@ -518,7 +518,7 @@ def test_a_workload_across_an_edge_is_summed_only_if_its_days_inside_could_reach
     )
     make_hold(
         gpu=gpus[1], user=researcher, team=team, workload=long_before, started_at=day(10), ended_at=day(11)
-    )  # fmt: skip  -- 48 h on the 10th, inside; 216 h before it
+    )  # 48 h on the 10th, inside; 216 h before it
     make_hold(
         gpu=gpus[2], user=researcher, team=team, workload=inside_36, started_at=day(11), ended_at=day(12, 12)
     )
