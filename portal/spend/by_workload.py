@@ -245,10 +245,10 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
   -- and what it held in the live stretches unless they lie in rolled days. At least: its cheapest
   -- day between its first and last for each such day inside (zero unless it has a row on every day
   -- between) and its live part (its rolled hours add to that).
-  SELECT a.workload_id, LEAST(a.total, a.by_days) + {live_plus}, a.least + COALESCE(live.cost, 0) FROM (
-    SELECT workload_id, CASE WHEN COUNT(*) = 1 AND NOT BOOL_OR(shared) THEN MAX(cost) END AS total,
-           CASE WHEN COUNT(*) = 1 AND NOT BOOL_OR(shared) THEN MAX(by_days) END AS by_days,
-           CASE WHEN COUNT(*) = 1 AND NOT BOOL_OR(shared) THEN MAX(least) END AS least FROM (
+  SELECT a.workload_id, CASE WHEN a.alone THEN LEAST(a.total, a.by_days) + {live_plus} END,
+         CASE WHEN a.alone THEN a.least + COALESCE(live.cost, 0) END FROM (
+    SELECT workload_id, COUNT(*) = 1 AND NOT BOOL_OR(shared) AS alone, MAX(cost) AS total, MAX(by_days) AS by_days,
+           MAX(least) AS least FROM (
       SELECT w.workload_id, w.cost, w.shared,
              w.peak_day_cost * (LEAST(w.last_day, %(stop)s) - GREATEST(w.first_day, %(edge0a)s) + 1) AS by_days,
              w.low_day_cost * GREATEST(LEAST(w.last_day - 1, %(stop)s::date - 1) - GREATEST(w.first_day + 1, %(first)s) + 1, 0) AS least
