@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from tests import browser_support
-from tests.browser_support import BROWSER
+from tests.browser_support import BROWSER, sign_in_as
 from tests.rows import make_hold
 
 browser_page = browser_support.browser_page  # the fixture, where pytest looks for it
@@ -57,3 +57,39 @@ def test_a_lead_sees_the_three_charts_and_changes_the_split(
     page.wait_for_load_state("networkidle")
     assert "split=gpu_type" in page.url
     assert errors == []
+
+
+def test_the_charts_count_whole_utc_days_wherever_the_viewer_is(
+    live_server, transactional_db, browser_page, lead, researcher, team, whole_gpus
+):
+    """The day axis ticks UTC midnights and names UTC days, in a browser twelve hours ahead of UTC too:
+    a bar is a UTC day, so an hour tick, or the viewer's own midnight, would misplace it."""
+    from playwright.sync_api import expect
+
+    make_hold(
+        gpu=whole_gpus[0], user=researcher, team=team,
+        started_at=datetime(2026, 1, 10, 10, tzinfo=UTC), ended_at=datetime(2026, 1, 10, 13, tzinfo=UTC),
+    )  # fmt: skip
+    context = browser_page.context.browser.new_context(timezone_id="Pacific/Auckland")  # UTC+13 in January
+    page = context.new_page()
+    sign_in_as(page, live_server, "bob")
+    for start, end in (("2026-01-05", "2026-01-14"), ("2026-01-01", "2026-03-31")):
+        page.goto(f"{live_server.url}/spend/?start={start}&end={end}&team=vision&split=user")
+        for kind in ("stacked", "cumulative", "hours"):
+            chart = page.locator(f'[data-spend-chart="{kind}"]')
+            expect(chart.locator("canvas")).to_have_count(1)
+            splits, labels = chart.evaluate("e => [e.chart.axes[0]._splits, e.chart.axes[0]._values]")
+            assert len(splits) >= 3, (kind, end, splits)
+            assert all(split % 86400 == 0 for split in splits), (kind, end, splits)
+            first = datetime.fromtimestamp(splits[0], UTC)
+            assert labels[0].split("\n")[0] == f"{first.month}/{first.day}", (kind, end, labels)
+    page.goto(f"{live_server.url}/spend/?start=2026-01-09&end=2026-01-11&team=vision&split=user")
+    stacked = page.locator('[data-spend-chart="stacked"]')
+    expect(stacked.locator("canvas")).to_have_count(1)
+    over = stacked.locator(".u-over")
+    box = over.bounding_box()
+    over.hover(position={"x": box["width"] / 2, "y": box["height"] - 2})  # the middle bar: the 10th
+    legend = stacked.locator(".u-legend")
+    expect(legend).to_contain_text("2026-01-10")
+    expect(legend).to_contain_text("$")
+    context.close()
