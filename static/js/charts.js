@@ -13,6 +13,9 @@
     return Object.assign({ stroke: stroke, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } }, axis);
   }
 
+  // Times in UTC, as the rest of the portal (and these charts' tables) give them.
+  function utcDate(seconds) { return uPlot.tzDate(new Date(seconds * 1000), "Etc/UTC"); }
+
   function draw(element, points) {
     const empty = element.querySelector(".chart-empty");
     if (!points.length) return;
@@ -28,6 +31,7 @@
     element.chart = new uPlot({
       width: Math.max(320, element.clientWidth),
       height: 220,
+      tzDate: utcDate,
       scales: {
         // at least the last hour on the time axis: a sandbox a few minutes old is not a dot in a year
         x: { time: true, range: function (u, min, max) { return [Math.min(min, max - 3600), max + 60]; } },
@@ -110,6 +114,7 @@
     element.chart = new uPlot({
       width: Math.max(320, element.clientWidth),
       height: 200,
+      tzDate: utcDate,
       scales: {
         // at least a few hours on the time axis: a workload's first hour is not a dot in a year
         x: { time: true, range: function () { return [Math.min(element.span[0], element.span[1] - 4 * 3600), element.span[1]]; } },
