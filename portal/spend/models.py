@@ -166,16 +166,25 @@ class WorkloadSpend(models.Model):
             models.UniqueConstraint(fields=["workload", "team", "user"], name="workload_spend_unique")
         ]
         indexes = [
-            # The largest totals read in cost order until enough lie in a range: each one's days
-            # (and what the report takes of it) from the index alone, not from a row a random
-            # page away (most of those read lie outside a month's range)
+            # The largest totals read in cost order until enough lie in a range (the fleet's, a
+            # team's, one's own in other teams): each one's days (and what the report takes of
+            # it) from the index alone, not from a row a random page away (most of those read
+            # lie outside a month's range)
             models.Index(
                 fields=["-cost", "workload"],
                 include=["first_day", "last_day", "gpu_hours", "idle_cost"],
                 name="workload_spend_by_cost",
             ),
-            models.Index(fields=["team", "-cost", "workload"], name="workload_spend_team_cost"),
-            models.Index(fields=["user", "-cost", "workload"], name="workload_spend_user_cost"),
+            models.Index(
+                fields=["team", "-cost", "workload"],
+                include=["first_day", "last_day", "gpu_hours", "idle_cost"],
+                name="workload_spend_team_by_cost",
+            ),
+            models.Index(
+                fields=["user", "-cost", "workload"],
+                include=["team", "first_day", "last_day", "gpu_hours", "idle_cost"],
+                name="workload_spend_user_by_cost",
+            ),
             models.Index(fields=["workload"], name="workload_spend_shared", condition=Q(shared=True)),
         ]
 
