@@ -1,5 +1,7 @@
 from django.db import migrations
 
+from portal.spend.migrations._postgres import postgres_only
+
 # PostgreSQL only. An open hold's span runs to infinity, so in one GiST index over every span the
 # open holds widen the bounding boxes of the pages they share with closed ones: a search for the
 # last hour visits every page holding an open hold. Closed holds keep a GiST index of their own
@@ -27,15 +29,6 @@ BACKWARD = [
 ]
 
 
-def _run(statements):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            for statement in statements:
-                schema_editor.execute(statement)
-
-    return run
-
-
 class Migration(migrations.Migration):
     atomic = False  # CREATE INDEX CONCURRENTLY runs outside a transaction
 
@@ -44,4 +37,4 @@ class Migration(migrations.Migration):
         ("fleet", "0015_gpu_records_truth"),
     ]
 
-    operations = [migrations.RunPython(_run(FORWARD), _run(BACKWARD))]
+    operations = [migrations.RunPython(postgres_only(FORWARD), postgres_only(BACKWARD))]

@@ -1,5 +1,7 @@
 from django.db import migrations
 
+from portal.spend.migrations._postgres import postgres_only
+
 # PostgreSQL only. A stretch's closed holds were found through the GiST index over every closed
 # hold's span: a stretch of half a day a few months back matches some 17,000 of ten million holds,
 # and the search visits pages enough to take 35-50 ms. Most holds are short, so they are now found by
@@ -20,15 +22,6 @@ BACKWARD = [
 ]
 
 
-def _run(statements):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            for statement in statements:
-                schema_editor.execute(statement)
-
-    return run
-
-
 class Migration(migrations.Migration):
     atomic = False  # CREATE INDEX CONCURRENTLY runs outside a transaction
 
@@ -36,4 +29,4 @@ class Migration(migrations.Migration):
         ("spend", "0008_hour_blocks"),
     ]
 
-    operations = [migrations.RunPython(_run(FORWARD), _run(BACKWARD))]
+    operations = [migrations.RunPython(postgres_only(FORWARD), postgres_only(BACKWARD))]
