@@ -41,7 +41,8 @@ from portal.spend.totals import Scope, live_sums, plan_for, rolled_sums
 
 # Up to this many days the workload report finds the workloads of a range through its GiST index.
 GIST_DAYS = 7
-# A total's rolled days (alias w), in the form its GiST index (workload_spend_days) answers.
+# A total's rolled days (alias w), in the form its GiST indexes answer (workload_spend_days; for totals
+# of two days or more, workload_spend_across).
 DAY_SPAN_SQL = "daterange(w.first_day, w.last_day, '[]')"
 
 
@@ -253,8 +254,9 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
              w.peak_day_cost * (LEAST(w.last_day, %(stop)s) - GREATEST(w.first_day, %(edge0a)s) + 1) AS by_days,
              w.low_day_cost * GREATEST(LEAST(w.last_day - 1, %(stop)s::date - 1) - GREATEST(w.first_day + 1, %(first)s) + 1, 0) AS least
       FROM spend_workloadspend w
-      WHERE {whole} AND ({day_span} @> daterange(%(edge0a)s, %(edge0b)s, '[]')
-                         OR {day_span} @> daterange(%(edge1a)s, %(edge1b)s, '[]')) {scope_w}
+      WHERE {whole} AND w.last_day > w.first_day  -- (only these can run across: workload_spend_across)
+        AND ({day_span} @> daterange(%(edge0a)s, %(edge0b)s, '[]')
+             OR {day_span} @> daterange(%(edge1a)s, %(edge1b)s, '[]')) {scope_w}
       UNION ALL
       SELECT DISTINCT r.workload_id, NULL::numeric, true, NULL::numeric, NULL::numeric FROM spend_spendrollup r
       WHERE r.level = %(fine)s AND r.span = 'day' AND r.start = ANY(%(stale)s::timestamptz[])
