@@ -621,7 +621,8 @@ def _settled() -> None:
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "VACUUM ANALYZE spend_spendrollup, spend_workloadspend, spend_spendperiod, fleet_allocation"
+            "VACUUM ANALYZE spend_spendrollup, spend_workloadspend, spend_spendperiod, spend_spendopenhold,"
+            " fleet_allocation"
         )
 
 
