@@ -229,9 +229,11 @@ def _top(*, plan, live: dict[int, Amount], scope: Scope, limit: int) -> list[tup
 # whole days) summed and ranked, in one statement; only their `limit` largest come back, beside the
 # `limit` largest totals of the other workloads and the live stretches' sums by kind.
 _PG_TOP = """
-WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED ({edge}
-), live AS (  -- (plus: of the stretches not taken away only)
-  SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle, SUM(GREATEST(cost, 0)) AS plus
+WITH edge (kind, workload_id, storage, cost, hours, idle, bad, outside) AS MATERIALIZED ({edge}
+), live AS (  -- (outside: held in a stretch outside the rolled part of a day not read whole; plus:
+  -- what it held in such stretches, of those not taken away only)
+  SELECT workload_id, SUM(cost) AS cost, SUM(hours) AS hours, SUM(idle) AS idle, BOOL_OR(outside) AS outside,
+         SUM(CASE WHEN outside THEN GREATEST(cost, 0) ELSE 0 END) AS plus
   FROM edge WHERE workload_id IS NOT NULL GROUP BY workload_id
 ), hour_rows AS MATERIALIZED (
   SELECT r.workload_id, r.cost, r.gpu_hours AS hours, r.idle_cost AS idle FROM spend_spendrollup r
@@ -246,7 +248,7 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
   -- and what it held in the live stretches unless they lie in rolled days. At least: its cheapest
   -- day between its first and last for each such day inside (zero unless it has a row on every day
   -- between) and its live part (its rolled hours add to that).
-  SELECT a.workload_id, CASE WHEN a.alone THEN LEAST(a.total, a.by_days) + {live_plus} END,
+  SELECT a.workload_id, CASE WHEN a.alone THEN LEAST(a.total, a.by_days) + COALESCE(live.plus, 0) END,
          CASE WHEN a.alone THEN a.least + COALESCE(live.cost, 0) END FROM (
     SELECT workload_id, COUNT(*) = 1 AND NOT BOOL_OR(shared) AS alone, MAX(cost) AS total, MAX(by_days) AS by_days,
            MAX(least) AS least FROM (
@@ -265,12 +267,12 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad) AS MATERIALIZED (
   ) a LEFT JOIN live ON live.workload_id = a.workload_id
 ), counted AS MATERIALIZED (  -- the workloads whose totals inside exact adds (not the largest's):
   -- those with totals under several teams or users (shared, few), wherever they were held; and those
-  -- of the live stretches, unless each such stretch lies in a rolled day: one held there, or in an
-  -- edge's rolled hours, has a day row on that day, outside the whole days, so its one total does not
-  -- lie inside
+  -- of the live stretches outside the rolled part of a day not read whole: one held only in such
+  -- parts, or in an edge's rolled hours, has a day row on that day, outside the whole days, so its one
+  -- total does not lie inside
   SELECT DISTINCT w.workload_id FROM spend_workloadspend w
   WHERE {whole} AND w.shared AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
-  {live_counted}
+  UNION SELECT workload_id FROM live WHERE outside
 ), largest AS MATERIALIZED ({largest}
 ), bar (at_least) AS (  -- the `limit`-th largest of what the largest totals inside cost and what
   -- the workloads across cost at least: `limit` workloads cost this much or more
@@ -309,15 +311,14 @@ UNION ALL
 (SELECT 'b', SUM(bad)::bigint, 0, 0, 0 FROM edge HAVING SUM(bad) > 0)
 """
 # The live stretches (those taken away negated) as rows of kind, workload, storage flag, cost,
-# GPU-hours, idle cost and bad share denominators (storage summed over no hold comes as a NULL cost).
+# GPU-hours, idle cost, bad share denominators and whether the stretch lies outside the rolled part
+# of a day not read whole (`_in_rolled_day`; storage summed over no hold comes as a NULL cost).
 _EDGE = (
-    "SELECT kind, workload_id, storage, {sign}cost, {sign}hours, {sign}idle, bad FROM ({sql}) e{n} ({columns})"
-    " WHERE cost IS NOT NULL"
+    "SELECT kind, workload_id, storage, {sign}cost, {sign}hours, {sign}idle, bad, {outside}"
+    " FROM ({sql}) e{n} ({columns}) WHERE cost IS NOT NULL"
 )
 _EDGE_COLUMNS = "kind, workload_id, storage, cost, hours, idle, bad"
-_NO_EDGE = (
-    "SELECT NULL::bigint, NULL::bigint, false, 0::numeric, 0::numeric, 0::numeric, 0::bigint WHERE FALSE"
-)
+_NO_EDGE = "SELECT NULL::bigint, NULL::bigint, false, 0::numeric, 0::numeric, 0::numeric, 0::bigint, false WHERE FALSE"
 # The largest totals of one part of the scope (all of it, a team, or one's own rows in other
 # teams), read in cost order from the index for that part, until `rows` are found.
 _PG_LARGEST = """(SELECT w.workload_id, w.cost, w.gpu_hours, w.idle_cost FROM spend_workloadspend w
@@ -368,36 +369,32 @@ def _hours_sql(plan, params: dict) -> str:
     return " OR ".join(parts) or "FALSE"
 
 
-def _edge_sql(*, plan, scope: Scope, now: datetime, params: dict) -> str:
+def _edge_sql(*, plan, fresh: dict, scope: Scope, now: datetime, params: dict) -> str:
     """The plan's live stretches costed by kind and workload (`_EDGE` rows), as SQL."""
     stretches = [(low, high, "") for low, high in plan.live] + [(low, high, "-") for low, high in plan.minus]
+    read = set(plan.rolled_days)
     parts = []
     for n, (low, high, sign) in enumerate(stretches):
+        outside = "false" if _in_rolled_day(low, high, fresh=fresh, read=read) else "true"
         sql, more = pg_spend_sql(
             start=low, end=high, now=now, keys=("kind", "workload"), scope=scope, idle=True, storage=True,
             prefix=f"e{n}_",
         )  # fmt: skip
         params.update(more)
-        parts.append(_EDGE.format(sign=sign, sql=sql, n=n, columns=_EDGE_COLUMNS))
+        parts.append(_EDGE.format(sign=sign, outside=outside, sql=sql, n=n, columns=_EDGE_COLUMNS))
     return "\n  UNION ALL ".join(parts) or _NO_EDGE
 
 
-def _edges_in_rolled_days(plan, fresh: dict) -> bool:
-    """Whether every live stretch of the plan lies within the rolled part of a fresh day that the
-    plan does not read whole (an edge in an older or a recent day, not the minutes since today's
-    roll-up). A workload held there has a day row on that day, so its total under that team and
-    user runs outside the range's whole days: only a workload with totals under another team or
-    user too (`WorkloadSpend.shared`) can have one inside. And a workload's totals hold all it
-    cost within the range: its live part lies in them."""
-    if plan.minus:  # stretches taken away lie in days read whole
-        return False
-    read = set(plan.rolled_days)
-    for low, high in plan.live:
-        day = midnight(low)
-        until = fresh.get((Span.DAY, day))
-        if until is None or high > until or day in read:
-            return False
-    return True
+def _in_rolled_day(low: datetime, high: datetime, *, fresh: dict, read: set[datetime]) -> bool:
+    """Whether a live stretch of a plan, added or taken away, lies within the rolled part of a
+    fresh day that the plan does not read whole (`read`: an edge in an older or a recent day, not
+    the minutes since today's roll-up nor a stretch taken away from a day read whole). A workload
+    held there has a day row on that day, so its total under that team and user runs outside the
+    range's whole days: only a workload with totals under another team or user too
+    (`WorkloadSpend.shared`) can have one inside. And a workload's totals hold all it cost there."""
+    day = midnight(low)
+    until = fresh.get((Span.DAY, day))
+    return until is not None and high <= until and day not in read
 
 
 def _top_pg(
@@ -430,17 +427,12 @@ def _top_pg(
     largest = [
         _PG_LARGEST.format(whole=whole, part=part, within=within) for part in _largest_parts(scope, params)
     ]
-    in_rolled_days = _edges_in_rolled_days(plan, fresh)
     sql_args = {
-        "edge": _edge_sql(plan=plan, scope=scope, now=now, params=params),
+        "edge": _edge_sql(plan=plan, fresh=fresh, scope=scope, now=now, params=params),
         "hours": _hours_sql(plan, params),
         "days": _runs_sql("r.start", days, Span.DAY, params, "d"),
         "whole": whole,
         "day_span": DAY_SPAN_SQL,
-        # the live workloads, where their one total may lie inside
-        "live_counted": "" if in_rolled_days else "UNION SELECT workload_id FROM live",
-        # what a workload across an edge held in the live stretches, where its total leaves it out
-        "live_plus": "0" if in_rolled_days else "COALESCE(live.plus, 0)",
         "scope_r": scope_r,
         "scope_w": scope_w,
         "largest": " UNION ALL ".join(largest) or _NONE_LARGEST,

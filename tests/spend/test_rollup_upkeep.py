@@ -72,6 +72,21 @@ def claim(workload, cost) -> None:
     WorkloadSpend.objects.filter(workload=workload).update(cost=cost, peak_day_cost=cost, low_day_cost=0)
 
 
+def edge_stretches(window: dict) -> dict[str, list[bool]]:
+    """Whether each live stretch of the workload report's plan over `window`, added ("live") or
+    taken away ("minus"), lies within the rolled part of a day the plan does not read whole."""
+    plan = plan_for(now=NOW, scope=Scope(), keys=("workload",), **window)
+    fresh, read = fresh_periods(now=NOW, **window), set(plan.rolled_days)
+    return {
+        name: [by_workload._in_rolled_day(low, high, fresh=fresh, read=read) for low, high in stretches]
+        for name, stretches in (("live", plan.live), ("minus", plan.minus))
+    }
+
+
+def edges_in_rolled_days(window: dict) -> bool:
+    return all(all(found) for found in edge_stretches(window).values())
+
+
 def stale_days() -> set:
     return {p.start.date() for p in SpendPeriod.objects.filter(span=Span.DAY, stale=True)}
 
@@ -274,8 +289,7 @@ def test_a_workload_at_a_ranges_edge_with_a_total_under_another_user_inside_is_c
     assert list(WorkloadSpend.objects.filter(workload=single).values_list("shared", flat=True)) == [False]
 
     window = {"start": day(5, 12) + timedelta(minutes=30), "end": day(15, 12) + timedelta(minutes=30)}
-    plan = plan_for(now=NOW, scope=Scope(), keys=("workload",), **window)
-    assert by_workload._edges_in_rolled_days(plan, fresh_periods(now=NOW, **window))  # the case at hand
+    assert edges_in_rolled_days(window)  # the case at hand
     rows = selectors.spend_grouped(user=admin_user, group_by="workload", limit=5, now=NOW, **window)
     assert rows[0].key == f"sandbox-{shared.number}" and rows[0].cost == Decimal("6.88") * Decimal("48.5")
     want = reference.spend_grouped(user=admin_user, group_by="workload", limit=5, now=NOW, **window)
@@ -284,6 +298,43 @@ def test_a_workload_at_a_ranges_edge_with_a_total_under_another_user_inside_is_c
     late.delete()  # and its day rolled again: one user's total is left
     spend_roll_day(day=day(15), now=NOW)
     assert list(WorkloadSpend.objects.filter(workload=shared).values_list("shared", flat=True)) == [False]
+
+
+def test_the_workloads_held_at_each_edge_are_looked_up_by_where_that_edge_lies(
+    gpus, team, researcher, admin_user
+):
+    """A range from 12:20 on a rolled day to now: its start reads the hour from 12:00 less twenty
+    minutes (taken away, within the rolled part of a day read by the hour), its end is the minutes
+    since today's roll-up. A workload held in those minutes whose rolled days lie inside the range
+    costs its total there plus those minutes; one held only in the twenty minutes taken away has a
+    day row on the start's day, so no total inside. Each edge is judged on its own."""
+    boxes = [make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(5)]
+    back_now, in_minus, across_start, inside, at_start = boxes
+    twenty = timedelta(minutes=20)
+    for n, (box, start, end) in enumerate(
+        (
+            (back_now, day(8), day(9, 6)),  # 30 h inside, and again since a minute ago (below)
+            (in_minus, day(5, 12), day(5, 12) + twenty / 2),  # within the twenty minutes only
+            (across_start, day(5, 12), day(6, 8)),  # 19 h 40 in the range
+            (inside, day(10), day(11, 4)),  # 28 h
+            (at_start, day(5, 12) + twenty / 2, day(5, 14)),  # 1 h 40 in the range
+        )
+    ):
+        make_hold(gpu=gpus[n], user=researcher, team=team, workload=box, started_at=start, ended_at=end)
+    make_hold(gpu=gpus[0], user=researcher, team=team, workload=back_now, started_at=NOW - timedelta(minutes=1),
+              ended_at=None)  # fmt: skip
+    spend_rollup_due(now=NOW, days_per_run=100)
+
+    window = {"start": day(5, 12) + twenty, "end": NOW}
+    assert edge_stretches(window) == {"live": [False], "minus": [True]}
+    for limit in (1, 2, 3, 5):
+        got, want = workload_tops(admin_user, limit, **window)
+        assert got == want, limit
+    got, _ = workload_tops(admin_user, 5, **window)
+    assert [key for key, *_ in got[:4]] == [
+        f"sandbox-{box.number}" for box in (back_now, inside, across_start, at_start)
+    ]
+    assert got[0][2] == Decimal("206.51")  # 30 h and a minute at $6.88
 
 
 def test_a_workload_in_an_edges_rolled_hours_only_counts_its_other_users_total_inside(
@@ -382,8 +433,8 @@ def test_a_workload_across_an_edge_is_summed_only_if_its_total_could_reach_the_l
                   ended_at=end)  # fmt: skip
     spend_rollup_due(now=NOW, days_per_run=100)
     window = {"start": day(6, 12) + timedelta(minutes=30), "end": day(14, 12)}
-    plan = plan_for(now=NOW, scope=Scope(), keys=("workload",), **window)
-    assert plan.live and by_workload._edges_in_rolled_days(plan, fresh_periods(now=NOW, **window))
+    assert plan_for(now=NOW, scope=Scope(), keys=("workload",), **window).live
+    assert edges_in_rolled_days(window)
 
     for limit in (1, 2, 3, 6):
         got, want = workload_tops(admin_user, limit, **window)
