@@ -360,10 +360,7 @@ WITH held AS MATERIALIZED (
   FROM (
     SELECT a.id, a.team_id, a.user_id, a.gpu_type_id, a.workload_id, a.gpu_id, a.share_numerator, a.share_denominator,
            a.price_per_hour, a.started_at, a.ended_at, t.idle_threshold_percent AS threshold,
-           COALESCE(s.start, -1) AS slice_start,
-           CASE WHEN a.ended_at IS NULL  -- only an open hold's expiry matters: one index lookup each
-                THEN (SELECT w.expires_at FROM workloads_workload w WHERE w.id = a.workload_id) END AS expires_at
-           {project}
+           COALESCE(s.start, -1) AS slice_start, {workload_columns}
     FROM (  -- open holds by their start; closed ones by their start and end if they started at
       -- most LONG_HOLD before the stretch, else (longer, few) by their span: each through its own index
       SELECT * FROM fleet_allocation WHERE ended_at IS NULL AND started_at < %({p}end)s
@@ -377,9 +374,9 @@ WITH held AS MATERIALIZED (
         AND {span} && tstzrange(%({p}start)s, %({p}end)s, '[)')
     ) a
     JOIN accounts_team t ON t.id = a.team_id
-    LEFT JOIN fleet_migslice s ON s.id = a.mig_slice_id
+    LEFT JOIN fleet_migslice s ON s.id = a.mig_slice_id {workload_join}
     WHERE TRUE {allocation_scope}
-    OFFSET 0  -- kept a subquery: each hold's expiry is looked up once, not once for each use
+    OFFSET 0  -- kept a subquery: each hold's workload is looked up once, not once for each use
   ) y
 ){minutes}, parts ({names} storage, cost, hours, idle, bad) AS (
   SELECT {held_keys} false,
@@ -441,6 +438,20 @@ _PG_IDLE_MINUTES = """, minutes AS MATERIALIZED (
   FROM minutes m JOIN (SELECT DISTINCT threshold FROM held) t ON m.utilization < t.threshold
   GROUP BY m.gpu_id, m.device, t.threshold
 )"""
+# What `_PG_SPEND` reads of each hold's workload: only an open hold's expiry matters (one index
+# lookup each); by project, every hold's label as well ("" for none), in the same lookup.
+_BY_KEY = {
+    "workload_columns": "CASE WHEN a.ended_at IS NULL"
+    " THEN (SELECT w.expires_at FROM workloads_workload w WHERE w.id = a.workload_id) END AS expires_at",
+    "workload_join": "",
+}
+_BY_PROJECT = {
+    "workload_columns": "CASE WHEN a.ended_at IS NULL THEN w.expires_at END AS expires_at,"
+    " COALESCE(w.project, '') AS project",
+    # (OFFSET 0: an index lookup a hold, never a join the planner might hash over every workload)
+    "workload_join": "LEFT JOIN LATERAL (SELECT w.expires_at, w.project FROM workloads_workload w"
+    " WHERE w.id = a.workload_id OFFSET 0) w ON TRUE",
+}
 _PG_STORAGE = """UNION ALL
   SELECT {storage_keys} true,
          SUM(h.price_per_gb_month * h.size_gb * %({p}storage_share)s * EXTRACT(EPOCH FROM
@@ -509,12 +520,7 @@ def pg_spend_sql(
         if storage
         else "",
         storage_flag="storage," if flagged else "",
-        project=(
-            # the workload's label ("" for none), one index lookup a hold
-            ", COALESCE((SELECT w.project FROM workloads_workload w WHERE w.id = a.workload_id), '') AS project"
-            if "project" in keys
-            else ""
-        ),
+        **(_BY_PROJECT if "project" in keys else _BY_KEY),
         group=f"GROUP BY {', '.join(by)}" if by else "",
         p=prefix,
     )
