@@ -298,6 +298,7 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad, outside) AS MATER
     WHERE r.level = %(fine)s AND r.span = 'day' AND r.workload_id = ANY(ARRAY(
         SELECT workload_id FROM across WHERE most IS NULL OR most >= (SELECT at_least FROM bar) ORDER BY workload_id
       )) AND ({days}) {scope_r}
+    ORDER BY workload_id  -- summed in order: a hash of some 12,000 numeric sums cost twice as much
   ) parts GROUP BY workload_id
 )
 (SELECT 'e', workload_id, cost, hours, idle FROM exact WHERE cost <> 0 OR hours <> 0 OR idle <> 0
