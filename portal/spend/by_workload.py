@@ -267,9 +267,9 @@ WITH edge (kind, workload_id, storage, cost, hours, idle, bad, outside) AS MATER
   ) a LEFT JOIN live ON live.workload_id = a.workload_id
 ), counted AS MATERIALIZED (  -- the workloads whose totals inside exact adds (not the largest's):
   -- those with totals under several teams or users (shared, few), wherever they were held; and those
-  -- of the live stretches outside the rolled part of a day not read whole: one held only in such
-  -- parts, or in an edge's rolled hours, has a day row on that day, outside the whole days, so its one
-  -- total does not lie inside
+  -- held in a live stretch that lies outside the rolled part of a day not read whole (one held only
+  -- within such rolled parts, or in an edge's rolled hours, has a day row on that day, outside the
+  -- whole days, so its one total does not lie inside)
   SELECT DISTINCT w.workload_id FROM spend_workloadspend w
   WHERE {whole} AND w.shared AND w.first_day >= %(first)s AND w.last_day < %(stop)s {scope_w}
   UNION SELECT workload_id FROM live WHERE outside
