@@ -1,10 +1,13 @@
 from django.urls import path
+from django.views.generic import RedirectView
 
 from portal.sandboxes import views
 from portal.workloads.urls import action_urls
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    # The list of sandboxes is the dashboard; an address typed by analogy with /deployments/ lands there.
+    path("sandboxes/", RedirectView.as_view(pattern_name="dashboard", query_string=True)),
     path("sandboxes/new/", views.sandbox_new, name="sandbox-new"),
     path("sandboxes/estimate/", views.sandbox_estimate_panel, name="sandbox-estimate"),
     path("sandboxes/mig-profiles/", views.sandbox_mig_profiles, name="sandbox-mig-profiles"),

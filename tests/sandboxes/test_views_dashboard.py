@@ -22,6 +22,13 @@ def test_dashboard_lists_my_sandboxes_and_not_other_peoples(
     assert "carols-box" not in page
 
 
+def test_the_sandboxes_address_leads_to_the_dashboard_with_its_filters(researcher_client):
+    response = researcher_client.get("/sandboxes/?state=running")
+
+    assert response.status_code == 302
+    assert response["Location"] == "/?state=running"
+
+
 def test_a_row_shows_state_gpu_placement_expiry_and_costs(researcher_client, researcher, team, whole_gpus):
     make_sandbox(owner=researcher, team=team, name="costly", gpu=whole_gpus[3], hours_ago=2)
 
