@@ -24,7 +24,7 @@ from portal.core.errors import NotFound, ValidationFailed
 from portal.core.views import login_required, page
 from portal.spend.budgets import Forecast, budget_alerts_due, budget_forecast, percent_label, whole_percent
 from portal.spend.forms import FIRST_DAY
-from portal.spend.selectors import STORAGE_KEY, SpendRow, spend_grouped
+from portal.spend.selectors import STORAGE_KEY, SpendRow, spend_grouped, spend_teams
 
 TOP_WORKLOADS = 20  # workloads named on a statement; the rest share one row
 MONTH_FORMAT = re.compile(r"^(\d{4})-(\d{2})$")
@@ -164,10 +164,11 @@ def statement_page(request: HttpRequest, slug: str, month: str) -> HttpResponse:
 @require_GET
 def statement_pick(request: HttpRequest) -> HttpResponse:
     """The spend page's month picker: to the statement of the team and month chosen (by default
-    the viewer's first team, and this month)."""
+    the viewer's first team, else the first whose spend they see as a whole (an admin's), and this
+    month)."""
     slug = request.GET.get("team", "")
     if not slug:
-        teams = user_teams(request.user)
+        teams = user_teams(request.user) or spend_teams(request.user)
         if not teams:
             raise Http404("You belong to no team.")
         slug = teams[0].slug

@@ -195,10 +195,15 @@ def test_statement_queries_are_bounded(march, team, lead_client, bob, django_ass
         assert bob.get(API, {"month": "2026-03"}).status_code == 200
 
 
-def test_the_spend_page_picks_a_month_for_the_statement(march, lead_client, researcher_client):
+def test_the_spend_page_picks_a_month_for_the_statement(march, lead_client, researcher_client, admin_client):
     page = lead_client.get("/spend/").content.decode()
     assert 'action="/spend/statement/"' in page and 'type="month"' in page and "Monthly statement" in page
     response = lead_client.get("/spend/statement/", {"team": "vision", "month": "2026-03"})
     assert response.status_code == 302 and response["Location"] == URL
     # a researcher picks only the month: their team's statement
     assert researcher_client.get("/spend/statement/", {"month": "2026-03"})["Location"] == URL
+    # an admin, in no team, gets the first team whose spend they see (by slug)
+    assert (
+        admin_client.get("/spend/statement/", {"month": "2026-03"})["Location"]
+        == "/spend/statement/nlp/2026-03/"
+    )
