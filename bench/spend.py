@@ -3,6 +3,7 @@
     python bench/spend.py                        # 10 million holds over a year (about an hour)
     python bench/spend.py --holds 1000000        # one million
     python bench/spend.py --reuse                # measure again on the database already loaded (migrated first)
+    python bench/spend.py --layout random        # the holds at random on disk, not as the portal writes them
 
 Builds its own PostgreSQL database (`gpu_portal_bench_spend` on 127.0.0.1 unless --database-url
 names another; it is dropped first), loads N GPU holds over the year before now, spread over 60
@@ -12,7 +13,11 @@ team), with prices from a price book that changes every quarter (and 1 %
 of holds at odd prices), log-normal durations, open holds (some of workloads already expired, not
 yet swept), every user's home as storage holds, and the node agents' minutes for the last
 --telemetry-hours (whole GPUs, 40 % of them idle). Loading uses COPY with the tables' indexes
-dropped and built again after.
+dropped and built again after. The rows are then laid out on disk as the portal writes them: a
+hold's row where it was last written, when it was released (an open one's when it was placed), a
+workload's when it ended, the minutes a minute at a time for every GPU. `--layout random` keeps
+them in the order they were made (each hold's start at random in the year), so the thousands of
+holds at a range's edge lie on as many pages: a worse case than the portal's own writes make.
 
 Then it rolls up the year as `manage.py spend_rollup` does, runs the periodic roll-up once (today's
 hours), and times, as a platform admin: a team's month-to-date spend, the budget check of a request,
@@ -101,6 +106,36 @@ def _indexes_dropped(table: str):
         cursor.execute(f'ANALYZE "{table}"')
 
 
+# How each table's rows lie on disk: as the portal writes them (`written`), or in the order they
+# are generated, a hold's start at random across the year (`random`: a hold's neighbours on disk
+# are unrelated to it, so the thousands of holds at a range's edge lie on as many pages).
+LAYOUTS = {
+    # a hold's row is last written when it is released (an open one's when it was placed), a
+    # workload's when it ends (a live one's when it started running), the node agents' minutes a
+    # minute at a time for every GPU
+    "written": {
+        "fleet_allocation": "COALESCE(released_at, started_at), id",
+        "workloads_workload": "COALESCE(ended_at, started_at), id",
+        "fleet_gpuminute": "minute, gpu_id",
+    },
+    "random": {},
+}
+
+
+def _lay_out(table: str, layout: str) -> None:
+    """Rewrite `table` in the order `layout` gives it, if any (run with its indexes dropped, so only
+    its primary key is built again)."""
+    from django.db import connection
+
+    order = LAYOUTS[layout].get(table)
+    if order is None:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE INDEX bench_layout ON {table} ({order})")
+        cursor.execute(f"CLUSTER {table} USING bench_layout")
+        cursor.execute("DROP INDEX bench_layout")
+
+
 def _copy(model, columns: list[str], rows) -> int:
     """COPY rows (tuples in the order of `columns`) into the model's table."""
     from django.db import connection
@@ -134,7 +169,7 @@ def _lognormal_seconds(rng: random.Random) -> float:
     return min(rng.lognormvariate(math.log(1500), 1.2), 20 * 86400)
 
 
-def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime) -> dict:
+def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime, layout: str) -> dict:
     """Fill the database; returns what was made."""
     from django.contrib.auth.hashers import UNUSABLE_PASSWORD_PREFIX
     from django.db import connection, transaction
@@ -303,8 +338,10 @@ def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime) -> dict:
                 print(f"  {made['holds']:,} holds", file=sys.stderr, end="\r")
         with transaction.atomic():
             _copy(Allocation, allocation_columns, batch)
+        _lay_out("fleet_allocation", layout)
     with _indexes_dropped("workloads_workload"), transaction.atomic():
         _copy(Workload, workload_columns, (row + workload_defaults for row in workloads))
+        _lay_out("workloads_workload", layout)
         workload_id_max = first_workload + len(workloads)
         with connection.cursor() as cursor:
             cursor.execute(
@@ -350,6 +387,7 @@ def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime) -> dict:
 
     with _indexes_dropped("fleet_gpuminute"), transaction.atomic():
         telemetry = _copy(GpuMinute, minute_columns, minute_rows())
+        _lay_out("fleet_gpuminute", layout)
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
     return {
@@ -640,6 +678,12 @@ def main() -> int:
         "--runs", type=int, default=20, help="timed runs of each report (month-to-date: 10 times as many)"
     )
     parser.add_argument("--telemetry-hours", type=int, default=36)
+    parser.add_argument(
+        "--layout",
+        choices=sorted(LAYOUTS),
+        default="written",
+        help="how the holds, workloads and minutes lie on disk: as the portal writes them, or at random",
+    )
     parser.add_argument("--verify-teams", type=int, default=3)
     args = parser.parse_args()
     if not args.database_url.startswith("postgres"):
@@ -651,7 +695,13 @@ def main() -> int:
 
     if not args.reuse:
         now = timezone.now()
-        made = load(holds=args.holds, seed=args.seed, telemetry_hours=args.telemetry_hours, now=now)
+        made = load(
+            holds=args.holds,
+            seed=args.seed,
+            telemetry_hours=args.telemetry_hours,
+            now=now,
+            layout=args.layout,
+        )
         print(
             f"loaded {made['holds']:,} holds of {made['workloads']:,} workloads ({made['open']:,} open, "
             f"{made['expired_open']:,} of expired workloads), {made['storage_holds']:,} storage holds, "
