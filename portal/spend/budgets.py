@@ -74,6 +74,11 @@ class Forecast:
         return self.budget - self.spent
 
     @property
+    def left_shown(self) -> Decimal:
+        """What is left, or by how much spend went over (`left` without its sign)."""
+        return abs(self.left)
+
+    @property
     def used_percent(self) -> int:
         return whole_percent(self.spent, self.budget)
 

@@ -1,8 +1,8 @@
 // Spend charts: the element with data-daily-url gets the day-by-day series from the daily spend
 // API (the browser's session signs the request) and draws with uPlot each day's cost stacked by
 // group, the running total against the month's budget and forecast, and GPU-hours per day. The
-// tables beside the charts hold the same figures, rendered by the server. Budget meters take their
-// width from data-percent (no inline styles). Nothing loads from the internet.
+// tables beside the charts hold the same figures, rendered by the server. Nothing loads from the
+// internet.
 (function () {
   "use strict";
 
@@ -29,13 +29,6 @@
   function dayStart(iso) { return Date.parse(iso + "T00:00:00Z") / 1000; }
 
   function dollars(text) { return text == null ? "–" : "$" + text; }
-
-  function sizeMeters(root) {
-    root.querySelectorAll(".meter [data-percent]").forEach(function (bar) {
-      const percent = Math.max(0, Math.min(100, Number(bar.getAttribute("data-percent")) || 0));
-      bar.style.width = percent + "%";
-    });
-  }
 
   function bars() { return uPlot.paths.bars({ size: [0.7, 48] }); }
 
@@ -183,7 +176,6 @@
   }
 
   function init() {
-    sizeMeters(document);
     document.querySelectorAll("[data-daily-url]").forEach(load);
   }
 

@@ -166,3 +166,18 @@ def test_a_small_spend_of_a_large_budget_reads_under_1_percent_on_the_page(spend
         page = lead_client.get("/spend/").content.decode()
         assert budget_forecast(team=team, now=NOW).used_percent == 0  # the API's whole number
     assert "left (under 1 %)" in page and "by the month's end (under 1 %)" in page
+
+
+def test_a_budget_gone_over_reads_over_by_how_much_and_spent_not_a_time_it_runs_out(
+    spending, team, lead_client
+):
+    team.monthly_budget = Decimal("5.00")  # $8 spent by NOW
+    team.save()
+    with time_machine.travel(NOW, tick=False):
+        page = lead_client.get("/spend/").content.decode()
+        budget_page = lead_client.get(f"/teams/{team.slug}/budget/").content.decode()
+    for shown in (page, budget_page):
+        assert '<strong class="money">$3.00</strong> over the budget (160 %)' in shown
+        assert "$-3.00" not in shown and "runs out" not in shown and "; the budget is spent." in shown
+        # drawn full: a meter stops at its max
+        assert '<meter class="meter" min="0" max="100" value="160"' in shown

@@ -244,6 +244,15 @@ def test_leads_set_and_remove_budgets_on_the_web_members_only_read(
     assert other_client.get(url).status_code == 404
     mine = researcher_client.get("/spend/my-budgets/", **hx).content.decode()
     assert 'id="my-budget-vision"' in mine and "$20.00" in mine
+    # $8 spent by NOW: over a budget of $5
+    Budget.objects.filter(team=team, user=researcher).update(monthly_amount=Decimal("5.00"))
+    with time_machine.travel(NOW, tick=False):
+        over = researcher_client.get("/spend/my-budgets/", **hx).content.decode()
+    assert (
+        "$3.00</strong> over the budget (160 %)" in over
+        and "; it is spent." in over
+        and "runs out" not in over
+    )
     assert 'hx-get="/spend/my-budgets/"' in researcher_client.get("/spend/").content.decode()
 
     lead_client.post(url, {"kind": "user", "target": "alice", "remove": "on"}, **hx)
