@@ -26,7 +26,8 @@ class TeamBudgetSerializer(serializers.Serializer):
         help_text="Spent, plus live work until its expiry and storage, to the month's end.",
     )  # fmt: skip
     runs_out_at = serializers.DateTimeField(
-        allow_null=True, help_text="When the budget runs out at this pace."
+        allow_null=True,
+        help_text="When the budget runs out at this pace (the time of reading, if it is already spent).",
     )
     thresholds = serializers.ListField(child=StrictIntegerField(), help_text="Percentages leads are told at.")
     policy = serializers.ChoiceField(source="team.budget_policy", choices=Team.BudgetPolicy.choices)

@@ -62,7 +62,8 @@ class ForecastSerializer(serializers.Serializer):
         **MONEY, help_text="Spent, plus live work until its expiry and storage, to the month's end."
     )
     runs_out_at = serializers.DateTimeField(
-        allow_null=True, help_text="When the budget runs out at this pace."
+        allow_null=True,
+        help_text="When the budget runs out at this pace (the time of reading, if it is already spent).",
     )
 
 

@@ -176,6 +176,7 @@ def test_a_budget_gone_over_reads_over_by_how_much_and_spent_not_a_time_it_runs_
     with time_machine.travel(NOW, tick=False):
         page = lead_client.get("/spend/").content.decode()
         budget_page = lead_client.get(f"/teams/{team.slug}/budget/").content.decode()
+    assert budget_forecast(team=team, now=NOW).runs_out_at == NOW  # the API's: the time of reading
     for shown in (page, budget_page):
         assert '<strong class="money">$3.00</strong> over the budget (160 %)' in shown
         assert "$-3.00" not in shown and "runs out" not in shown and "; the budget is spent." in shown
