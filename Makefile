@@ -30,7 +30,7 @@ run: install
 	PORTAL_BASE_URL=$${PORTAL_BASE_URL:-http://127.0.0.1:$(PORT)} $(BIN)/python manage.py runportal 127.0.0.1:$(PORT)
 
 ## test: lint, the unit tests on SQLite with Celery eager (the fast local loop), then the whole
-## suite on PostgreSQL: the unit tests again, the integration tests (a real Celery worker on Redis)
+## suite on PostgreSQL: the unit tests that reach the database again, the integration tests (a real Celery worker on Redis)
 ## and the browser tests (headless Chromium). Where PostgreSQL, Redis or Chromium is missing those
 ## tests skip, saying why; with PORTAL_REQUIRE_POSTGRES / _INTEGRATION / _BROWSER=1 (CI) they fail.
 test: install-dev lint unit unit-pg integration browser
@@ -54,8 +54,10 @@ unit: install-dev
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
+# On PostgreSQL only the tests that reach the database run again: the rest (placement, manifests,
+# settings) answer the same on either database, and the SQLite pass ran them.
 unit-pg: install-dev
-	DATABASE_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest -m "not integration and not browser" -n $(TEST_WORKERS)
+	DATABASE_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest -m "not integration and not browser" --database-tests-only -n $(TEST_WORKERS)
 
 integration: install-dev
 	DATABASE_URL=$(TEST_POSTGRES_URL) CELERY_BROKER_URL=$(TEST_REDIS_URL) $(BIN)/pytest -m integration

@@ -93,8 +93,31 @@ def _browser_problem() -> str | None:
     return _postgres_problem()
 
 
+# Fixtures through which a test reaches the database (pytest-django blocks it for any other test).
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="run only the tests that reach the database (`make unit-pg`: the others gave their answer on SQLite)",
+    )
+
+
+def _reaches_database(item: pytest.Item) -> bool:
+    return bool(item.get_closest_marker("django_db")) or bool(
+        DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    )
+
+
 @pytest.hookimpl(trylast=True)  # after `-m` has deselected: only the tests that will run count
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("--database-tests-only"):
+        others = [item for item in items if not _reaches_database(item)]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            items[:] = [item for item in items if _reaches_database(item)]
     kinds = {
         "integration": (REQUIRE_INTEGRATION, _integration_problem),
         "browser": (REQUIRE_BROWSER, _browser_problem),
