@@ -43,6 +43,7 @@ class ServingSpec:
     # servers' HF_TOKEN. Never logged: the spec's repr leaves it out.
     hf_token: str = field(default="", repr=False)
     runtime: str = ""  # the catalog runtime's slug: "vllm", "tgi", "triton"
+    task: str = ""  # the catalog model's task: "text-generation", "embedding", "image-classification"
 
 
 @dataclass(frozen=True)

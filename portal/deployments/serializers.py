@@ -170,6 +170,13 @@ class ServingFiguresSerializer(serializers.Serializer):
         allow_null=True,
         help_text="USD for a million generated tokens at the deployment's GPU price.",
     )
+    cost_per_million_prompt_tokens = serializers.DecimalField(
+        max_digits=16,
+        decimal_places=2,
+        allow_null=True,
+        help_text="USD for a million prompt (input) tokens at the deployment's GPU price: the figure "
+        "for an embedding model, which generates no tokens.",
+    )
 
 
 class ServingPointSerializer(serializers.Serializer):

@@ -109,7 +109,7 @@ def _per(amount: float | None, over: float | None) -> float | None:
 
 
 def cost_per_million_tokens(dollars: Decimal, tokens: float | None) -> Decimal | None:
-    """What a million generated tokens cost when `dollars` bought `tokens`; None without tokens."""
+    """What a million tokens cost when `dollars` bought `tokens`; None without tokens."""
     if not tokens or tokens <= 0:
         return None
     return (dollars * MILLION / Decimal(str(tokens))).quantize(Decimal("0.0001"))
@@ -118,7 +118,8 @@ def cost_per_million_tokens(dollars: Decimal, tokens: float | None) -> Decimal |
 @dataclass(frozen=True)
 class ServingFigures:
     """A deployment's serving over a span: rates per second, means in seconds, and the cost of a
-    million generated tokens in dollars. None where the runtime does not report the figure (see
+    million generated tokens, and of a million prompt tokens (what an embedding model is paid
+    for: it generates none), in dollars. None where the runtime does not report the figure (see
     `reported`) or nothing happened (no request, no token)."""
 
     seconds: float
@@ -129,11 +130,14 @@ class ServingFigures:
     time_to_first_token_seconds: float | None
     request_latency_seconds: float | None
     cost_per_million_tokens: Decimal | None
+    cost_per_million_prompt_tokens: Decimal | None
 
     def reports(self, figure: str) -> bool:
-        """Whether the runtime reports what `figure` needs ("tokens", "ttft", "latency", "requests")."""
+        """Whether the runtime reports what `figure` needs ("tokens", "prompt", "ttft", "latency",
+        "requests")."""
         needs = {
             "tokens": "generated_tokens",
+            "prompt": "prompt_tokens",
             "ttft": "ttft_count",
             "latency": "latency_count",
             "requests": "requests",
@@ -143,16 +147,19 @@ class ServingFigures:
 
 def figures_of(sums: dict[str, float | None], *, seconds: float, dollars: Decimal | None) -> ServingFigures:
     """Figures from the summed growth of FIELDS over `seconds`, and what the span cost."""
-    tokens = sums.get("generated_tokens")
+    tokens, prompt = sums.get("generated_tokens"), sums.get("prompt_tokens")
     return ServingFigures(
         seconds=seconds,
         reported=frozenset(field for field in FIELDS if sums.get(field) is not None),
         tokens_per_second=_per(tokens, seconds),
-        prompt_tokens_per_second=_per(sums.get("prompt_tokens"), seconds),
+        prompt_tokens_per_second=_per(prompt, seconds),
         requests_per_second=_per(sums.get("requests"), seconds),
         time_to_first_token_seconds=_per(sums.get("ttft_sum"), sums.get("ttft_count")),
         request_latency_seconds=_per(sums.get("latency_sum"), sums.get("latency_count")),
         cost_per_million_tokens=cost_per_million_tokens(dollars, tokens) if dollars is not None else None,
+        cost_per_million_prompt_tokens=cost_per_million_tokens(dollars, prompt)
+        if dollars is not None
+        else None,
     )
 
 
@@ -321,20 +328,19 @@ def _tokens_text(value: float) -> str:
 def _cell(figures: ServingFigures | None, figure: str, runtime: str) -> ServingCell:
     if figures is None:
         return ServingCell("no reading", muted=True)
-    needs = "tokens" if figure == "cost" else figure
+    needs = {"cost": "tokens", "prompt_cost": "prompt"}.get(figure, figure)
     if not figures.reports(needs):
         return ServingCell(f"not reported by {runtime}", muted=True)
-    if figure == "tokens":
-        return ServingCell(_tokens_text(figures.tokens_per_second or 0.0))
+    if figure in ("tokens", "prompt"):
+        rate = figures.tokens_per_second if figure == "tokens" else figures.prompt_tokens_per_second
+        return ServingCell(_tokens_text(rate or 0.0))
     if figure == "requests":
         return ServingCell(f"{figures.requests_per_second or 0.0:.2f} req/s")
-    if figure == "cost":
-        cost = figures.cost_per_million_tokens
-        return (
-            ServingCell(f"${cost:,.2f}")
-            if cost is not None
-            else ServingCell("no tokens generated", muted=True)
-        )
+    if figure in ("cost", "prompt_cost"):
+        cost = figures.cost_per_million_tokens if figure == "cost" else figures.cost_per_million_prompt_tokens
+        if cost is not None:
+            return ServingCell(f"${cost:,.2f}")
+        return ServingCell("no tokens generated" if figure == "cost" else "no tokens embedded", muted=True)
     value = figures.time_to_first_token_seconds if figure == "ttft" else figures.request_latency_seconds
     return ServingCell(_seconds_text(value)) if value is not None else ServingCell("no requests", muted=True)
 
@@ -354,23 +360,33 @@ SERVING_LINES = (
     ("latency", "Request latency (mean)"),
     ("cost", "Cost per million tokens"),
 )
+# An embedding model reads its input and generates nothing: its tokens are the prompts' (vLLM
+# counts no generated token for it, and its "first token" is the whole answer).
+EMBEDDING_LINES = (
+    ("prompt", "Tokens embedded"),
+    ("requests", "Requests"),
+    ("latency", "Request latency (mean)"),
+    ("prompt_cost", "Cost per million tokens embedded"),
+)
 
 
-def serving_lines(serving_now: ServingNow, *, runtime: str) -> list[ServingLine]:
+def serving_lines(serving_now: ServingNow, *, runtime: str, embedding: bool = False) -> list[ServingLine]:
     """The page's table: each figure over the last read and the last hour, or why there is none
-    ("not reported by TGI", "no requests", "no reading")."""
+    ("not reported by TGI", "no requests", "no reading"); an embedding model's figures are of the
+    tokens it embeds."""
     return [
         ServingLine(
             label=label,
             last_minute=_cell(serving_now.last_minute, figure, runtime),
             last_hour=_cell(serving_now.last_hour, figure, runtime),
         )
-        for figure, label in SERVING_LINES
+        for figure, label in (EMBEDDING_LINES if embedding else SERVING_LINES)
     ]
 
 
 NOT_REPORTED = (
     ("tokens", ("tokens_per_second", "cost_per_million_tokens")),
+    ("prompt", ("prompt_tokens_per_second", "cost_per_million_prompt_tokens")),
     ("requests", ("requests_per_second",)),
     ("ttft", ("time_to_first_token_seconds",)),
     ("latency", ("request_latency_seconds",)),

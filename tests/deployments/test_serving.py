@@ -200,11 +200,38 @@ def test_the_api_names_what_a_runtime_does_not_report(alice, catalog, researcher
     assert body["not_reported"] == [
         "tokens_per_second",
         "cost_per_million_tokens",
+        "prompt_tokens_per_second",
+        "cost_per_million_prompt_tokens",
         "time_to_first_token_seconds",
     ]
     assert body["last_minute"]["requests_per_second"] == 40.0
     assert body["last_minute"]["request_latency_seconds"] == pytest.approx(0.008)
     assert body["last_minute"]["tokens_per_second"] is None  # not a made-up zero
+
+
+def test_an_embedding_model_is_shown_by_the_tokens_it_embeds_and_what_a_million_of_them_cost(
+    alice, catalog, researcher, team, whole_gpus
+):
+    # vLLM serving an embedding model counts its prompts' tokens, generates none, and times its
+    # one output as the first token
+    embedder = make_deployment(owner=researcher, team=team, gpu=whole_gpus[0], model="bge-large-en-v1.5")
+    minute_row(
+        embedder, minutes_ago=1, requests=1200.0, prompt_tokens=300000.0, generated_tokens=0.0,
+        ttft_sum=48.0, ttft_count=1200.0, latency_sum=48.0, latency_count=1200.0,
+    )  # fmt: skip
+    page = signed_in(researcher).get(f"/deployments/{embedder.number}/", **HTMX).content.decode()
+    assert "Tokens embedded" in page and "5,000 tokens/s" in page and "20.00 req/s" in page
+    assert "Cost per million tokens embedded" in page and "$0.38" in page  # 6.88 / (5,000 x 3600) x 10^6
+    assert "Tokens generated" not in page and "Time to first token" not in page
+    assert "no tokens generated" not in page
+    body = alice.get(f"/api/v1/deployments/{embedder.number}/serving").json()["last_minute"]
+    assert body["prompt_tokens_per_second"] == 5000.0 and body["tokens_per_second"] == 0.0
+    assert body["cost_per_million_prompt_tokens"] == "0.38" and body["cost_per_million_tokens"] is None
+    # a generative model's page is as it was
+    llama = make_deployment(owner=researcher, team=team, gpu=whole_gpus[1])
+    minute_row(llama, minutes_ago=1, **LLAMA_MINUTE)
+    page = signed_in(researcher).get(f"/deployments/{llama.number}/", **HTMX).content.decode()
+    assert "Tokens generated" in page and "Time to first token" in page and "Tokens embedded" not in page
 
 
 def test_old_minutes_are_pruned(llama):

@@ -163,6 +163,23 @@ def test_a_simulated_replica_still_starting_has_nothing_to_say(simulated):
     )
 
 
+def test_a_simulated_embedding_model_reads_prompts_and_generates_no_token(simulated):
+    from portal.deployments.runtime_metrics import runtime_counters
+
+    llm = make_serving_spec(replicas=1, workload_id=300)
+    embedder = dataclasses.replace(
+        llm, namespace="sbx-vision-embed-303", serving=dataclasses.replace(llm.serving, task="embedding")
+    )
+    simulated.apply_workload(embedder)
+    simulated.clock = lambda: timezone.now() + timedelta(minutes=10)
+    (page,) = simulated.serving_metrics(embedder).values()
+    counters = runtime_counters("vllm", page)
+    assert counters["generated_tokens"] == 0 and counters["requests"] > 0
+    assert counters["prompt_tokens"] == 250 * counters["requests"]
+    # its one output is its first token: the time to first token is the whole latency
+    assert counters["ttft_sum"] == pytest.approx(counters["latency_sum"])
+
+
 @pytest.mark.django_db
 def test_the_beat_reads_every_running_deployment_of_the_simulated_cluster(
     run_jobs, fleet, catalog, researcher

@@ -143,6 +143,7 @@ class SimulatedDriver:
                 runtime_metrics_text(
                     runtime=spec.serving.runtime,
                     model=spec.serving.model,
+                    task=spec.serving.task,
                     workload_id=spec.workload_id,
                     started=started.timestamp(),
                     now=now.timestamp(),

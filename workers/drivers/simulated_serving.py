@@ -35,6 +35,12 @@ LLM = Load(
 CLASSIFIER = Load(
     requests_per_second=40.0, prompt_tokens=0, generated_tokens=0, ttft_seconds=0.0, latency_seconds=0.008
 )
+# An embedding model: its prompts' tokens in, no token out; vLLM times its one output as the first
+# token, so the time to first token is the latency.
+EMBEDDER = Load(
+    requests_per_second=20.0, prompt_tokens=250, generated_tokens=0, ttft_seconds=0.04, latency_seconds=0.04
+)
+EMBEDDING = "embedding"  # the catalog's task of an embedding model
 IDLE_REQUESTS_PER_SECOND = 1 / 600
 
 
@@ -53,11 +59,16 @@ def _served(character: int, workload_id: int, peak: float, moment: float) -> flo
     return peak * (moment - 22.5 * math.cos(moment / 90 + workload_id))
 
 
-def requests_served(*, runtime: str, workload_id: int, started: float, now: float) -> int:
-    """Requests a replica started at `started` has served by `now` (epoch seconds)."""
+def _load(runtime: str, task: str) -> Load:
+    if runtime == "triton":
+        return CLASSIFIER
+    return EMBEDDER if task == EMBEDDING else LLM
+
+
+def requests_served(*, load: Load, workload_id: int, started: float, now: float) -> int:
+    """Requests a replica started at `started` has served by `now` (epoch seconds), at `load`'s rate."""
     if now <= started:
         return 0
-    load = CLASSIFIER if runtime == "triton" else LLM
     character = workload_id % 3
     served = _served(character, workload_id, load.requests_per_second, now)
     served -= _served(character, workload_id, load.requests_per_second, started)
@@ -84,21 +95,23 @@ def _counter(name: str, help_text: str, value: float, labels: dict[str, str]) ->
     return [f"# HELP {name} {help_text}", f"# TYPE {name} counter", _line(name, value, labels)]
 
 
-def _vllm(model: str, requests: int) -> list[str]:
+def _vllm(model: str, requests: int, load: Load) -> list[str]:
     labels = {"model_name": model}
-    stopped = requests - requests // 20  # one in twenty ends at its max_tokens
+    stopped = (
+        requests - requests // 20 if load.generated_tokens else requests
+    )  # one in twenty ends at its max_tokens
     return [
         "# HELP vllm:num_requests_running Number of requests in model execution batches.",
         "# TYPE vllm:num_requests_running gauge",
         _line("vllm:num_requests_running", min(requests, 8), labels),
-        *_counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", float(requests * LLM.prompt_tokens), labels),
-        *_counter("vllm:generation_tokens_total", "Number of generation tokens processed.", float(requests * LLM.generated_tokens), labels),
+        *_counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", float(requests * load.prompt_tokens), labels),
+        *_counter("vllm:generation_tokens_total", "Number of generation tokens processed.", float(requests * load.generated_tokens), labels),
         "# HELP vllm:request_success_total Count of successfully processed requests.",
         "# TYPE vllm:request_success_total counter",
         _line("vllm:request_success_total", float(stopped), {"finished_reason": "stop", **labels}),
         _line("vllm:request_success_total", float(requests - stopped), {"finished_reason": "length", **labels}),
-        *_histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", requests, requests * LLM.ttft_seconds, labels),
-        *_histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requests, requests * LLM.latency_seconds, labels),
+        *_histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", requests, requests * load.ttft_seconds, labels),
+        *_histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requests, requests * load.latency_seconds, labels),
     ]  # fmt: skip
 
 
@@ -127,13 +140,17 @@ def _triton(model: str, requests: int) -> list[str]:
     ]  # fmt: skip
 
 
-def runtime_metrics_text(*, runtime: str, model: str, workload_id: int, started: float, now: float) -> str:
-    """The `/metrics` page of a replica of `runtime` serving `model`, started at `started`."""
-    requests = requests_served(runtime=runtime, workload_id=workload_id, started=started, now=now)
+def runtime_metrics_text(
+    *, runtime: str, model: str, workload_id: int, started: float, now: float, task: str = ""
+) -> str:
+    """The `/metrics` page of a replica of `runtime` serving `model` (of the catalog's `task`),
+    started at `started`."""
+    load = _load(runtime, task)
+    requests = requests_served(load=load, workload_id=workload_id, started=started, now=now)
     if runtime == "tgi":
         lines = _tgi(requests)
     elif runtime == "triton":
         lines = _triton(model, requests)
     else:
-        lines = _vllm(model, requests)
+        lines = _vllm(model, requests, load)
     return "\n".join(lines) + "\n"

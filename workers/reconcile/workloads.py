@@ -118,6 +118,7 @@ def _serving_spec(workload: Workload, claims: list[GpuClaim]) -> ServingSpec:
         replicas=tuple(claims),
         hf_token=_readable_token(workload.team.hf_token),
         runtime=serving.runtime.slug,
+        task=serving.model.task,
     )
 
 
