@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.db.models.functions import TruncHour
 
-from portal.catalog.models import Runtime
+from portal.catalog.models import CatalogModel, Runtime
 from portal.core.errors import ValidationFailed
 from portal.deployments.models import Serving, ServingMinute
 from portal.deployments.runtime_metrics import FIELDS, UnreadableMetrics, runtime_counters, serving_growth
@@ -360,27 +360,30 @@ SERVING_LINES = (
     ("latency", "Request latency (mean)"),
     ("cost", "Cost per million tokens"),
 )
-# An embedding model reads its input and generates nothing: its tokens are the prompts' (vLLM
-# counts no generated token for it, and its "first token" is the whole answer).
-EMBEDDING_LINES = (
-    ("prompt", "Tokens embedded"),
-    ("requests", "Requests"),
-    ("latency", "Request latency (mean)"),
-    ("prompt_cost", "Cost per million tokens embedded"),
-)
+# By the catalog model's task, where it is not text generation. An embedding model reads its
+# input and generates nothing: its tokens are the prompts' (vLLM counts no generated token for
+# it, and its "first token" is the whole answer). An image classifier has no tokens at all.
+LINES_BY_TASK = {
+    CatalogModel.Task.EMBEDDING: (
+        ("prompt", "Tokens embedded"),
+        ("requests", "Requests"),
+        ("latency", "Request latency (mean)"),
+        ("prompt_cost", "Cost per million tokens embedded"),
+    ),
+    CatalogModel.Task.IMAGE_CLASSIFICATION: (("requests", "Requests"), ("latency", "Request latency (mean)")),
+}
 
 
-def serving_lines(serving_now: ServingNow, *, runtime: str, embedding: bool = False) -> list[ServingLine]:
-    """The page's table: each figure over the last read and the last hour, or why there is none
-    ("not reported by TGI", "no requests", "no reading"); an embedding model's figures are of the
-    tokens it embeds."""
+def serving_lines(serving_now: ServingNow, *, runtime: str, task: str) -> list[ServingLine]:
+    """The page's table for a model of the catalog's `task`: each figure over the last read and the
+    last hour, or why there is none ("not reported by TGI", "no requests", "no reading")."""
     return [
         ServingLine(
             label=label,
             last_minute=_cell(serving_now.last_minute, figure, runtime),
             last_hour=_cell(serving_now.last_hour, figure, runtime),
         )
-        for figure, label in (EMBEDDING_LINES if embedding else SERVING_LINES)
+        for figure, label in LINES_BY_TASK.get(task, SERVING_LINES)
     ]
 
 

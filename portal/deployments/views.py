@@ -222,10 +222,8 @@ def deployment_detail(request: HttpRequest, number: int) -> HttpResponse:
     if row.serving is not None and workload.started_at is not None and workload.is_live:
         label = runtime_label(row.serving.runtime)
         serving_now = deployment_serving_now(workload, now=timezone.now())
-        embedding = row.serving.model.task == CatalogModel.Task.EMBEDDING
-        context.update(
-            runtime_label=label, serving_lines=serving_lines(serving_now, runtime=label, embedding=embedding)
-        )
+        lines = serving_lines(serving_now, runtime=label, task=row.serving.model.task)
+        context.update(runtime_label=label, serving_lines=lines)
     return page(request, "deployments/detail.html", context, fragment="deployments/partials/detail_live.html")
 
 

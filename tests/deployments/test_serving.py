@@ -207,6 +207,10 @@ def test_the_api_names_what_a_runtime_does_not_report(alice, catalog, researcher
     assert body["last_minute"]["requests_per_second"] == 40.0
     assert body["last_minute"]["request_latency_seconds"] == pytest.approx(0.008)
     assert body["last_minute"]["tokens_per_second"] is None  # not a made-up zero
+    # An image classifier has no tokens: its page shows requests and latency alone
+    page = signed_in(researcher).get(f"/deployments/{resnet.number}/", **HTMX).content.decode()
+    assert "40.00 req/s" in page and "8 ms" in page
+    assert "Tokens" not in page and "Time to first token" not in page and "not reported" not in page
 
 
 def test_an_embedding_model_is_shown_by_the_tokens_it_embeds_and_what_a_million_of_them_cost(

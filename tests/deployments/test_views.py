@@ -148,6 +148,27 @@ def test_changing_the_model_redraws_its_sizing_fields_out_of_band_and_refreshes_
     assert "Cheapest fit: 1g.10gb slice of h100-80gb" in page
 
 
+def test_an_image_classifier_is_asked_for_no_tokens_and_its_page_names_none(
+    alice, researcher, fleet, catalog, run_jobs
+):
+    data = {**LLAMA_8B_ON_H100, "model": "resnet-50", "gpu": ""}
+    page = alice.get("/deployments/new/fits/", data, **HTMX).content.decode()
+    # no sequence, so no context or concurrency to ask for: they go with the form, unseen
+    assert 'type="hidden" name="context"' in page and 'type="hidden" name="concurrency"' in page
+    assert "Context (tokens)" not in page and "Concurrent sequences" not in page
+    assert "Context (tokens)" in alice.get("/deployments/new/?model=bge-large-en-v1.5").content.decode()
+    form = alice.get("/deployments/new/?model=resnet-50").content.decode()
+    assert 'type="hidden" name="context"' in form and "Context (tokens)" not in form
+
+    run_jobs(lambda: alice.post("/deployments/new/", {**data, "name": "pets", "dtype": "fp16"}))
+    workload = Workload.objects.get(owner=researcher, name="pets")
+    detail = alice.get(f"/deployments/{workload.number}/").content.decode()
+    assert "ResNet-50</a> in fp16 · " in detail and "sequences" not in detail
+    llama = run_jobs(lambda: alice.post("/deployments/new/", LLAMA_8B_ON_H100))
+    assert llama.status_code == 302
+    assert "in bf16, 8,192 tokens × 8 sequences · " in alice.get(llama["Location"]).content.decode()  # noqa: RUF001
+
+
 def test_a_bigger_context_narrows_the_gpu_choice_without_redrawing_the_fields(alice, fleet, catalog):
     data = {**LLAMA_8B_ON_H100, "context": "131072", "concurrency": "8", "gpu": "h100-80gb/3g.40gb"}
     page = alice.get("/deployments/new/fits/", data, **HTMX).content.decode()
