@@ -22,6 +22,7 @@ class _Group:
     """The deployments of one model, runtime and team, summed."""
 
     tokens_per_second: float | None = None
+    prompt_tokens_per_second: float | None = None
     requests_per_second: float | None = None
     sums: dict[str, float] = field(default_factory=dict)
     dollars_per_hour_with_tokens: Decimal = Decimal(0)
@@ -41,6 +42,11 @@ def serving_families(now: datetime) -> Iterator[GaugeMetricFamily]:
     tokens = GaugeMetricFamily(
         "gpu_portal_serving_tokens_per_second",
         "Tokens generated per second over the deployments' last minute, by catalog model, runtime and team.",
+        labels=LABELS,
+    )
+    prompt = GaugeMetricFamily(
+        "gpu_portal_serving_prompt_tokens_per_second",
+        "Prompt (input) tokens read per second over the deployments' last minute: all an embedding model does.",
         labels=LABELS,
     )
     requests = GaugeMetricFamily(
@@ -72,6 +78,10 @@ def serving_families(now: datetime) -> Iterator[GaugeMetricFamily]:
         if generated is not None:
             group.tokens_per_second = _plus(group.tokens_per_second, generated / seconds)
             group.dollars_per_hour_with_tokens += deployment.dollars_per_hour
+        group.prompt_tokens_per_second = _plus(
+            group.prompt_tokens_per_second,
+            None if sums.get("prompt_tokens") is None else sums["prompt_tokens"] / seconds,
+        )
         if sums.get("requests") is not None:
             group.requests_per_second = _plus(group.requests_per_second, sums["requests"] / seconds)
         for name in ("ttft_sum", "ttft_count", "latency_sum", "latency_count"):
@@ -85,10 +95,12 @@ def serving_families(now: datetime) -> Iterator[GaugeMetricFamily]:
             )
             if per_million is not None:
                 cost.add_metric(labels, float(per_million))
+        if group.prompt_tokens_per_second is not None:
+            prompt.add_metric(labels, group.prompt_tokens_per_second)
         if group.requests_per_second is not None:
             requests.add_metric(labels, group.requests_per_second)
         if group.sums.get("ttft_count"):
             ttft.add_metric(labels, group.sums["ttft_sum"] / group.sums["ttft_count"])
         if group.sums.get("latency_count"):
             latency.add_metric(labels, group.sums["latency_sum"] / group.sums["latency_count"])
-    yield from (tokens, requests, ttft, latency, cost)
+    yield from (tokens, prompt, requests, ttft, latency, cost)

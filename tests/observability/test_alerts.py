@@ -75,4 +75,4 @@ def test_the_dashboard_shows_serving_and_the_platforms_slower_figures(db, settin
         "gpu_portal_team_spend_month_to_date_dollars",
         "gpu_portal_team_budget_dollars",
     }
-    assert len(wanted) == 13 and wanted <= shown, wanted - shown
+    assert len(wanted) == 14 and wanted <= shown, wanted - shown

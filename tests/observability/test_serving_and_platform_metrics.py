@@ -68,6 +68,8 @@ def test_serving_figures_add_up_by_model_runtime_and_team_and_leave_out_what_is_
     minute_row(tgi, generated_tokens=6000.0, requests=20.0, latency_sum=60.0, latency_count=20.0)
     resnet = make_deployment(owner=researcher, team=team, gpu=whole_gpus[3], model="resnet-50")
     minute_row(resnet, requests=2400.0, latency_sum=19.2, latency_count=2400.0)
+    bge = make_deployment(owner=researcher, team=team, gpu=whole_gpus[5], model="bge-large-en-v1.5")
+    minute_row(bge, prompt_tokens=300000.0, generated_tokens=0.0, requests=1200.0)  # an embedding model
     stale = make_deployment(owner=researcher, team=team, gpu=whole_gpus[4])
     minute_row(stale, minutes_ago=10, generated_tokens=1.0)  # no read for ten minutes: not "now"
     ended = make_deployment(owner=researcher, team=team, gpu_type=h100, state=WorkloadState.TERMINATED)
@@ -79,10 +81,13 @@ def test_serving_figures_add_up_by_model_runtime_and_team_and_leave_out_what_is_
         ("mistral-7b-instruct-v0.3", "tgi", "vision"),
         ("resnet-50", "triton", "vision"),
     )
+    embedder = ("bge-large-en-v1.5", "vllm", "vision")
     tokens = by(got["gpu_portal_serving_tokens_per_second"], "model", "runtime", "team")
-    assert tokens == {llama: 750.0, mistral: 100.0}  # no tokens from Triton, not even a zero
+    assert tokens == {llama: 750.0, mistral: 100.0, embedder: 0.0}  # no tokens from Triton, not even a zero
+    prompt = by(got["gpu_portal_serving_prompt_tokens_per_second"], "model", "runtime", "team")
+    assert prompt == {embedder: 5000.0}  # only the embedding model's reads carry prompt tokens here
     requests = by(got["gpu_portal_serving_requests_per_second"], "model", "runtime", "team")
-    assert requests == {llama: 1.5, mistral: pytest.approx(1 / 3), triton: 40.0}
+    assert requests == {llama: 1.5, mistral: pytest.approx(1 / 3), triton: 40.0, embedder: 20.0}
     ttft = by(got["gpu_portal_serving_time_to_first_token_seconds"], "model", "runtime", "team")
     assert ttft == {llama: pytest.approx(15 / 90)}  # weighted by requests; TGI reports none
     latency = by(got["gpu_portal_serving_request_latency_seconds"], "model", "runtime", "team")
