@@ -181,7 +181,8 @@ class ServingFiguresSerializer(serializers.Serializer):
 
 class ServingPointSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
-    tokens_per_second = serializers.FloatField(allow_null=True)
+    tokens_per_second = serializers.FloatField(allow_null=True, help_text="Generated tokens per second.")
+    prompt_tokens_per_second = serializers.FloatField(allow_null=True)
     requests_per_second = serializers.FloatField(allow_null=True)
     time_to_first_token_seconds = serializers.FloatField(allow_null=True)
     request_latency_seconds = serializers.FloatField(allow_null=True)

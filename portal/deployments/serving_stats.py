@@ -211,6 +211,7 @@ def deployment_serving_now(workload: Workload, *, now: datetime) -> ServingNow:
 class ServingPoint:
     at: datetime
     tokens_per_second: float | None
+    prompt_tokens_per_second: float | None
     requests_per_second: float | None
     time_to_first_token_seconds: float | None
     request_latency_seconds: float | None
@@ -243,6 +244,7 @@ def deployment_serving_series(
             ServingPoint(
                 at=row.get("at") or row["minute"],
                 tokens_per_second=figures.tokens_per_second,
+                prompt_tokens_per_second=figures.prompt_tokens_per_second,
                 requests_per_second=figures.requests_per_second,
                 time_to_first_token_seconds=figures.time_to_first_token_seconds,
                 request_latency_seconds=figures.request_latency_seconds,

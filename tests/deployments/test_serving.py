@@ -231,6 +231,8 @@ def test_an_embedding_model_is_shown_by_the_tokens_it_embeds_and_what_a_million_
     body = alice.get(f"/api/v1/deployments/{embedder.number}/serving").json()["last_minute"]
     assert body["prompt_tokens_per_second"] == 5000.0 and body["tokens_per_second"] == 0.0
     assert body["cost_per_million_prompt_tokens"] == "0.38" and body["cost_per_million_tokens"] is None
+    (point,) = alice.get(f"/api/v1/deployments/{embedder.number}/serving").json()["points"]
+    assert point["prompt_tokens_per_second"] == 5000.0 and point["tokens_per_second"] == 0.0
     # a generative model's page is as it was
     llama = make_deployment(owner=researcher, team=team, gpu=whole_gpus[1])
     minute_row(llama, minutes_ago=1, **LLAMA_MINUTE)
