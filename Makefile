@@ -30,9 +30,10 @@ run: install
 	PORTAL_BASE_URL=$${PORTAL_BASE_URL:-http://127.0.0.1:$(PORT)} $(BIN)/python manage.py runportal 127.0.0.1:$(PORT)
 
 ## test: lint, the unit tests on SQLite with Celery eager (the fast local loop), then the whole
-## suite on PostgreSQL: the unit tests that reach the database again, the integration tests (a real Celery worker on Redis)
-## and the browser tests (headless Chromium). Where PostgreSQL, Redis or Chromium is missing those
-## tests skip, saying why; with PORTAL_REQUIRE_POSTGRES / _INTEGRATION / _BROWSER=1 (CI) they fail.
+## suite on PostgreSQL: the unit tests that reach the database again, the integration tests (a
+## real Celery worker on Redis) and the browser tests (headless Chromium). Where PostgreSQL, Redis
+## or Chromium is missing those tests skip, saying why; with PORTAL_REQUIRE_POSTGRES /
+## _INTEGRATION / _BROWSER=1 (CI) they fail.
 test: install-dev lint unit unit-pg integration browser
 
 lint: install-dev

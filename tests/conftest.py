@@ -4,7 +4,8 @@ web clients (`researcher_client`, `lead_client`, `other_client`). Rows with know
 with `tests/rows.py`.
 
 Unit tests run on SQLite with Celery eager; jobs enqueued on commit run when the test's
-`on_commit` callbacks are executed (see `run_jobs`). `make unit-pg` runs them on PostgreSQL.
+`on_commit` callbacks are executed (see `run_jobs`). `make unit-pg` runs those that reach the
+database again on PostgreSQL (`--database-tests-only`).
 """
 
 from __future__ import annotations

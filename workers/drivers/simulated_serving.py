@@ -97,9 +97,8 @@ def _counter(name: str, help_text: str, value: float, labels: dict[str, str]) ->
 
 def _vllm(model: str, requests: int, load: Load) -> list[str]:
     labels = {"model_name": model}
-    stopped = (
-        requests - requests // 20 if load.generated_tokens else requests
-    )  # one in twenty ends at its max_tokens
+    # one in twenty ends at its max_tokens; an embedding, which generates nothing, ends when read
+    stopped = requests - requests // 20 if load.generated_tokens else requests
     return [
         "# HELP vllm:num_requests_running Number of requests in model execution batches.",
         "# TYPE vllm:num_requests_running gauge",
