@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from collections.abc import Callable
 from decimal import Decimal
 
@@ -329,6 +330,13 @@ def signed_in(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def field_html(page: str, name: str) -> str:
+    """The markup of one form field's block (partials/field.html), errors included."""
+    match = re.search(rf'id="field-{name}">(.*?)(?=<div class="field|</fieldset>|<details)', page, re.S)
+    assert match, f"no field {name}"
+    return match.group(1)
 
 
 @pytest.fixture

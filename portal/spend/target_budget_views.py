@@ -71,8 +71,12 @@ def team_target_budgets_panel(request: HttpRequest, slug: str) -> HttpResponse:
                                            monthly_amount=data["monthly_amount"])  # fmt: skip
             except NotAllowed as error:
                 raise PermissionDenied(error.message) from error
+            except NotFound as error:  # no such member of the team: the name given is wrong
+                form.add_error("target", error.message)
             except DomainError as error:
-                form.add_error(None, error.message)
+                # a bad project label: said beside the name, without the API's field prefix
+                label = error.fields.get("project")
+                form.add_error("target" if label else None, label[0] if label else error.message)
             else:
                 if not wants_fragment(request):
                     return redirect("team-target-budgets", slug=team.slug)

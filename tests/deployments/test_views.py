@@ -11,7 +11,7 @@ from django.test import Client
 from portal.deployments.models import Serving
 from portal.deployments.services import deployment_request
 from portal.workloads.models import Approval, Workload, WorkloadState
-from tests.conftest import signed_in
+from tests.conftest import field_html, signed_in
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 LLAMA_8B_ON_H100 = {
@@ -47,13 +47,6 @@ def bob(lead) -> Client:
 @pytest.fixture
 def carol(other_researcher) -> Client:
     return signed_in(other_researcher)
-
-
-def field_html(page: str, name: str) -> str:
-    """The markup of one form field's block, errors included."""
-    match = re.search(rf'id="field-{name}">(.*?)(?=<div class="field|</fieldset>)', page, re.S)
-    assert match, f"no field {name}"
-    return match.group(1)
 
 
 def deployed(run_jobs, user, **fields) -> Workload:

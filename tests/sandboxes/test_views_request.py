@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from decimal import Decimal
 
 from django.utils import timezone
 
 from portal.workloads.models import Workload, WorkloadState
+from tests.conftest import field_html
 from tests.factories import GpuTypeFactory
 from tests.rows import HTMX, make_sandbox
 
@@ -22,13 +22,6 @@ SLICE = {
     "lifetime_mode": "hours",
     "ttl_hours": "1",
 }
-
-
-def field_html(page: str, name: str) -> str:
-    """The markup of one form field's block, errors included."""
-    match = re.search(rf'id="field-{name}">(.*?)(?=<div class="field|</fieldset>|<details)', page, re.S)
-    assert match, f"no field {name}"
-    return match.group(1)
 
 
 def test_the_form_offers_my_teams_only_and_states_the_quota_rule(researcher_client, fleet, other_team):

@@ -23,6 +23,7 @@ from portal.spend.selectors import month_start
 from portal.workloads.models import Workload, WorkloadState
 from portal.workloads.policy import extension_verdict, request_verdict
 from portal.workloads.services import budgets_watch
+from tests.conftest import field_html
 from tests.rows import make_hold, make_sandbox
 from tests.spend import reference
 
@@ -235,7 +236,13 @@ def test_leads_set_and_remove_budgets_on_the_web_members_only_read(
     assert 'id="target-budget-user-alice"' in page.content.decode()
     assert Budget.objects.get(team=team, user=researcher).monthly_amount == Decimal("20.00")
     bad = lead_client.post(url, {"kind": "project", "target": "Bad Label", "monthly_amount": "5"}, **hx)
-    assert "lowercase letters, digits and hyphens" in bad.content.decode()
+    # said beside the name given, in words for people (the API's message starts "project: ")
+    target = field_html(bad.content.decode(), "target")
+    assert (
+        "A project label is 1-40 lowercase letters, digits and hyphens" in target and "project:" not in target
+    )
+    stranger = lead_client.post(url, {"kind": "user", "target": "nobody", "monthly_amount": "5"}, **hx)
+    assert "No member &#x27;nobody&#x27; in team vision." in field_html(stranger.content.decode(), "target")
     assert Budget.objects.count() == 1
 
     shown = researcher_client.get(url, **hx).content.decode()
