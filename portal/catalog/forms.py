@@ -9,6 +9,7 @@ from django import forms
 from portal.catalog.models import CatalogModel
 from portal.catalog.selectors import MAX_CONCURRENCY, default_request
 from portal.core.errors import DomainError
+from portal.core.web import add_service_errors
 
 
 class SizingForm(forms.Form):
@@ -40,11 +41,4 @@ class SizingForm(forms.Form):
 
     def add_service_errors(self, error: DomainError) -> None:
         """Put the selector's field errors next to the fields."""
-        placed = False
-        for field, messages in error.fields.items():
-            if field in self.fields:
-                for message in messages:
-                    self.add_error(field, str(message))
-                placed = True
-        if not placed:
-            self.add_error(None, error.message)
+        add_service_errors(self, error)

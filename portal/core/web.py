@@ -12,6 +12,21 @@ from django.http import Http404, HttpRequest
 from portal.core.errors import DomainError, NotFound
 
 
+def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, str] | None = None) -> None:
+    """Put a service's field errors next to the form's fields (`mapping`: the service's field
+    names to the form's, where they differ); anything else becomes a form-wide error."""
+    placed = False
+    for key, messages_of_field in error.fields.items():
+        field = (mapping or {}).get(key, key)
+        if field not in form.fields or not isinstance(messages_of_field, list | tuple):
+            continue
+        for message in messages_of_field:
+            form.add_error(field, str(message))
+        placed = True
+    if not placed:
+        form.add_error(None, error.message)
+
+
 def form_refused(request: HttpRequest, form: forms.Form) -> bool:
     """True when `form` is invalid, after showing its first error as a message: an invalid form
     stops the request before any service sees it."""

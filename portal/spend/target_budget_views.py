@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from portal.core.errors import DomainError, NotAllowed, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
+from portal.core.web import add_service_errors
 from portal.spend.daily import sees_whole_team
 from portal.spend.models import Budget
 from portal.spend.target_budgets import (
@@ -73,10 +74,8 @@ def team_target_budgets_panel(request: HttpRequest, slug: str) -> HttpResponse:
                 raise PermissionDenied(error.message) from error
             except NotFound as error:  # no such member of the team: the name given is wrong
                 form.add_error("target", error.message)
-            except DomainError as error:
-                # a bad project label: said beside the name, without the API's field prefix
-                label = error.fields.get("project")
-                form.add_error("target" if label else None, label[0] if label else error.message)
+            except DomainError as error:  # a bad project label: beside the name given
+                add_service_errors(form, error, {"project": "target"})
             else:
                 if not wants_fragment(request):
                     return redirect("team-target-budgets", slug=team.slug)

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from portal.accounts.models import Team
 from portal.core.errors import DomainError, NotAllowed, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
+from portal.core.web import add_service_errors
 from portal.spend.budgets import (
     budget_forecast,
     budget_forecasts,
@@ -110,9 +111,7 @@ def team_budget(request: HttpRequest, slug: str) -> HttpResponse:
             except NotAllowed as error:
                 raise PermissionDenied(error.message) from error
             except DomainError as error:
-                for field, errors in (error.fields or {None: [error.message]}).items():
-                    for message in errors:
-                        form.add_error(field if field in form.fields else None, message)
+                add_service_errors(form, error)
             else:
                 messages.success(request, "Budget alerts and policy saved.")
                 if not wants_fragment(request):

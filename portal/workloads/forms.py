@@ -8,21 +8,8 @@ from typing import ClassVar
 from django import forms
 
 from portal.core.errors import DomainError
+from portal.core.web import add_service_errors
 from portal.workloads.services.resolve import NAME_MAX, NAME_RE, NAME_RULE, START_MAX_AHEAD, START_MIN_AHEAD
-
-
-def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, str]) -> None:
-    """Put a service's field errors next to the fields; anything else becomes a form-wide error."""
-    placed = False
-    for key, messages in error.fields.items():
-        field = mapping.get(key)
-        if field is None or not isinstance(messages, list | tuple):
-            continue
-        for message in messages:
-            form.add_error(field, str(message))
-        placed = True
-    if not placed:
-        form.add_error(None, error.message)
 
 
 class ServiceForm(forms.Form):
