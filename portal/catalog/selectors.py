@@ -7,11 +7,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, QuerySet
 
 from portal.catalog.models import CatalogModel
 from portal.catalog.sizing import GpuOffer, MigOffer, Sizing, size_model
 from portal.core.errors import NotFound, ValidationFailed
+from portal.core.selectors import every_word_in
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import TypeCapacity, capacity_by_type, current_prices, slice_share
 
@@ -35,17 +36,8 @@ def catalog_entries() -> QuerySet[CatalogModel]:
 
 
 def catalog_search(entries: QuerySet[CatalogModel], text: str) -> QuerySet[CatalogModel]:
-    """Entries whose slug, name, source, description or tags contain `text` (any case)."""
-    text = text.strip()
-    if not text:
-        return entries
-    return entries.filter(
-        Q(slug__icontains=text)
-        | Q(name__icontains=text)
-        | Q(source__icontains=text)
-        | Q(description__icontains=text)
-        | Q(tags__icontains=text)
-    )
+    """Entries whose slug, name, source, description or tags hold each word of `text` (any case)."""
+    return entries.filter(every_word_in(text, ("slug", "name", "source", "description", "tags")))
 
 
 def catalog_entry(*, slug: str) -> CatalogModel:

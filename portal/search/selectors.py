@@ -1,5 +1,6 @@
 """Global search: workloads (by name, id or project), people (by username or name) and catalog
-models (by name, slug or source), each group bounded, each with the visibility of its own pages.
+models (by name, slug or source), each word of the query in one of those; each group bounded,
+each with the visibility of its own pages.
 
 Workloads: researchers their own, leads their teams', admins all (as the workload lists).
 People: the members of the teams the user belongs to; admins everyone.
@@ -16,6 +17,7 @@ from portal.accounts.models import User
 from portal.catalog.models import CatalogModel
 from portal.catalog.selectors import catalog_entries, catalog_search
 from portal.core.errors import ValidationFailed
+from portal.core.selectors import every_word_in
 from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.selectors import workloads_visible_to
 
@@ -59,12 +61,13 @@ def _bounded(queryset: QuerySet) -> Group:
 
 
 def workloads_matching(user: User, query: str) -> QuerySet[Workload]:
-    """Sandboxes and deployments the user may see whose name or project holds `query`, or whose
-    number within its kind it is (`42` or `#42`: sandbox 42 and deployment 42); newest first."""
+    """Sandboxes and deployments the user may see whose name or project holds each word of
+    `query`, or whose number within its kind it is (`42` or `#42`: sandbox 42 and deployment 42);
+    newest first."""
     visible = workloads_visible_to(user, kind=WorkloadKind.SANDBOX) | workloads_visible_to(
         user, kind=WorkloadKind.DEPLOYMENT
     )
-    match = Q(name__icontains=query) | Q(project__icontains=query)
+    match = every_word_in(query, ("name", "project"))
     number = query.removeprefix("#")
     if number.isdigit() and len(number) <= 12:  # a number the database's integers hold
         match |= Q(number=int(number))
@@ -72,12 +75,12 @@ def workloads_matching(user: User, query: str) -> QuerySet[Workload]:
 
 
 def users_matching(user: User, query: str) -> QuerySet[User]:
-    """Active people whose username or name holds `query`: the user's teammates, everyone for
-    admins; by username."""
+    """Active people whose username or names hold each word of `query` ("alice researcher"): the
+    user's teammates, everyone for admins; by username."""
     people = User.objects.filter(is_active=True)
     if not user.is_platform_admin:
         people = people.filter(memberships__team__memberships__user=user)
-    match = Q(username__icontains=query) | Q(first_name__icontains=query) | Q(last_name__icontains=query)
+    match = every_word_in(query, ("username", "first_name", "last_name"))
     return people.filter(match).distinct().order_by("username")
 
 

@@ -85,6 +85,20 @@ def test_catalog_models_are_found_by_name_and_source(alice, workloads):
     assert any(row["url"] == "/catalog/llama-3.1-8b-instruct/" for row in rows)
 
 
+def test_each_word_of_a_query_may_match_a_field_of_its_own(alice, researcher, workloads):
+    models = alice.get(API, {"q": "llama 8b"}).json()["models"]["rows"]
+    assert {row["slug"] for row in models} == {"llama-3.1-8b-instruct"}  # not the 70B: no "8b"
+    # a workload's name and project, a person's two names
+    assert names(alice.get(API, {"q": "tune chat-eval"}).json(), "workloads") == {"llama-tune"}
+    assert names(alice.get(API, {"q": "serve chat-eval"}).json(), "workloads") == set()
+    researcher.last_name = "Researcher"
+    researcher.save(update_fields=["last_name"])
+    assert names(alice.get(API, {"q": "ALICE researcher"}).json(), "users", "username") == {"alice"}
+    # the catalog page's filter reads the same way
+    listed = alice.get("/api/v1/catalog/models", {"q": "instruct 8b"}).json()
+    assert [row["slug"] for row in listed["results"]] == ["llama-3.1-8b-instruct"]
+
+
 @pytest.mark.parametrize("query", ["", "x", " y ", "#", "z" * (MAX_QUERY + 1)])
 def test_queries_too_short_or_too_long_are_refused_in_the_error_shape(alice, query):
     response = alice.get(API, {"q": query})
