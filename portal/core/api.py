@@ -31,10 +31,15 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from portal.core.errors import DomainError, ValidationFailed
 from portal.core.models import IdempotencyKey
 
+# What every list takes beside its filters: its page, the page's size, and DRF's format override
+# (`?format=json` in a browser).
+LIST_PARAMETERS = frozenset({"page", "page_size", "format"})
+
 
 class StrictFilterBackend(DjangoFilterBackend):
     """django-filter for the API, strict: a filter given with no value (`?state=`) is a 400 on
-    every list, where the HTML pages (whose forms send empty fields) read it as "any"."""
+    every list, where the HTML pages (whose forms send empty fields) read it as "any"; so is a
+    parameter the list does not take."""
 
     def get_filterset(self, request, queryset, view):
         # Here rather than in filter_queryset: views that run their FilterSet by hand (the
@@ -59,6 +64,13 @@ class StrictFilterBackend(DjangoFilterBackend):
             }
             if unknown:
                 raise ValidationFailed(f"{next(iter(unknown))}: true or false.", fields=unknown)
+            # A parameter the list does not take (a misspelt filter, `?stat=running`) is refused,
+            # not ignored: ignored, it would answer with every row.
+            takes = set(filterset_class.base_filters) | LIST_PARAMETERS
+            stray = sorted(set(request.query_params) - takes)
+            if stray:
+                hint = f"Not a parameter of this list, which takes {', '.join(sorted(takes))}."
+                raise ValidationFailed(f"{stray[0]}: {hint}", fields={name: [hint] for name in stray})
         return super().get_filterset(request, queryset, view)
 
 

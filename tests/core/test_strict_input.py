@@ -1,5 +1,6 @@
 """The API is strict about types and parameters, in the error shape: no string taken for a number,
-no number for a string, no silent default for a bad page, no empty filter read as 'any'."""
+no number for a string, no silent default for a bad page, no empty filter read as 'any', no
+parameter a list does not take ignored."""
 
 from __future__ import annotations
 
@@ -50,6 +51,26 @@ def test_bad_paging_is_refused(api, query):
 def test_an_empty_filter_is_refused_on_every_list(api, path):
     answer = api.get(path)
     assert answer.status_code == 400 and answer.json()["error"]["fields"], path
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/sandboxes?stat=running",
+        "/api/v1/deployments?nme=chat",
+        "/api/v1/approvals?state=pending&mine=1",
+        "/api/v1/audit-events?actr=alice",
+        "/api/v1/catalog/models?search=llama",
+    ],
+)
+def test_a_parameter_a_list_does_not_take_is_refused_not_ignored(api, admin, path):
+    # ignored, a misspelt filter would answer with every row
+    answer = (admin if "audit" in path else api).get(path)
+    assert answer.status_code == 400, (path, answer.content)
+    error = answer.json()["error"]
+    (stray,) = error["fields"]
+    assert stray in path and "Not a parameter of this list, which takes" in error["message"]
+    assert "page_size" in error["message"]
 
 
 def test_good_paging_and_filters_still_work(api):
