@@ -10,7 +10,7 @@ from rest_framework import serializers
 from portal.catalog.models import CatalogModel, Runtime
 from portal.catalog.selectors import MAX_CONCURRENCY, default_request
 from portal.catalog.sizing import Sizing
-from portal.core.serializers import StrictCharField, StrictIntegerField
+from portal.core.serializers import QuerySerializer, StrictCharField, StrictIntegerField
 
 
 def gigabytes_field(**kwargs: Any) -> serializers.DecimalField:
@@ -36,7 +36,7 @@ class SizingSerializer(serializers.Serializer):
     fits = FitSerializer(many=True, help_text="Cheapest first; per GPU type the fewest GPUs that hold it.")
 
 
-class SizingQuerySerializer(serializers.Serializer):
+class SizingQuerySerializer(QuerySerializer):
     """The sizing question; the model's defaults fill what is left out."""
 
     dtype = StrictCharField(required=False, help_text="One of the model's dtypes or quantizations.")

@@ -96,14 +96,21 @@ class StrictBooleanField(serializers.BooleanField):
 
 class QuerySerializer(serializers.Serializer):
     """Query parameters, as strict as the API's filters: a parameter given empty (`?team=`) is a
-    400 naming it, where DRF would read it as left out."""
+    400 naming it, where DRF would read it as left out; so is one the view does not take (a
+    misspelt `?grup_by=user` would otherwise answer with the default grouping)."""
+
+    # Taken beside the fields: DRF's format override, which views with downloads read too.
+    ALSO_TAKEN = frozenset({"format"})
 
     def to_internal_value(self, data: Any) -> Any:
-        empty = {
-            name: ["Give a value, or leave the parameter out."]
+        takes = set(self.fields) | self.ALSO_TAKEN
+        hint = f"Not a parameter here, where {', '.join(sorted(takes))} are."
+        refused = {name: [hint] for name in sorted(set(data) - takes)}
+        refused.update(
+            (name, ["Give a value, or leave the parameter out."])
             for name in self.fields
             if name in data and data.get(name) == ""
-        }
-        if empty:
-            raise serializers.ValidationError(empty)
+        )
+        if refused:
+            raise serializers.ValidationError(refused)
         return super().to_internal_value(data)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from portal.catalog.demo import catalog_seed
+
 pytestmark = pytest.mark.django_db
 
 
@@ -71,6 +73,28 @@ def test_a_parameter_a_list_does_not_take_is_refused_not_ignored(api, admin, pat
     (stray,) = error["fields"]
     assert stray in path and "Not a parameter of this list, which takes" in error["message"]
     assert "page_size" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/spend?grup_by=user",
+        "/api/v1/spend/daily?group_by=user",  # the report's, not the daily series'
+        "/api/v1/search?q=llama&kind=model",
+        "/api/v1/catalog/models/llama-3.1-8b-instruct/sizing?ctx=4096",
+    ],
+)
+def test_a_parameter_a_report_does_not_take_is_refused_not_ignored(api, path):
+    # ignored, a misspelt `group_by` would answer with the default grouping
+    catalog_seed()
+    answer = api.get(path)
+    assert answer.status_code == 400, (path, answer.content)
+    error = answer.json()["error"]
+    (stray,) = error["fields"]
+    assert stray in path and "Not a parameter here" in error["message"]
+    base, query = path.split("?")
+    kept = "&".join(part for part in query.split("&") if not part.startswith(f"{stray}="))
+    assert api.get(f"{base}?{kept}&format=json").status_code == 200  # without it, and with format
 
 
 def test_good_paging_and_filters_still_work(api):
