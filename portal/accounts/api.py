@@ -30,6 +30,7 @@ from portal.accounts.serializers import (
 from portal.accounts.services import token_create, token_revoke
 from portal.core.errors import ValidationFailed
 from portal.core.parsers import JSONParser
+from portal.core.serializers import PAGING, refuse_other_parameters
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -95,6 +96,7 @@ class NotificationListView(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Notification]:
+        refuse_other_parameters(self.request.query_params, ("order", *PAGING))
         order = self.request.query_params.get("order", "newest")
         if order not in ("newest", "unread"):
             raise ValidationFailed("order: newest or unread.", fields={"order": ["newest or unread."]})

@@ -30,10 +30,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from portal.core.errors import DomainError, ValidationFailed
 from portal.core.models import IdempotencyKey
-
-# What every list takes beside its filters: its page, the page's size, and DRF's format override
-# (`?format=json` in a browser).
-LIST_PARAMETERS = frozenset({"page", "page_size", "format"})
+from portal.core.serializers import PAGING, refuse_other_parameters
 
 
 class StrictFilterBackend(DjangoFilterBackend):
@@ -66,11 +63,7 @@ class StrictFilterBackend(DjangoFilterBackend):
                 raise ValidationFailed(f"{next(iter(unknown))}: true or false.", fields=unknown)
             # A parameter the list does not take (a misspelt filter, `?stat=running`) is refused,
             # not ignored: ignored, it would answer with every row.
-            takes = set(filterset_class.base_filters) | LIST_PARAMETERS
-            stray = sorted(set(request.query_params) - takes)
-            if stray:
-                hint = f"Not a parameter of this list, which takes {', '.join(sorted(takes))}."
-                raise ValidationFailed(f"{stray[0]}: {hint}", fields={name: [hint] for name in stray})
+            refuse_other_parameters(request.query_params, [*filterset_class.base_filters, *PAGING])
         return super().get_filterset(request, queryset, view)
 
 

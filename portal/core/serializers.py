@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
 from django.http import QueryDict
 from rest_framework import serializers
+
+from portal.core.errors import ValidationFailed
 
 # Far beyond any team's maximum lifetime, yet small enough that the expiry stays a valid datetime.
 MAX_HOURS = Decimal(1_000_000)
@@ -94,23 +97,34 @@ class StrictBooleanField(serializers.BooleanField):
         return super().to_internal_value(data)
 
 
+# What a paginated list takes beside its filters.
+PAGING = ("page", "page_size")
+
+
+def refuse_other_parameters(params: Mapping[str, Any], takes: Iterable[str]) -> None:
+    """Any query parameter but `takes` (and DRF's `format` override) is a 400 naming what the
+    endpoint takes: never silently ignored, where a misspelt filter or grouping would answer with
+    every row or the default grouping. For lists (their filters), query serializers (their
+    fields) and views that read their parameters by hand."""
+    allowed = {*takes, "format"}
+    stray = sorted(set(params) - allowed)
+    if stray:
+        hint = f"Not a parameter here, where {', '.join(sorted(allowed))} are."
+        raise ValidationFailed(f"{stray[0]}: {hint}", fields={name: [hint] for name in stray})
+
+
 class QuerySerializer(serializers.Serializer):
     """Query parameters, as strict as the API's filters: a parameter given empty (`?team=`) is a
     400 naming it, where DRF would read it as left out; so is one the view does not take (a
     misspelt `?grup_by=user` would otherwise answer with the default grouping)."""
 
-    # Taken beside the fields: DRF's format override, which views with downloads read too.
-    ALSO_TAKEN = frozenset({"format"})
-
     def to_internal_value(self, data: Any) -> Any:
-        takes = set(self.fields) | self.ALSO_TAKEN
-        hint = f"Not a parameter here, where {', '.join(sorted(takes))} are."
-        refused = {name: [hint] for name in sorted(set(data) - takes)}
-        refused.update(
-            (name, ["Give a value, or leave the parameter out."])
+        refuse_other_parameters(data, self.fields)
+        empty = {
+            name: ["Give a value, or leave the parameter out."]
             for name in self.fields
             if name in data and data.get(name) == ""
-        )
-        if refused:
-            raise serializers.ValidationError(refused)
+        }
+        if empty:
+            raise serializers.ValidationError(empty)
         return super().to_internal_value(data)

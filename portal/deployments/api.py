@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.core.api import IDEMPOTENCY_KEY
-from portal.core.serializers import validated
+from portal.core.serializers import refuse_other_parameters, validated
 from portal.deployments.idle import deployment_scale_back
 from portal.deployments.selectors import deployment_get_for, deployments_visible_to, deployments_with_details
 from portal.deployments.serializers import (
@@ -178,6 +178,7 @@ class DeploymentServingView(_Deployment, WorkloadApi):
         responses={200: ServingSerializer},
     )
     def get(self, request: Request, pk: int) -> Response:
+        refuse_other_parameters(request.query_params, ("from", "to", "step"))
         workload = self.get_workload(request, pk)
         now = timezone.now()
         end = parse_when(request.query_params.get("to"), "to") or now

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from portal.core.api import CsvDownloadMixin, CsvRenderer
+from portal.core.serializers import refuse_other_parameters
 from portal.spend.exports import CSV_COLUMNS, FORMATS, spend_export, spend_report
 from portal.spend.serializers import SpendQuerySerializer, SpendReportSerializer, TeamStatementSerializer
 from portal.spend.statement import team_statement
@@ -83,5 +84,6 @@ class TeamStatementView(generics.GenericAPIView):
         responses={200: TeamStatementSerializer},
     )
     def get(self, request: Request, slug: str) -> Response:
+        refuse_other_parameters(request.query_params, ("month",))
         statement = team_statement(user=request.user, slug=slug, month=request.query_params.get("month", ""))
         return Response(TeamStatementSerializer(statement).data)

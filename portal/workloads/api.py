@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from portal.core.api import StrictFilterBackend, idempotent_create
 from portal.core.errors import ValidationFailed
-from portal.core.serializers import validated
+from portal.core.serializers import refuse_other_parameters, validated
 from portal.fleet.telemetry import workload_utilization
 from portal.spend.workload_cost import workload_cost_series
 from portal.workloads.filters import WorkloadFilter
@@ -188,6 +188,7 @@ class WorkloadUtilizationView(WorkloadApi):
         responses={200: UtilizationPointSerializer(many=True)},
     )
     def get(self, request: Request, pk: int) -> Response:
+        refuse_other_parameters(request.query_params, ("from", "to", "step"))
         workload = self.get_workload(request, pk)
         end = parse_when(request.query_params.get("to"), "to") or timezone.now()
         start = parse_when(request.query_params.get("from"), "from") or end - timedelta(days=1)
@@ -217,6 +218,7 @@ class WorkloadCostView(WorkloadApi):
         responses={200: CostPointSerializer(many=True)},
     )
     def get(self, request: Request, pk: int) -> Response:
+        refuse_other_parameters(request.query_params, ("step",))
         workload = self.get_workload(request, pk)
         raw = request.query_params.get("step") or "3600"
         if not raw.isdigit():

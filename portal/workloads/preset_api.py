@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.core.errors import ValidationFailed
-from portal.core.serializers import validated
+from portal.core.serializers import PAGING, refuse_other_parameters, validated
 from portal.workloads.models import Preset, WorkloadKind
 from portal.workloads.presets import preset_delete, preset_save, presets_visible_to
 from portal.workloads.serializers import PresetCreateSerializer, PresetSerializer
@@ -28,6 +28,7 @@ class PresetListView(generics.GenericAPIView):
         responses={200: PresetSerializer(many=True)},
     )
     def get(self, request: Request) -> Response:
+        refuse_other_parameters(request.query_params, ("kind", *PAGING))
         kind = request.query_params.get("kind")
         if kind is not None and kind not in WorkloadKind.values:
             message = f"One of {', '.join(WorkloadKind.values)}, or leave it out."

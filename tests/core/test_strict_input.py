@@ -8,6 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from portal.catalog.demo import catalog_seed
+from tests.rows import make_deployment, make_sandbox
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +72,7 @@ def test_a_parameter_a_list_does_not_take_is_refused_not_ignored(api, admin, pat
     assert answer.status_code == 400, (path, answer.content)
     error = answer.json()["error"]
     (stray,) = error["fields"]
-    assert stray in path and "Not a parameter of this list, which takes" in error["message"]
+    assert stray in path and "Not a parameter here, where" in error["message"]
     assert "page_size" in error["message"]
 
 
@@ -82,6 +83,9 @@ def test_a_parameter_a_list_does_not_take_is_refused_not_ignored(api, admin, pat
         "/api/v1/spend/daily?group_by=user",  # the report's, not the daily series'
         "/api/v1/search?q=llama&kind=model",
         "/api/v1/catalog/models/llama-3.1-8b-instruct/sizing?ctx=4096",
+        "/api/v1/teams/vision/statement?month=2026-03&team=vision",
+        "/api/v1/presets?kind=sandbox&knd=deployment",
+        "/api/v1/notifications?ordr=unread",
     ],
 )
 def test_a_parameter_a_report_does_not_take_is_refused_not_ignored(api, path):
@@ -95,6 +99,20 @@ def test_a_parameter_a_report_does_not_take_is_refused_not_ignored(api, path):
     base, query = path.split("?")
     kept = "&".join(part for part in query.split("&") if not part.startswith(f"{stray}="))
     assert api.get(f"{base}?{kept}&format=json").status_code == 200  # without it, and with format
+
+
+def test_a_workloads_series_refuses_a_parameter_it_does_not_take(api, researcher, team, whole_gpus):
+    catalog_seed()
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+    deployment = make_deployment(owner=researcher, team=team, gpu=whole_gpus[1])
+    for path in (
+        f"/api/v1/sandboxes/{sandbox.number}/utilization?step=60&form=2026-12-01T00:00:00Z",
+        f"/api/v1/sandboxes/{sandbox.number}/cost?step=3600&stepp=60",
+        f"/api/v1/deployments/{deployment.number}/serving?step=60&unti=2026-12-01T00:00:00Z",
+    ):
+        answer = api.get(path)
+        assert answer.status_code == 400, (path, answer.content)
+        assert api.get(path.rsplit("&", 1)[0]).status_code == 200, path
 
 
 def test_good_paging_and_filters_still_work(api):
