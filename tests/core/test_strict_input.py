@@ -1,6 +1,6 @@
 """The API is strict about types and parameters, in the error shape: no string taken for a number,
 no number for a string, no silent default for a bad page, no empty filter read as 'any', no
-parameter a list does not take ignored."""
+query parameter an endpoint does not take ignored."""
 
 from __future__ import annotations
 
