@@ -43,6 +43,16 @@ def image_label(image: Image) -> str:
     return image.name if kind.lower() in image.name.lower() else f"{image.name} ({kind})"
 
 
+def storage_help(home_gb: int | None) -> str:
+    """What the storage size is for: /home is the owner's home volume, which keeps its own size."""
+    home = (
+        f"/home is your home volume ({home_gb} GB; grow it under My home)."
+        if home_gb is not None
+        else "/home is your home volume, which your first sandbox makes at the team's default size."
+    )
+    return f"{home} This size is a scratch /home instead, used only if another sandbox of yours holds your home when this one starts."
+
+
 class SandboxRequestForm(ServiceForm):
     """A sandbox request as a person fills it in: whole GPUs or one MIG slice, hours or an end time."""
 
@@ -98,8 +108,16 @@ class SandboxRequestForm(ServiceForm):
         help_text="Mounted read-only at /data/<name>.",
     )  # fmt: skip
 
-    def __init__(self, *args: Any, teams: list[Team], choices: RequestChoices, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        teams: list[Team],
+        choices: RequestChoices,
+        home_gb: int | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
+        self.fields["storage_gb"].help_text = storage_help(home_gb)
         self.fields["datasets"].choices = [
             (
                 dataset.slug,

@@ -148,7 +148,7 @@ def sandbox_inside(*, workload_id: int, username: str) -> SandboxInside:
         ("PORTAL_USER", username),
     ]
     mounts = [
-        ("/home", f"{sandbox.storage_gb} GB volume"),
+        ("/home", sandbox_home_note(sandbox)),
         ("/dev/shm", f"shared memory, {max(sandbox.memory_gb // 4, 1)} GB"),
         *(
             (f"/data/{d.slug}", f"{d.name}: {d.get_kind_display()}, read-only")
@@ -291,6 +291,16 @@ def home_facts(*, user: User) -> HomeFacts:
     if home is not None and home.attached_to_id:
         holder = Workload.objects.filter(pk=home.attached_to_id, state__in=LIVE_STATES).first()
     return HomeFacts(home=home, team=team, price_per_gb_month=storage_price(), holder=holder)
+
+
+def home_size_gb(user: User) -> int | None:
+    """The size of the user's home volume, None before their first sandbox makes it."""
+    return (
+        Home.objects.filter(user=user)
+        .exclude(state=Home.State.DELETED)
+        .values_list("size_gb", flat=True)
+        .first()
+    )
 
 
 def sandbox_home_note(sandbox: Workload) -> str:

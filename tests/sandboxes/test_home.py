@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from portal.sandboxes.gate import sandbox_app_url
 from portal.sandboxes.models import Home
 from portal.sandboxes.services import sandbox_request
 from portal.workloads.services import workload_terminate
@@ -40,6 +41,27 @@ def test_the_home_page_before_and_after_the_first_sandbox(
     second = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "name": "second"}))
     detail = researcher_client.get(f"/sandboxes/{second.number}/").content.decode()
     assert "a scratch volume" in detail  # the home is in the first sandbox
+
+
+def test_the_request_form_and_the_container_say_what_home_is(
+    run_jobs, researcher_client, researcher, fleet, slice_request
+):
+    form = researcher_client.get("/sandboxes/new/").content.decode()
+    assert "your first sandbox makes at the team&#x27;s default size" in form
+
+    first = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "storage_gb": 300}))
+    second = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "name": "second"}))
+    form = researcher_client.get("/sandboxes/new/").content.decode()
+    assert "/home is your home volume (50 GB; grow it under My home)" in form
+    detail = researcher_client.get(f"/sandboxes/{first.number}/").content.decode()
+    assert "300 GB" not in detail  # its /home is the 50 GB home, not the storage asked for
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    inside = researcher_client.get(sandbox_app_url(first), follow=True).content.decode()
+    assert "alice&#x27;s home volume (50 GB), kept when the sandbox ends" in inside
+    inside = researcher_client.get(sandbox_app_url(second), follow=True).content.decode()
+    assert f"a scratch volume ({second.storage_gb} GB) that goes with the sandbox" in inside
 
 
 def test_growing_and_deleting_the_home_on_the_page(

@@ -19,6 +19,7 @@ from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.forms import SandboxRequestForm, body_from_form, initial_from_body
 from portal.sandboxes.selectors import (
     dashboard_sandboxes,
+    home_size_gb,
     kube_access_of,
     kube_access_usable,
     kubeconfig_text,
@@ -76,7 +77,13 @@ def _request_form(
     request: HttpRequest, data: object = None, initial: dict | None = None
 ) -> SandboxRequestForm:
     teams = user_teams(request.user)
-    return SandboxRequestForm(data, initial=initial, teams=teams, choices=request_choices(teams))
+    return SandboxRequestForm(
+        data,
+        initial=initial,
+        teams=teams,
+        choices=request_choices(teams),
+        home_gb=home_size_gb(request.user),
+    )
 
 
 def _prefill(request: HttpRequest) -> tuple[dict | None, str, str]:
