@@ -116,8 +116,9 @@
       height: 200,
       tzDate: utcDate,
       scales: {
-        // at least a few hours on the time axis: a workload's first hour is not a dot in a year
-        x: { time: true, range: function () { return [Math.min(element.span[0], element.span[1] - 4 * 3600), element.span[1]]; } },
+        // at least a few hours on the time axis, from the first hour billed: a workload's first hour
+        // is not a dot in a year, nor at the end of hours before it existed
+        x: { time: true, range: function () { return [element.span[0], Math.max(element.span[1], element.span[0] + 4 * 3600)]; } },
         usd: { range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; } },
       },
       series: [

@@ -208,6 +208,8 @@ def test_a_running_sandbox_shows_its_events_and_log_and_can_be_restarted(
     panel = researcher_client.get(f"/sandboxes/{sandbox.number}/insight/", **HTMX).content.decode()
     assert 'id="sandbox-events"' in panel and "Scheduled" in panel and "gpu-h100-b" in panel
     assert "[simulated cluster]" in panel and 'hx-trigger="every 2s"' not in panel  # read: no polling
+    again = researcher_client.post(f"/sandboxes/{sandbox.number}/insight/", **HTMX).content.decode()
+    assert "; reading again…</p>" in again  # not "…."
 
     response = run_jobs(lambda: researcher_client.post(f"/sandboxes/{sandbox.number}/restart/", follow=True))
     assert "Restarting: a new pod starts on the same GPUs" in response.content.decode()

@@ -44,3 +44,19 @@ def test_the_cost_chart_labels_utc_hours_as_its_table_does(
     first_row = page.locator("[data-cost-rows] tr").last.locator("td").first  # the table: oldest last
     expect(first_row).to_contain_text(sandbox.started_at.astimezone(UTC).strftime("%Y-%m-%d %H:00"))
     context.close()
+
+
+def test_a_new_sandboxs_cost_chart_starts_at_its_first_hour(
+    live_server, transactional_db, browser_page, researcher, team, whole_gpus
+):
+    from playwright.sync_api import expect
+
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0], hours_ago=0.3)
+    sign_in_as(browser_page, live_server, "alice")
+    browser_page.goto(f"{live_server.url}/sandboxes/{sandbox.number}/")
+    chart = browser_page.locator("[data-cost-url]")
+    expect(chart.locator("canvas")).to_have_count(1)
+    low, high = chart.evaluate("e => [e.chart.scales.x.min, e.chart.scales.x.max]")
+    first_hour = sandbox.started_at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    assert low == first_hour.timestamp()  # no empty hours before it existed
+    assert high - low >= 4 * 3600  # its first hour is not the whole chart
