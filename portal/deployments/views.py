@@ -36,7 +36,9 @@ from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import workload_keep
 from portal.workloads.views import (
     actions_changed,
+    detail_panels,
     form_prefill,
+    panels_changed,
     save_form_as_preset,
     workload_id_or_404,
     workload_list_context,
@@ -218,6 +220,8 @@ def deployment_detail(request: HttpRequest, number: int) -> HttpResponse:
         "scale_form": ScaleForm(initial={"replicas": workload.replicas}),
         "extend_form": ExtendForm(),
         "actions_changed": actions_changed(request, row.actions),
+        "panels": detail_panels(workload),
+        "panels_changed": panels_changed(request, detail_panels(workload)),
     }
     if row.serving is not None and workload.started_at is not None and workload.is_live:
         label = runtime_label(row.serving.runtime)

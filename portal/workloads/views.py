@@ -19,7 +19,7 @@ from portal.core.views import login_required, wants_fragment
 from portal.core.web import form_refused, run_service
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
-from portal.workloads.models import Workload, WorkloadState
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.presets import preset_body_for_use, preset_get_for, preset_save
 from portal.workloads.selectors import (
     any_live,
@@ -79,6 +79,27 @@ def actions_changed(request: HttpRequest, actions: list[str]) -> bool:
     if shown is None:  # a refresh that does not say: hide them once nothing can be done
         return wants_fragment(request) and not actions
     return wants_fragment(request) and shown != ",".join(actions)
+
+
+def detail_panels(workload: Workload) -> str:
+    """What decides the panels below a detail page's live card: its charts (once started, and
+    drawn live while it lives) and, on a sandbox's page, its events (while starting or running),
+    kubectl access and /home line (while running) and sharing (while it lives)."""
+    state = workload.state
+    shown = [workload.started_at is not None, workload.is_live]
+    if workload.kind == WorkloadKind.SANDBOX:
+        shown += [
+            state in (WorkloadState.PROVISIONING, WorkloadState.RUNNING),
+            state == WorkloadState.RUNNING,
+        ]
+    return "".join("1" if each else "0" for each in shown)
+
+
+def panels_changed(request: HttpRequest, panels: str) -> bool:
+    """Whether a detail page's refresh must swap in its panels as well as its live card: the page
+    polls with the panels it shows (`?panels=`, from detail_panels)."""
+    shown = request.GET.get("panels")
+    return wants_fragment(request) and shown is not None and shown != panels
 
 
 def extend_posted(request: HttpRequest, pk: int, *, kind: str) -> None:

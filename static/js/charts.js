@@ -137,19 +137,33 @@
       .catch(function () { /* the next refresh tries again */ });
   }
 
-  document.addEventListener("DOMContentLoaded", function () {
-    document.querySelectorAll("[data-cost-url]").forEach(function (element) {
+  // Refresh a live chart every so often, until it leaves the page (a refresh swapped it out).
+  function every(element, seconds, load) {
+    if (element.getAttribute("data-live") !== "true") return;
+    const timer = setInterval(function () {
+      if (element.isConnected) load(element);
+      else clearInterval(timer);
+    }, seconds * 1000);
+  }
+
+  // Start each chart once: those on the page, and those a refresh swaps in (a workload that
+  // starts running gets its charts without a reload).
+  function start(root) {
+    root.querySelectorAll("[data-cost-url]").forEach(function (element) {
+      if (element.started) return;
+      element.started = true;
       loadCost(element);
-      if (element.getAttribute("data-live") === "true") {
-        setInterval(function () { loadCost(element); }, 60000);
-      }
+      every(element, 60, loadCost);
     });
     if (typeof uPlot === "undefined") return;
-    document.querySelectorAll("[data-series-url]").forEach(function (element) {
+    root.querySelectorAll("[data-series-url]").forEach(function (element) {
+      if (element.started) return;
+      element.started = true;
       load(element);
-      if (element.getAttribute("data-live") === "true") {
-        setInterval(function () { load(element); }, 30000);
-      }
+      every(element, 30, load);
     });
-  });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { start(document); });
+  document.addEventListener("htmx:load", function (event) { start(event.detail.elt); });
 })();

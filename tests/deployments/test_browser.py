@@ -75,10 +75,13 @@ def test_a_researcher_sizes_70b_deploys_8b_scales_it_and_ends_it(
     assert page.url == f"{live_server.url}/deployments/{workload.number}/"
     state = page.locator("#deployment-live .status-head .state")
     expect(state).to_have_text("provisioning")
+    expect(page.locator("#deployment-cost")).to_have_count(0)
     page.evaluate("window.__notReloaded = true")
 
     wait_for_pods()
     expect(state).to_have_text("running", timeout=10_000)
+    expect(page.locator("#deployment-cost canvas")).to_have_count(1)  # its charts, swapped in
+    expect(page.locator("#deployment-utilization")).to_have_count(1)
     assert page.evaluate("window.__notReloaded") is True
     workload.refresh_from_db()
     expect(page.locator("#endpoint code")).to_have_text(workload.access)

@@ -200,6 +200,12 @@ def test_the_detail_fragment_is_only_the_live_card(alice, researcher, fleet, cat
     assert 'hx-trigger="every 3s"' in page
     assert "Audit trail" not in page and "<html" not in page
     assert 'id="nav-approvals-badge"' in page  # the nav badges, out of band
+    assert 'id="deployment-panels"' not in page  # the charts stay as the page drew them
+
+    polled = alice.get(
+        f"/deployments/{workload.number}/?panels=01", **HTMX
+    ).content.decode()  # drawn unstarted
+    assert '<div id="deployment-panels" hx-swap-oob="true">' in polled and 'id="deployment-cost"' in polled
 
 
 def test_scale_up_waits_for_a_lead_who_sees_it_in_the_inbox_then_down_and_terminate(

@@ -55,11 +55,19 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
     expect(state).to_have_text("provisioning")
     page.evaluate("window.__notReloaded = true")
 
+    expect(page.locator("#sandbox-kubectl")).to_have_count(0)  # while it starts
+    expect(page.locator("#sandbox-cost")).to_have_count(0)
+
     wait_for_pods()
 
     expect(state).to_have_text("running", timeout=10_000)
-    assert page.evaluate("window.__notReloaded") is True
     expect(page.locator("#sandbox-live")).to_contain_text("gpu-h100-b · GPU 0 · 1g.10gb")
+    # what running brings, swapped in with the live card: its charts (drawn), kubectl, its /home
+    expect(page.locator("#sandbox-cost canvas")).to_have_count(1)
+    expect(page.locator("#sandbox-kubectl")).to_contain_text("Get a kubeconfig")
+    expect(page.locator("#home-note")).to_contain_text("alice's home volume (50 GB)")
+    expect(page.locator("#sandbox-insight")).to_contain_text("Scheduled")
+    assert page.evaluate("window.__notReloaded") is True
 
     # Open JupyterLab: through the portal's sign-in check to the sandbox (the simulated cluster's
     # stand-in page), in a new tab, as alice

@@ -48,6 +48,29 @@ def test_the_fragment_carries_the_live_part_and_the_nav_badges(
     assert 'id="nav-approvals-badge"' in page
 
 
+def test_a_refresh_brings_the_panels_its_state_changed(
+    researcher_client, researcher, team, whole_gpus, django_assert_max_num_queries
+):
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0], hours_ago=1)
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert "?actions=extend,restart,terminate&amp;panels=1111" in page  # the page polls with its panels
+    assert page.count('id="sandbox-panels"') == 1 and 'id="sandbox-kubectl"' in page
+
+    # the page was drawn while it was starting: the refresh swaps in what running brings
+    polled = f"/sandboxes/{sandbox.number}/?actions=extend,restart,terminate&panels=0110"
+    with django_assert_max_num_queries(20):
+        swapped = researcher_client.get(polled, **HTMX).content.decode()
+    assert '<div id="sandbox-panels" hx-swap-oob="true">' in swapped
+    assert 'id="sandbox-cost"' in swapped and 'id="sandbox-kubectl"' in swapped
+    assert (
+        '<p class="muted small" id="home-note" hx-swap-oob="true"><code>/home</code>: a scratch volume'
+        in swapped
+    )
+
+    unchanged = researcher_client.get(polled.replace("0110", "1111"), **HTMX).content.decode()
+    assert 'id="sandbox-panels"' not in unchanged and 'id="home-note"' not in unchanged
+
+
 def test_a_queued_sandbox_shows_its_place_in_the_queue(researcher_client, researcher, team, h100):
     make_sandbox(owner=researcher, team=team, state=WorkloadState.QUEUED, gpu_type=h100, hours_ago=3)
     second = make_sandbox(

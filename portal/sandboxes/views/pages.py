@@ -42,13 +42,15 @@ from portal.sandboxes.services import (
 )
 from portal.workloads.forms import ExtendForm
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
-from portal.workloads.models import WorkloadKind, WorkloadState
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.presets import presets_for
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import sandbox_keep
 from portal.workloads.views import (
     actions_changed,
+    detail_panels,
     form_prefill,
+    panels_changed,
     save_form_as_preset,
     workload_id_or_404,
     workload_list_context,
@@ -167,6 +169,7 @@ def sandbox_detail(request: HttpRequest, number: int) -> HttpResponse:
         row = sandbox_row_for(user=request.user, workload_id=pk)
     except NotFound as error:
         raise Http404(error.message) from error
+    panels = detail_panels(row.sandbox)
     context = {
         "live_version": version,
         "audit_trail": workload_audit_trail(row.sandbox),
@@ -175,16 +178,25 @@ def sandbox_detail(request: HttpRequest, number: int) -> HttpResponse:
         "steps": progress_steps(row.sandbox, row.approval),
         "extend_form": ExtendForm(),
         "actions_changed": actions_changed(request, row.actions),
+        "panels": panels,
+        "panels_changed": panels_changed(request, panels),
     }
-    if not wants_fragment(request):
-        context["home_note"] = sandbox_home_note(row.sandbox)
-        if row.sandbox.owner_id == request.user.pk and row.sandbox.is_live:
-            context["share_choices"] = [m for m in team_members(row.sandbox.team) if m.pk != request.user.pk]
-            context["shared_ids"] = {user.pk for user in row.sandbox.shared_with.all()}
-        if row.sandbox.owner_id == request.user.pk and row.sandbox.state == WorkloadState.RUNNING:
-            access = kube_access_of(row.sandbox, request.user)
-            context["kubectl_panel"] = {"access": access, "usable": kube_access_usable(access, row.sandbox)}
+    if not wants_fragment(request) or context["panels_changed"]:
+        context.update(_panels_context(request, row.sandbox))
     return page(request, "sandboxes/detail.html", context, fragment="sandboxes/partials/detail_live.html")
+
+
+def _panels_context(request: HttpRequest, sandbox: Workload) -> dict:
+    """What the panels below the live card show that the card does not: /home, and for its owner
+    sharing while it lives and kubectl access while it runs."""
+    context: dict = {"home_note": sandbox_home_note(sandbox)}
+    if sandbox.owner_id == request.user.pk and sandbox.is_live:
+        context["share_choices"] = [m for m in team_members(sandbox.team) if m.pk != request.user.pk]
+        context["shared_ids"] = {user.pk for user in sandbox.shared_with.all()}
+    if sandbox.owner_id == request.user.pk and sandbox.state == WorkloadState.RUNNING:
+        access = kube_access_of(sandbox, request.user)
+        context["kubectl_panel"] = {"access": access, "usable": kube_access_usable(access, sandbox)}
+    return context
 
 
 @login_required
