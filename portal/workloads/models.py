@@ -79,6 +79,10 @@ def project_label_error(label: str) -> str:
     return ""
 
 
+# How the policy begins its reasons for a lead's decision (portal.workloads.policy).
+NEEDS_A_LEAD = "Needs a lead's approval: "
+
+
 class WorkloadKind(models.TextChoices):
     """What a workload is for; each kind has its own app (portal.sandboxes, portal.deployments)."""
 
@@ -400,6 +404,12 @@ class Approval(models.Model):
         # the audit log writes "approval " before it: "approval #5, extension (rejected)"
         what = {"create": "request", "extend": "extension"}.get(self.kind, self.kind)
         return f"#{self.pk}, {what} ({self.state})"
+
+    @property
+    def reason(self) -> str:
+        """Which policy line it crosses, without the lead-in, where a heading already says why
+        ("the sandbox would live longer than 24 hours.")."""
+        return self.why_needed.removeprefix(NEEDS_A_LEAD)
 
 
 class Preset(models.Model):

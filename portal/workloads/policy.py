@@ -20,7 +20,7 @@ from portal.fleet.geometry import ProfileShape
 from portal.fleet.selectors import price_per_hour, slice_share
 from portal.spend.selectors import hourly_rate, team_month_spend
 from portal.spend.target_budgets import budgets_exceeded
-from portal.workloads.models import LIVE_STATES, Workload, WorkloadState
+from portal.workloads.models import LIVE_STATES, NEEDS_A_LEAD, Workload, WorkloadState
 
 QUOTA_STATES = [s for s in LIVE_STATES if s != WorkloadState.TERMINATING]
 
@@ -125,7 +125,7 @@ class PolicyEstimate:
 
 def _needs_lead(reasons: list[str]) -> tuple[bool, str]:
     if reasons:
-        return False, "Needs a lead's approval: " + " and ".join(reasons) + "."
+        return False, NEEDS_A_LEAD + " and ".join(reasons) + "."
     return True, ""
 
 

@@ -115,7 +115,7 @@ def extend_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
         return
     pending = pending_extension(workload)
     if pending is not None:
-        why = pending.why_needed.removeprefix("Needs a lead's approval: ")
+        why = pending.reason
         messages.info(request, f"Sent to a lead for approval: {why}")
     else:
         messages.success(request, extended_message(workload))

@@ -57,6 +57,7 @@ def test_a_link_opens_a_confirmation_and_only_the_post_decides(run_jobs, big_req
     page = lead_client.get(path)
     assert page.status_code == 200
     assert b"Nothing is decided until you confirm" in page.content
+    assert "<dt>Why a lead decides</dt><dd>More than 1 whole GPU" in page.content.decode()  # no lead-in
     assert Approval.objects.get(pk=big_request.pk).state == Approval.State.PENDING
     response = run_jobs(lambda: lead_client.post(path, {"comment": "fine"}))
     assert response.status_code == 302

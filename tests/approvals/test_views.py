@@ -25,7 +25,8 @@ def test_a_lead_sees_the_pending_request_with_its_cost_and_reason(lead_client, p
     assert "big-train" in page and "full finetune" in page
     assert "2x h100-80gb" in page and "48 h" in page
     assert "$660.48" in page  # 2 x 6.88 x 48
-    assert "more than 1 whole GPU and longer than 24 hours" in page
+    # under the heading "Why it needs a lead", the reason alone
+    assert '<td data-label="Why it needs a lead">More than 1 whole GPU and longer than 24 hours.</td>' in page
     assert 'value="approve"' in page and 'value="reject"' in page
 
 
