@@ -14,7 +14,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
 from portal.accounts.action_links import action_token_read, action_token_use
-from portal.approvals.selectors import approval_get_for
+from portal.approvals.selectors import approval_get_for, approval_rows
 from portal.approvals.services import approval_decide
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import login_required, page
@@ -45,5 +45,6 @@ def approval_act(request: HttpRequest, pk: int, token: str) -> HttpResponse:
         else:
             messages.success(request, f"Request {'approved' if action == 'approve' else 'rejected'}.")
             return redirect("approvals")
-    context = {"approval": approval, "action": action, "token": token, "error": error}
+    row = approval_rows([approval], user=request.user)[0]
+    context = {"row": row, "action": action, "token": token, "error": error}
     return page(request, "notifications/approval_act.html", context, status=400 if error else 200)
