@@ -5,9 +5,12 @@ Skipped where /usr/bin/chromium or Playwright is missing; PORTAL_REQUIRE_BROWSER
 
 from __future__ import annotations
 
+from portal.accounts.models import Notification
 from portal.sandboxes.services.sandbox import sandbox_request
+from portal.workloads.models import Approval, WorkloadState
 from tests import browser_support
 from tests.browser_support import BROWSER, PHONE, sign_in_as, sign_in_as_alice
+from tests.rows import make_sandbox
 
 browser_page = browser_support.browser_page  # the fixture, where pytest looks for it
 
@@ -173,12 +176,20 @@ def test_a_leads_workload_lists_fit_a_desktop_page_without_sideways_scrolling(
 
 
 def test_on_a_desktop_an_admins_menu_search_and_user_menu_keep_to_one_row(
-    live_server, transactional_db, browser_page, admin_user
+    live_server, transactional_db, browser_page, admin_user, researcher, team, h100
 ):
     admin_user.first_name, admin_user.last_name = "Platform", "Admin"  # as the demo's admin
     admin_user.save()
+    for _ in range(12):  # two-digit badges beside Approvals and on the bell
+        waiting = make_sandbox(
+            owner=researcher, team=team, state=WorkloadState.PENDING_APPROVAL, gpu_type=h100
+        )
+        Approval.objects.create(workload=waiting, team=team, requested_by=researcher, why_needed="over quota")
+        Notification.objects.create(user=admin_user, message="A sandbox failed.")
     page = browser_page
     sign_in_as(page, live_server, admin_user.username)
+    from playwright.sync_api import expect
+
     for width in (1280, 1920):  # the nav is 1280 px at most, however wide the screen
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(f"{live_server.url}/fleet/")
@@ -187,7 +198,10 @@ def test_on_a_desktop_an_admins_menu_search_and_user_menu_keep_to_one_row(
             ".map(el => Math.round(el.getBoundingClientRect().top + el.getBoundingClientRect().height / 2))"
         )
         assert len(tops) >= 11  # nine links, the search box, the user menu
+        expect(page.locator("#nav-approvals-badge")).to_have_text("12")
         assert max(tops) - min(tops) <= 4, (width, tops)  # one row
+        search, bell = (page.locator(each).bounding_box() for each in (".nav-search input", ".bell"))
+        assert search["x"] + search["width"] <= bell["x"], width  # the search box does not run under the bell
         assert page.locator(".topbar").bounding_box()["height"] <= 60, width
 
 
