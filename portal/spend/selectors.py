@@ -115,6 +115,12 @@ class SpendRow:
     gpu_hours: Decimal
     idle_cost: Decimal = Decimal(0)  # the part of `cost` paid for GPU minutes the agents read idle
 
+    @property
+    def storage_only(self) -> bool:
+        """The persistent storage row (by GPU type or workload): it holds no GPU, so pages show no
+        GPU-hours for it rather than 0.00."""
+        return self.key == STORAGE_KEY
+
 
 def _row(key: str, label: str, amount: Amount) -> SpendRow:
     return SpendRow(

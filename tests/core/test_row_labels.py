@@ -29,12 +29,15 @@ def test_the_statement_table_names_storage_once():
             "gpu_hours": 0,
             "cost": 0.55,
             "idle_cost": 0,
+            "storage_only": True,
         },
     ]
     html = render_to_string("spend/partials/statement_table.html", {"rows": rows, "heading": "GPU type"})
     assert "Persistent storage (homes)</td>" in html
     assert '<span class="sub">storage</span>' not in html
     assert 'NVIDIA H100 80GB <span class="sub">h100-80gb</span>' in html
+    no_gpu_hours = '<span class="muted" title="Storage holds no GPU">\N{EN DASH}</span>'  # not 0.00
+    assert f'<td class="num">{no_gpu_hours}</td>' in html
 
 
 def test_the_spend_page_names_storage_once(admin_client, team, researcher, h100):
@@ -48,3 +51,6 @@ def test_the_spend_page_names_storage_once(admin_client, team, researcher, h100)
     page = admin_client.get("/spend/", {"group_by": "gpu_type"}).content.decode()
     assert "Persistent storage (homes)" in page
     assert '<span class="sub">storage</span>' not in page
+    assert (
+        'data-label="GPU-hours"><span class="muted" title="Storage holds no GPU">\N{EN DASH}</span>' in page
+    )
