@@ -7,6 +7,8 @@ from django.test.utils import CaptureQueriesContext
 
 from portal.accounts.models import Notification
 from portal.workloads.models import Approval, WorkloadState
+from tests.conftest import signed_in
+from tests.factories import UserFactory
 from tests.rows import HTMX, make_sandbox
 
 
@@ -20,6 +22,12 @@ def test_dashboard_lists_my_sandboxes_and_not_other_peoples(
 
     assert "mine-running" in page
     assert "carols-box" not in page
+
+
+def test_someone_in_no_team_is_told_so_on_the_dashboard(db, researcher_client):
+    newcomer = signed_in(UserFactory(username="dave"))
+    assert 'id="no-team"' in newcomer.get("/").content.decode()  # before trying to request
+    assert 'id="no-team"' not in researcher_client.get("/").content.decode()
 
 
 def test_the_sandboxes_address_leads_to_the_dashboard_with_its_filters(researcher_client):
@@ -146,10 +154,10 @@ def test_dashboard_queries_stay_bounded_with_many_sandboxes(
     for _ in range(5):
         make_sandbox(owner=researcher, team=team, state=WorkloadState.TERMINATED, gpu_type=h100)
 
-    # 14 for the page, and for its list and the shared-with-you list who each is shared with and
+    # 15 for the page (one: whether the user is in a team), and for its list and the shared-with-you list who each is shared with and
     # which datasets each mounts, and the shared list itself; the live version (1) and the queued
     # rows' estimated waits (4): bounded, the same for 2 or 25 rows
-    with django_assert_max_num_queries(26) as many:
+    with django_assert_max_num_queries(27) as many:
         response = lead_client.get("/?scope=team")
 
     assert response.content.decode().count('id="sandbox-row-') == 25
