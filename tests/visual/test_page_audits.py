@@ -1,0 +1,100 @@
+"""Every page a lead or an admin opens, audited in headless Chromium: axe-core's accessibility
+rules (WCAG 2 A and AA: contrast, names, labels, links set apart from text), in the light and the
+dark theme and at phone width, and every form control in the house style (a button or field left
+to the browser's defaults: a class the stylesheet does not know, an input type it does not list).
+
+Skipped where /usr/bin/chromium or Playwright is missing; PORTAL_REQUIRE_BROWSER=1 (CI) fails instead.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.accounts.action_links import action_token_make
+from portal.catalog.demo import catalog_seed
+from portal.sandboxes.services.sandbox import sandbox_request
+from portal.workloads.models import Approval
+from tests import browser_support
+from tests.browser_support import BROWSER, PHONE, sign_in_as
+from tests.rows import make_deployment, make_sandbox
+
+browser_page = browser_support.browser_page  # the fixture, where pytest looks for it
+
+pytestmark = BROWSER
+
+# Buttons, and fields one types into or picks from, in the page's content, that are shown and
+# keep the browser's square corners: the house style rounds every one of them.
+UNSTYLED = """() => [...document.querySelectorAll(
+    "main button, main input:not([type=hidden]):not([type=checkbox]):not([type=radio]), main select, main textarea"
+  )].filter(e => e.offsetParent !== null && getComputedStyle(e).borderTopLeftRadius === "0px")
+   .map(e => e.outerHTML.slice(0, 120))"""
+WCAG = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}}
+
+
+def _violations(page) -> list[str]:
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page, options=WCAG).response["violations"]
+    return [f"{rule['id']}: {node['html'][:100]}" for rule in found for node in rule["nodes"][:3]]
+
+
+@pytest.fixture
+def pages(fleet, researcher, lead, team, whole_gpus) -> dict[str, list[str]]:
+    """What a lead and an admin open, with something on each: a running sandbox and deployment,
+    a request waiting for the lead, and the page the lead's e-mailed link opens."""
+    catalog_seed()
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0], name="notebook")
+    deployment = make_deployment(owner=researcher, team=team, gpu=whole_gpus[1], name="chat")
+    waiting = sandbox_request(
+        user=researcher, team="vision", name="big", gpu_type="h100-80gb", count=2, ttl_hours=48
+    )
+    approval = Approval.objects.get(workload=waiting)
+    token = action_token_make(approval_id=approval.pk, lead_id=lead.pk, action="reject")
+    return {
+        "bob": [
+            "/",
+            "/sandboxes/new/",
+            f"/sandboxes/{sandbox.number}/",
+            "/deployments/",
+            "/deployments/new/",
+            f"/deployments/{deployment.number}/",
+            "/catalog/",
+            "/catalog/llama-3.1-8b-instruct/",
+            "/approvals/",
+            f"/approvals/{approval.pk}/act/{token}/",
+            "/spend/",
+            "/notifications/",
+            "/teams/vision/settings/",
+            "/home/",
+            "/tokens/",
+            "/presets/",
+            "/audit/",
+        ],
+        "admin": ["/fleet/"],
+    }
+
+
+def _audit(page, live_server, pages, *, styled: bool) -> dict[str, list[str]]:
+    found = {}
+    for user, paths in pages.items():
+        page.context.clear_cookies()
+        sign_in_as(page, live_server, user)
+        for path in paths:
+            page.goto(f"{live_server.url}{path}")
+            page.wait_for_load_state("networkidle")
+            found[f"{user} {path}"] = _violations(page) + (page.evaluate(UNSTYLED) if styled else [])
+    return {where: what for where, what in found.items() if what}
+
+
+def test_a_leads_and_an_admins_pages_pass_the_audits(
+    live_server, transactional_db, browser_page, pages, admin_user
+):
+    assert _audit(browser_page, live_server, pages, styled=True) == {}
+
+
+def test_in_the_dark_theme_and_on_a_phone_too(live_server, transactional_db, browser_page, pages, admin_user):
+    dark = browser_page.context.browser.new_page(color_scheme="dark")
+    assert _audit(dark, live_server, pages, styled=False) == {}
+    dark.close()
+    browser_page.set_viewport_size(PHONE)
+    assert _audit(browser_page, live_server, pages, styled=False) == {}
