@@ -211,6 +211,7 @@ def deployment_detail(request: HttpRequest, number: int) -> HttpResponse:
     except NotFound as error:
         raise Http404(error.message) from error
     workload = row.deployment
+    panels = detail_panels(workload)
     context = {
         "live_version": version,
         "audit_trail": workload_audit_trail(workload),
@@ -220,8 +221,8 @@ def deployment_detail(request: HttpRequest, number: int) -> HttpResponse:
         "scale_form": ScaleForm(initial={"replicas": workload.replicas}),
         "extend_form": ExtendForm(),
         "actions_changed": actions_changed(request, row.actions),
-        "panels": detail_panels(workload),
-        "panels_changed": panels_changed(request, detail_panels(workload)),
+        "panels": panels,
+        "panels_changed": panels_changed(request, panels),
     }
     if row.serving is not None and workload.started_at is not None and workload.is_live:
         label = runtime_label(row.serving.runtime)
