@@ -273,6 +273,9 @@ EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+# Seconds a worker waits on the mail server before the e-mail is tried again later (e-mails are
+# sent by workers, never in a request).
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 
 # --- REST API -------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -7,6 +7,7 @@ from django.contrib.auth.models import AbstractUser
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
 from encrypted_fields.fields import EncryptedCharField
 
 
@@ -257,22 +258,15 @@ class NotificationSettings(models.Model):
         return f"notification settings of {self.user_id}"
 
 
-class WebhookDelivery(models.Model):
-    """One message posted (or to be posted) to a user's or a team's webhook, with how it went."""
+class Delivery(models.Model):
+    """A message a worker sends (or is to send) on one channel, with how it went."""
 
     class State(models.TextChoices):
         PENDING = "pending", "Pending"
         SENT = "sent", "Sent"
         FAILED = "failed", "Failed"
 
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
-    )
-    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    url = models.CharField(max_length=500)
-    webhook_format = models.CharField(max_length=10, choices=WebhookFormat.choices)
     kind = models.CharField(max_length=30, choices=NotificationKind.choices)
-    body = models.JSONField()
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.CharField(max_length=500, blank=True)
@@ -280,11 +274,58 @@ class WebhookDelivery(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["-created_at", "-id"]
+
+    def record_attempt(self, error: str = "", *, max_attempts: int) -> bool:
+        """Keep how one attempt went: sent, or its error. Returns whether to try again (a failure
+        short of `max_attempts`; the last one marks it failed)."""
+        attempts = self.attempts + 1
+        rows = type(self).objects.filter(pk=self.pk)
+        if not error:
+            rows.update(attempts=attempts, state=self.State.SENT, sent_at=timezone.now(), last_error="")
+            return False
+        final = attempts >= max_attempts
+        rows.update(
+            attempts=attempts,
+            last_error=error[:500],
+            state=self.State.FAILED if final else self.State.PENDING,
+        )
+        return not final
+
+
+class WebhookDelivery(Delivery):
+    """One message posted (or to be posted) to a user's or a team's webhook, with how it went."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    url = models.CharField(max_length=500)
+    webhook_format = models.CharField(max_length=10, choices=WebhookFormat.choices)
+    body = models.JSONField()
+
+    class Meta(Delivery.Meta):
         verbose_name_plural = "webhook deliveries"
 
     def __str__(self) -> str:
         return f"{self.kind} to {self.url} ({self.state})"
+
+
+class EmailDelivery(Delivery):
+    """One e-mail sent (or to be sent) to a user, with how it went. A worker sends it, so a slow or
+    unreachable mail server holds up no request."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    address = models.EmailField()
+    subject = models.CharField(max_length=300)
+    body = models.TextField()
+
+    class Meta(Delivery.Meta):
+        verbose_name_plural = "e-mail deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.kind} to {self.address} ({self.state})"
 
 
 class ActionLinkUse(models.Model):

@@ -2,7 +2,7 @@
 
 Every notice has a kind (`NotificationKind`); a user can leave a kind out of any channel. A
 user's webhook and a team's webhook get the message through a job (`notifications.webhook_deliver`)
-after commit, never in the request.
+after commit, never in the request; so does an e-mail (`notifications.email_deliver`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from portal.accounts.emails import email_send
 from portal.accounts.models import (
     Notification,
     NotificationChannel,
@@ -115,8 +115,7 @@ def notify(
         body = message + (f"\n\n{absolute(link)}" if link else "")
         for label, url in actions.items():
             body += f"\n\n{label.capitalize()}: {url}"
-        recipient = user.email
-        transaction.on_commit(lambda: send_mail(email_subject, body, None, [recipient], fail_silently=True))
+        email_send(user=user, subject=email_subject, body=body, kind=kind)
     if prefs.webhook_url and not is_muted(prefs, kind=kind, channel=NotificationChannel.WEBHOOK):
         event = _event(
             kind=kind, text=message, link=link, user=user, team=team, workload=workload, actions=actions

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 
-from portal.accounts.models import ApiToken, Membership, Notification, Team, User, WebhookDelivery
+from portal.accounts.models import (
+    ApiToken,
+    EmailDelivery,
+    Membership,
+    Notification,
+    Team,
+    User,
+    WebhookDelivery,
+)
 
 
 def user_role(*, user: User, team: Team) -> str | None:
@@ -65,6 +73,11 @@ def notifications_of(user: User, *, order: str = "newest") -> QuerySet[Notificat
         unread = ExpressionWrapper(Q(read_at__isnull=True), output_field=BooleanField())
         return rows.annotate(unread=unread).order_by("-unread", "-created_at", "-id")
     return rows.order_by("-created_at", "-id")
+
+
+def email_deliveries_of(user: User, *, limit: int = 5) -> list[EmailDelivery]:
+    """The latest e-mails sent to a user, with how each went."""
+    return list(EmailDelivery.objects.filter(user=user).order_by("-created_at", "-id")[:limit])
 
 
 def webhook_deliveries_of(

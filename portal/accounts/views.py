@@ -28,6 +28,7 @@ from portal.accounts.notifications import (
     team_notifications_set,
 )
 from portal.accounts.selectors import (
+    email_deliveries_of,
     notifications_of,
     recent_notifications,
     tokens_of,
@@ -209,6 +210,7 @@ def _notifications_context(request: HttpRequest, errors: list[str] | None = None
         "channels": NotificationChannel.choices,
         "webhook_formats": WebhookFormat.choices,
         "deliveries": webhook_deliveries_of(user=request.user),
+        "emails": email_deliveries_of(request.user),
         "errors": errors or [],
     }
 

@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
-from django.utils import timezone
 
 from portal.accounts.models import WebhookDelivery, WebhookFormat
 from portal.core.errors import ValidationFailed
@@ -96,7 +95,6 @@ def webhook_deliver(*, delivery_id: int) -> bool:
     delivery = WebhookDelivery.objects.filter(pk=delivery_id, state=WebhookDelivery.State.PENDING).first()
     if delivery is None:
         return False
-    attempts = delivery.attempts + 1
     try:
         webhook_url_check(delivery.url)
         response = httpx.post(
@@ -105,19 +103,7 @@ def webhook_deliver(*, delivery_id: int) -> bool:
         if response.status_code >= 300:
             raise OSError(f"HTTP {response.status_code}: {response.text[:200]}")
     except ValidationFailed as refused:
-        WebhookDelivery.objects.filter(pk=delivery.pk).update(
-            attempts=attempts, state=WebhookDelivery.State.FAILED, last_error=refused.message[:500]
-        )
-        return False
+        return delivery.record_attempt(refused.message, max_attempts=0)  # never worth another try
     except (httpx.HTTPError, OSError) as error:
-        final = attempts >= MAX_ATTEMPTS
-        WebhookDelivery.objects.filter(pk=delivery.pk).update(
-            attempts=attempts,
-            last_error=(str(error) or type(error).__name__)[:500],
-            state=WebhookDelivery.State.FAILED if final else WebhookDelivery.State.PENDING,
-        )
-        return not final
-    WebhookDelivery.objects.filter(pk=delivery.pk).update(
-        attempts=attempts, state=WebhookDelivery.State.SENT, sent_at=timezone.now(), last_error=""
-    )
-    return False
+        return delivery.record_attempt(str(error) or type(error).__name__, max_attempts=MAX_ATTEMPTS)
+    return delivery.record_attempt(max_attempts=MAX_ATTEMPTS)

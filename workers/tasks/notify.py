@@ -1,10 +1,11 @@
-"""Notification jobs: posting webhook messages (with a timeout, retried with back-off) and the
-reminders of approvals that wait. Each calls one service and returns."""
+"""Notification jobs: sending e-mails and posting webhook messages (each with a timeout, retried
+with back-off) and the reminders of approvals that wait. Each calls one service and returns."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
+from portal.accounts.emails import email_deliver as send
 from portal.accounts.webhooks import webhook_deliver as deliver
 from portal.approvals.services import approvals_remind_waiting
 
@@ -13,6 +14,13 @@ from portal.approvals.services import approvals_remind_waiting
 def webhook_deliver(self, delivery_id: int) -> None:
     """Post one webhook message; a failure short of the last attempt is tried again later."""
     if deliver(delivery_id=delivery_id) and not self.request.is_eager:
+        raise self.retry(countdown=30 * 2**self.request.retries)
+
+
+@shared_task(name="notifications.email_deliver", bind=True, ignore_result=True, max_retries=5)
+def email_deliver(self, delivery_id: int) -> None:
+    """Send one e-mail; a failure short of the last attempt is tried again later."""
+    if send(delivery_id=delivery_id) and not self.request.is_eager:
         raise self.retry(countdown=30 * 2**self.request.retries)
 
 

@@ -1,0 +1,35 @@
+"""E-mails to users: recorded as a delivery and sent by a worker (`notifications.email_deliver`),
+retried with back-off, with the mail server's answer kept on the row for the notifications page.
+The SMTP connection times out after EMAIL_TIMEOUT seconds."""
+
+from __future__ import annotations
+
+from django.core.mail import EmailMessage
+
+from portal.accounts.models import EmailDelivery, User
+from portal.core.jobs import enqueue
+
+EMAIL_TASK = "notifications.email_deliver"
+MAX_ATTEMPTS = 4
+
+
+def email_send(*, user: User, subject: str, body: str, kind: str) -> EmailDelivery:
+    """Record an e-mail to the user's address and send it from a job once the transaction commits."""
+    delivery = EmailDelivery.objects.create(
+        user=user, address=user.email, subject=subject, body=body, kind=kind
+    )
+    enqueue(EMAIL_TASK, delivery.pk)
+    return delivery
+
+
+def email_deliver(*, delivery_id: int) -> bool:
+    """Send one recorded e-mail. Returns whether it should be tried again (a failure short of
+    MAX_ATTEMPTS); each failure is kept on the row."""
+    delivery = EmailDelivery.objects.filter(pk=delivery_id, state=EmailDelivery.State.PENDING).first()
+    if delivery is None:
+        return False
+    try:
+        EmailMessage(delivery.subject, delivery.body, None, [delivery.address]).send(fail_silently=False)
+    except OSError as error:  # smtplib's errors are OSErrors, as are refused and timed-out connections
+        return delivery.record_attempt(str(error) or type(error).__name__, max_attempts=MAX_ATTEMPTS)
+    return delivery.record_attempt(max_attempts=MAX_ATTEMPTS)

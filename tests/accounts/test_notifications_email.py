@@ -1,0 +1,95 @@
+"""E-mails go out from a worker, never in the request: a slow or unreachable mail server holds up
+nobody, the connection times out, a failure is tried again and then kept on the row, and the
+notifications page shows how the latest e-mails went. The mail server here is a real SMTP client
+talking to sockets on loopback: one that refuses, one that never answers."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from django.core import mail
+
+from portal.accounts.emails import MAX_ATTEMPTS, email_deliver
+from portal.accounts.models import EmailDelivery
+from portal.accounts.notifications import notify
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def smtp(settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST = "127.0.0.1"
+    settings.EMAIL_USE_TLS = False
+    return settings
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A port that accepts connections and never says a word, as a mail server that hangs does."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield listener.getsockname()[1]
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_email_is_sent_after_commit_by_a_job_and_recorded(run_jobs, researcher):
+    researcher.email = "alice@example.com"
+    researcher.save()
+    notify(user=researcher, message="Sandbox x is running.", email_subject="Running", kind="running")
+    delivery = EmailDelivery.objects.get()
+    assert delivery.state == EmailDelivery.State.PENDING and mail.outbox == []  # nothing sent in the request
+
+    run_jobs(
+        lambda: notify(user=researcher, message="Sandbox y ended.", email_subject="Ended", kind="expired")
+    )
+    sent = EmailDelivery.objects.get(subject="Ended")
+    assert sent.state == EmailDelivery.State.SENT and sent.attempts == 1 and sent.sent_at is not None
+    assert [(m.subject, m.to) for m in mail.outbox] == [("Ended", ["alice@example.com"])]
+
+
+def test_a_refusing_mail_server_is_tried_again_then_recorded_and_shown(
+    smtp, run_jobs, researcher, researcher_client
+):
+    smtp.EMAIL_PORT = _closed_port()
+    researcher.email = "alice@example.com"
+    researcher.save()
+    run_jobs(lambda: notify(user=researcher, message="hello", email_subject="Hello", kind="budget"))
+    delivery = EmailDelivery.objects.get()
+    assert delivery.state == EmailDelivery.State.PENDING and delivery.attempts == 1
+    assert "refused" in delivery.last_error.lower()
+    for _ in range(MAX_ATTEMPTS - 1):
+        email_deliver(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+    assert delivery.state == EmailDelivery.State.FAILED and delivery.attempts == MAX_ATTEMPTS
+    assert email_deliver(delivery_id=delivery.pk) is False  # a failed one is left alone
+
+    page = researcher_client.get("/notifications/").content.decode()
+    assert "Latest e-mails" in page and "Budget alerts" in page and "Failed" in page
+
+
+def test_a_mail_server_that_never_answers_times_out(smtp, silent_server, researcher):
+    smtp.EMAIL_PORT = silent_server
+    smtp.EMAIL_TIMEOUT = 1
+    researcher.email = "alice@example.com"
+    researcher.save()
+    notify(user=researcher, message="hello", email_subject="Hello", kind="budget")
+    delivery = EmailDelivery.objects.get()
+    assert email_deliver(delivery_id=delivery.pk) is True  # to be tried again later
+    delivery.refresh_from_db()
+    assert delivery.state == EmailDelivery.State.PENDING and "timed out" in delivery.last_error
+
+
+def test_no_address_no_email(run_jobs, researcher):
+    researcher.email = ""
+    researcher.save()
+    run_jobs(lambda: notify(user=researcher, message="hello", email_subject="Hello", kind="budget"))
+    assert not EmailDelivery.objects.exists()
