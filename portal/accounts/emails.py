@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.core.mail import EmailMessage
 
+from portal.accounts.deliveries import delivery_attempt_record
 from portal.accounts.models import EmailDelivery, User
 from portal.core.jobs import enqueue
 
@@ -31,5 +32,7 @@ def email_deliver(*, delivery_id: int) -> bool:
     try:
         EmailMessage(delivery.subject, delivery.body, None, [delivery.address]).send(fail_silently=False)
     except OSError as error:  # smtplib's errors are OSErrors, as are refused and timed-out connections
-        return delivery.record_attempt(str(error) or type(error).__name__, max_attempts=MAX_ATTEMPTS)
-    return delivery.record_attempt(max_attempts=MAX_ATTEMPTS)
+        return delivery_attempt_record(
+            delivery=delivery, error=str(error) or type(error).__name__, max_attempts=MAX_ATTEMPTS
+        )
+    return delivery_attempt_record(delivery=delivery, max_attempts=MAX_ATTEMPTS)

@@ -7,7 +7,6 @@ from django.contrib.auth.models import AbstractUser
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
-from django.utils import timezone
 from encrypted_fields.fields import EncryptedCharField
 
 
@@ -276,22 +275,6 @@ class Delivery(models.Model):
     class Meta:
         abstract = True
         ordering = ["-created_at", "-id"]
-
-    def record_attempt(self, error: str = "", *, max_attempts: int) -> bool:
-        """Keep how one attempt went: sent, or its error. Returns whether to try again (a failure
-        short of `max_attempts`; the last one marks it failed)."""
-        attempts = self.attempts + 1
-        rows = type(self).objects.filter(pk=self.pk)
-        if not error:
-            rows.update(attempts=attempts, state=self.State.SENT, sent_at=timezone.now(), last_error="")
-            return False
-        final = attempts >= max_attempts
-        rows.update(
-            attempts=attempts,
-            last_error=error[:500],
-            state=self.State.FAILED if final else self.State.PENDING,
-        )
-        return not final
 
 
 class WebhookDelivery(Delivery):

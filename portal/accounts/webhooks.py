@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
+from portal.accounts.deliveries import delivery_attempt_record
 from portal.accounts.models import WebhookDelivery, WebhookFormat
 from portal.core.errors import ValidationFailed
 
@@ -103,7 +104,11 @@ def webhook_deliver(*, delivery_id: int) -> bool:
         if response.status_code >= 300:
             raise OSError(f"HTTP {response.status_code}: {response.text[:200]}")
     except ValidationFailed as refused:
-        return delivery.record_attempt(refused.message, max_attempts=0)  # never worth another try
+        return delivery_attempt_record(
+            delivery=delivery, error=refused.message, max_attempts=0
+        )  # never worth another try
     except (httpx.HTTPError, OSError) as error:
-        return delivery.record_attempt(str(error) or type(error).__name__, max_attempts=MAX_ATTEMPTS)
-    return delivery.record_attempt(max_attempts=MAX_ATTEMPTS)
+        return delivery_attempt_record(
+            delivery=delivery, error=str(error) or type(error).__name__, max_attempts=MAX_ATTEMPTS
+        )
+    return delivery_attempt_record(delivery=delivery, max_attempts=MAX_ATTEMPTS)
