@@ -76,6 +76,10 @@ def _schedule() -> dict:
             "task": "spend.rollup_due",
             "schedule": 300.0,
         },
+        "redrive-deliveries": {  # e-mails and webhook messages whose job was lost are queued again
+            "task": "notifications.redrive",
+            "schedule": 600.0,
+        },
         "remind-approvals": {  # leads reminded of requests waiting past the team's reminder hours
             "task": "approvals.remind_waiting",
             "schedule": 600.0,

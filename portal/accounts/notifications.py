@@ -8,15 +8,16 @@ after commit, never in the request; so does an e-mail (`notifications.email_deli
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from portal.accounts.emails import email_send
+from portal.accounts.emails import EMAIL_TASK, email_send
 from portal.accounts.models import (
+    EmailDelivery,
     Notification,
     NotificationChannel,
     NotificationKind,
@@ -33,6 +34,9 @@ from portal.core.errors import NotAllowed, NotFound, ValidationFailed
 from portal.core.jobs import enqueue
 
 WEBHOOK_TASK = "notifications.webhook_deliver"
+# A delivery still pending this long after it was made lost its job (the broker was down when it
+# was queued, or a worker died between two tries): its tries and back-off take minutes, not this.
+STALLED_AFTER = timedelta(minutes=15)
 KINDS = [kind.value for kind in NotificationKind]
 CHANNELS = [channel.value for channel in NotificationChannel]
 
@@ -219,3 +223,16 @@ def team_notifications_set(
     detail = f"webhook {'set' if team.webhook_url else 'none'} ({webhook_format}), reminders after {hours} h"
     audit_record(actor=user, action="team.notifications_set", obj=team, detail=detail)
     return team
+
+
+def deliveries_redrive(*, now: datetime | None = None) -> list[tuple[str, int]]:
+    """Queue again the e-mails and webhook messages whose job was lost (still pending long after
+    they were made), so none waits forever. Returns the (task, id) pairs queued."""
+    before = (now or timezone.now()) - STALLED_AFTER
+    queued = []
+    for task, model in ((EMAIL_TASK, EmailDelivery), (WEBHOOK_TASK, WebhookDelivery)):
+        stalled = model.objects.filter(state=model.State.PENDING, created_at__lt=before)
+        for pk in stalled.order_by("pk").values_list("pk", flat=True)[:500]:
+            enqueue(task, pk)
+            queued.append((task, pk))
+    return queued

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
+import time_machine
 from django.core import mail
+from django.utils import timezone
 
 from portal.accounts.emails import MAX_ATTEMPTS, email_deliver
-from portal.accounts.models import EmailDelivery
-from portal.accounts.notifications import notify
+from portal.accounts.models import EmailDelivery, WebhookDelivery
+from portal.accounts.notifications import deliveries_redrive, notify
+from workers.celery import _schedule
 
 pytestmark = pytest.mark.django_db
 
@@ -93,3 +97,31 @@ def test_no_address_no_email(run_jobs, researcher):
     researcher.save()
     run_jobs(lambda: notify(user=researcher, message="hello", email_subject="Hello", kind="budget"))
     assert not EmailDelivery.objects.exists()
+
+
+def test_an_email_whose_job_was_lost_is_queued_again_by_the_beat(run_jobs, researcher):
+    researcher.email = "alice@example.com"
+    researcher.save()
+    with time_machine.travel(timezone.now() - timedelta(minutes=20)):
+        notify(user=researcher, message="lost", email_subject="Lost", kind="budget")  # its job never ran
+    notify(user=researcher, message="fresh", email_subject="Fresh", kind="budget")  # its job is on its way
+    lost, fresh = EmailDelivery.objects.get(subject="Lost"), EmailDelivery.objects.get(subject="Fresh")
+
+    assert run_jobs(deliveries_redrive) == [("notifications.email_deliver", lost.pk)]
+    lost.refresh_from_db()
+    assert lost.state == EmailDelivery.State.SENT and [m.subject for m in mail.outbox] == ["Lost"]
+    assert run_jobs(deliveries_redrive) == []  # sent: nothing left to queue
+    assert EmailDelivery.objects.get(pk=fresh.pk).state == EmailDelivery.State.PENDING
+
+    with time_machine.travel(timezone.now() - timedelta(minutes=20)):
+        hook = WebhookDelivery.objects.create(
+            user=researcher,
+            url="https://hooks.example.com/x",
+            webhook_format="generic",
+            kind="budget",
+            body={},
+        )
+    assert deliveries_redrive() == [("notifications.webhook_deliver", hook.pk)]  # webhook messages too
+
+    entry = _schedule()["redrive-deliveries"]
+    assert entry["task"] == "notifications.redrive" and entry["schedule"] >= 300  # longer than the tries

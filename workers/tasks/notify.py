@@ -6,6 +6,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from portal.accounts.emails import email_deliver as send
+from portal.accounts.notifications import deliveries_redrive
 from portal.accounts.webhooks import webhook_deliver as deliver
 from portal.approvals.services import approvals_remind_waiting
 
@@ -22,6 +23,12 @@ def email_deliver(self, delivery_id: int) -> None:
     """Send one e-mail; a failure short of the last attempt is tried again later."""
     if send(delivery_id=delivery_id) and not self.request.is_eager:
         raise self.retry(countdown=30 * 2**self.request.retries)
+
+
+@shared_task(name="notifications.redrive", ignore_result=True)
+def redrive() -> None:
+    """Queue again the e-mails and webhook messages whose job was lost."""
+    deliveries_redrive()
 
 
 @shared_task(name="approvals.remind_waiting", ignore_result=True)
