@@ -27,3 +27,5 @@ urlpatterns = [
 handler400 = "portal.core.views.bad_request"
 # A path that names no route: the API's error shape on /api/ paths too.
 handler404 = "portal.core.views.page_not_found"
+# An error no view handled: the API's error shape on /api/ paths, a page that needs no database elsewhere.
+handler500 = "portal.core.views.server_error"

@@ -89,6 +89,15 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return defaults.page_not_found(request, exception)
 
 
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: on API paths the API's error shape, so a client reads it as it reads any
+    error; elsewhere templates/500.html, which needs no database."""
+    if request.path.startswith("/api/"):
+        message = "The portal failed on its side and the error was logged. Try again; if it keeps happening, tell the platform team."
+        return JsonResponse(error_body("server_error", message), status=500)
+    return defaults.server_error(request)
+
+
 def favicon(request: HttpRequest) -> HttpResponse:
     """/favicon.ico, which browsers ask for on pages that name no icon (the browsable API's):
     the portal's icon, not a 404 in every console."""
