@@ -32,6 +32,8 @@ VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(BASE_DIR / "var")))
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# A form posted from a page older than the sign-in gets the portal's page and the way back.
+CSRF_FAILURE_VIEW = "portal.core.views.csrf_failure"
 PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 # The embedded default answers to loopback names only (`make run`); anything else is a deployment,
 # which gets the production defaults below (secure cookies, HTTPS, HSTS) and needs its own key.

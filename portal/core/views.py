@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from functools import wraps
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import render, resolve_url
 from django.templatetags.static import static
-from django.utils.http import urlencode
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views import defaults
 
 from portal.core.api import error_body, refused_request_error
@@ -96,6 +97,16 @@ def server_error(request: HttpRequest) -> HttpResponse:
         message = "The portal failed on its side and the error was logged. Try again; if it keeps happening, tell the platform team."
         return JsonResponse(error_body("server_error", message), status=500)
     return defaults.server_error(request)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: a form posted from a page older than the sign-in (or without the cookie)
+    gets the portal's page, with the way back to the page it came from, not Django's."""
+    referer = request.headers.get("Referer", "")
+    same_site = url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()})
+    back = urlsplit(referer) if referer and same_site else None
+    context = {"back": f"{back.path}?{back.query}" if back and back.query else (back.path if back else "/")}
+    return render(request, "403_csrf.html", context, status=403)
 
 
 def favicon(request: HttpRequest) -> HttpResponse:
