@@ -140,6 +140,38 @@
   markInvalid();
   document.addEventListener("htmx:afterSettle", markInvalid);
 
+  // An action sent by htmx (a decision, a token, a budget) that failed would otherwise change
+  // nothing on the page and say nothing: htmx does not swap an error answer. Say what happened in
+  // the messages area. Polls are left out: the next one tries again.
+  function actionFailed(text) {
+    const area = document.getElementById("messages");
+    if (!area) return;
+    const note = document.createElement("div");
+    note.className = "flash flash-error";
+    note.setAttribute("role", "alert");
+    note.textContent = text;
+    area.replaceChildren(note);
+    area.scrollIntoView({ block: "nearest" });
+  }
+  function isAction(event) {
+    const config = event.detail && event.detail.requestConfig;
+    return Boolean(config) && config.verb !== "get";
+  }
+  document.addEventListener("htmx:responseError", function (event) {
+    if (!isAction(event)) return;
+    const status = event.detail.xhr ? event.detail.xhr.status : 0;
+    if (status === 403) {
+      actionFailed("That did not go through: this page is older than your sign-in. Reload it and try again; nothing was changed.");
+    } else if (status >= 500) {
+      actionFailed("That did not go through: the portal failed on its side (the error was logged). Reload the page to see what changed, then try again.");
+    } else {
+      actionFailed("That did not go through (the portal answered " + status + "). Reload the page and try again.");
+    }
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    if (isAction(event)) actionFailed("The portal could not be reached. Check your connection, then try again.");
+  });
+
   // Close the user menu when clicking elsewhere.
   document.addEventListener("click", function (event) {
     document.querySelectorAll("details.user-menu[open]").forEach(function (menu) {
