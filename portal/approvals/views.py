@@ -19,7 +19,7 @@ from portal.approvals.selectors import (
 )
 from portal.approvals.services import approval_decide
 from portal.core.errors import DomainError, NotFound
-from portal.core.views import fragment, login_required, page, wants_fragment
+from portal.core.views import fragment, login_required, page, part_of, wants_fragment
 from portal.workloads.live import badges_version, events_version, nothing_changed, unchanged
 from portal.workloads.models import Approval
 
@@ -95,6 +95,7 @@ def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
+@part_of("dashboard")
 def nav_badges(request: HttpRequest) -> HttpResponse:
     """The nav's poll on every page: the approvals and notifications badges, out of band, when
     their counts moved; a 204 when they did not (three small queries, nothing rendered)."""

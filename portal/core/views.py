@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
-from django.shortcuts import render, resolve_url
+from django.shortcuts import redirect, render, resolve_url
 from django.templatetags.static import static
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views import defaults
@@ -40,6 +40,22 @@ def login_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
         return redirect_to_login(request.get_full_path())
 
     return wrapper
+
+
+def part_of(page_name: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """For a GET that answers part of a page to htmx: opened on its own (a copied address, a
+    reload of one), it sends the browser to the page that holds the part, not a bare fragment."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method == "GET" and not getattr(request, "htmx", None):
+                return redirect(page_name)
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def page(

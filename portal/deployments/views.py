@@ -15,7 +15,7 @@ from portal.catalog.selectors import catalog_entries, default_request, model_siz
 from portal.catalog.sizing import Sizing
 from portal.core.errors import DomainError, NotFound
 from portal.core.text import counted
-from portal.core.views import fragment, login_required, page, wants_fragment
+from portal.core.views import fragment, login_required, page, part_of, wants_fragment
 from portal.core.web import form_refused, run_service
 from portal.deployments.forms import SIZING_FIELDS, DeployForm, ScaleForm, body_from_form, initial_from_body
 from portal.deployments.idle import deployment_scale_back
@@ -145,6 +145,7 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@part_of("deployment-new")
 def deployment_fits(request: HttpRequest) -> HttpResponse:
     """The GPU choice for the model, precision, context and concurrency in the form; when the model
     changed, its precision, context and concurrency fields too (out of band, at its defaults)."""
@@ -168,6 +169,7 @@ def deployment_fits(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@part_of("deployment-new")
 def deployment_estimate_panel(request: HttpRequest) -> HttpResponse:
     """What the form holds now would cost per hour (all replicas) and whether a lead must approve."""
     form = _deploy_form(request, request.GET)

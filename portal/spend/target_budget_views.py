@@ -11,7 +11,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_http_methods
 
 from portal.core.errors import DomainError, NotAllowed, NotFound
-from portal.core.views import fragment, login_required, page, wants_fragment
+from portal.core.views import fragment, login_required, page, part_of, wants_fragment
 from portal.core.web import add_service_errors
 from portal.spend.daily import sees_whole_team
 from portal.spend.models import Budget
@@ -89,6 +89,7 @@ def team_target_budgets_panel(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
+@part_of("spend")
 def my_budgets_panel(request: HttpRequest) -> HttpResponse:
     """The signed-in user's own budgets, in each team that set one, and where each stands."""
     return fragment(

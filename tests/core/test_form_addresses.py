@@ -29,3 +29,24 @@ def test_the_api_keeps_its_own_405(alice):
     response = alice.delete("/api/v1/me")
     assert response.status_code == 405
     assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_the_address_of_part_of_a_page_opened_alone_goes_to_the_page(researcher, team, whole_gpus):
+    from tests.rows import HTMX, make_sandbox
+
+    client = signed_in(researcher)
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=whole_gpus[0])
+    parts = {
+        "/sandboxes/estimate/?team=vision": "/sandboxes/new/",
+        "/sandboxes/mig-profiles/": "/sandboxes/new/",
+        "/deployments/new/fits/": "/deployments/new/",
+        "/deployments/new/estimate/": "/deployments/new/",
+        "/spend/my-budgets/": "/spend/",
+        "/live/badges/": "/",
+        f"/sandboxes/{sandbox.number}/insight/": f"/sandboxes/{sandbox.number}/",
+        f"/sandboxes/{sandbox.number}/kubectl/": f"/sandboxes/{sandbox.number}/",
+    }
+    for part, page in parts.items():
+        response = client.get(part)
+        assert (response.status_code, response["Location"]) == (302, page), part
+        assert client.get(part, **HTMX).status_code in (200, 204), part  # htmx still gets the part

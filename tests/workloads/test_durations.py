@@ -40,6 +40,7 @@ def test_the_estimate_says_a_short_lifetime_in_minutes(researcher_client, fleet)
             "ttl_hours": "0.034",
             "lifetime_mode": "hours",
         },
+        HTTP_HX_REQUEST="true",  # the form's htmx refresh
     ).content.decode()
     assert "runs 2 minutes from when it starts" in page
     assert "0.03 h" not in page

@@ -98,6 +98,7 @@ def test_the_estimate_says_the_lifetime_runs_from_the_start(researcher_client, f
             "ttl_hours": 48,
             "lifetime_mode": "hours",
         },
+        HTTP_HX_REQUEST="true",  # the form's htmx refresh
     )
     assert page.status_code == 200
     assert "runs 48 h from when it starts" in page.content.decode()

@@ -130,7 +130,7 @@ def test_the_form_estimate_shows_what_is_reserved_and_when_it_starts(fleet, rese
         "ttl_hours": 3,
         "start_at": start.strftime("%Y-%m-%dT%H:%M"),
     }
-    panel = researcher_client.get("/sandboxes/estimate/", form)
+    panel = researcher_client.get("/sandboxes/estimate/", form, HTTP_HX_REQUEST="true")
     assert panel.status_code == 200
     html = panel.content.decode()
     assert f"starts {start:%Y-%m-%d %H:%M} UTC" in html

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from portal.accounts.selectors import recent_notifications, team_members, user_teams
 from portal.core.errors import DomainError, NotFound
-from portal.core.views import fragment, login_required, page, wants_fragment
+from portal.core.views import fragment, login_required, page, part_of, wants_fragment
 from portal.core.web import run_service
 from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.forms import SandboxRequestForm, body_from_form, initial_from_body
@@ -134,6 +134,7 @@ def sandbox_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@part_of("sandbox-new")
 def sandbox_estimate_panel(request: HttpRequest) -> HttpResponse:
     """The live estimate for what the form holds now."""
     form = _request_form(request, request.GET)
@@ -149,6 +150,7 @@ def sandbox_estimate_panel(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@part_of("sandbox-new")
 def sandbox_mig_profiles(request: HttpRequest) -> HttpResponse:
     """The MIG profile field for the chosen GPU type; the estimate refreshes once it is swapped."""
     form = _request_form(request, request.GET)
@@ -247,7 +249,10 @@ def _panel(
     request: HttpRequest, number: int, template: str, *, ask: Callable[[], object], read: Callable[[], dict]
 ) -> HttpResponse:
     """A panel of the sandbox page that a POST asks a worker to fill (`ask`) and a GET shows
-    (`read`): a refusal is shown in the panel, a sandbox the user may not see is a 404."""
+    (`read`): a refusal is shown in the panel, a sandbox the user may not see is a 404, and the
+    panel's address opened on its own goes to the sandbox's page."""
+    if request.method == "GET" and not request.htmx:
+        return redirect("sandbox-detail", number=number)
     try:
         if request.method == "POST":
             ask()
