@@ -78,6 +78,7 @@ def test_a_refusing_mail_server_is_tried_again_then_recorded_and_shown(
 
     page = researcher_client.get("/notifications/").content.decode()
     assert "Latest e-mails" in page and "Budget alerts" in page and "Failed" in page
+    assert "<td>Hello</td>" in page  # its subject
 
 
 def test_a_mail_server_that_never_answers_times_out(smtp, silent_server, researcher):
