@@ -161,7 +161,7 @@
     if (!isAction(event)) return;
     const status = event.detail.xhr ? event.detail.xhr.status : 0;
     if (status === 403) {
-      actionFailed("That did not go through: this page is older than your sign-in. Reload it and try again; nothing was changed.");
+      actionFailed("That did not go through: the portal refused it, most likely because this page is older than your sign-in. Reload it and try again; nothing was changed.");
     } else if (status >= 500) {
       actionFailed("That did not go through: the portal failed on its side (the error was logged). Reload the page to see what changed, then try again.");
     } else {

@@ -33,7 +33,7 @@ def test_a_failed_decision_says_so_and_a_poll_does_not(
 
     page.route("**/decide/", lambda route: route.fulfill(status=403, body="stale"))
     page.click("button:has-text('Approve')")
-    expect(messages).to_contain_text("this page is older than your sign-in")
+    expect(messages).to_contain_text("most likely because this page is older than your sign-in")
     page.unroute("**/decide/")
 
     page.route("**/decide/", lambda route: route.abort())
