@@ -80,6 +80,10 @@ def _schedule() -> dict:
             "task": "notifications.redrive",
             "schedule": 600.0,
         },
+        "prune-deliveries": {  # records of e-mails and webhook messages sent or failed 90 days ago
+            "task": "notifications.prune",
+            "schedule": 86400.0,
+        },
         "remind-approvals": {  # leads reminded of requests waiting past the team's reminder hours
             "task": "approvals.remind_waiting",
             "schedule": 600.0,

@@ -37,6 +37,8 @@ WEBHOOK_TASK = "notifications.webhook_deliver"
 # A delivery still pending this long after it was made lost its job (the broker was down when it
 # was queued, or a worker died between two tries): its tries and back-off take minutes, not this.
 STALLED_AFTER = timedelta(minutes=15)
+# How long the record of a sent or failed e-mail or webhook message is kept (the pages show the latest).
+DELIVERIES_KEPT = timedelta(days=90)
 KINDS = [kind.value for kind in NotificationKind]
 CHANNELS = [channel.value for channel in NotificationChannel]
 
@@ -236,3 +238,14 @@ def deliveries_redrive(*, now: datetime | None = None) -> list[tuple[str, int]]:
             enqueue(task, pk)
             queued.append((task, pk))
     return queued
+
+
+def deliveries_prune(*, now: datetime | None = None) -> int:
+    """Delete the records of e-mails and webhook messages sent or failed more than DELIVERIES_KEPT
+    ago; pending ones stay. Returns how many went."""
+    before = (now or timezone.now()) - DELIVERIES_KEPT
+    gone = 0
+    for model in (EmailDelivery, WebhookDelivery):
+        done = model.objects.filter(created_at__lt=before).exclude(state=model.State.PENDING)
+        gone += done.delete()[0]
+    return gone

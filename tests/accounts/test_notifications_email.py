@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from portal.accounts.emails import MAX_ATTEMPTS, email_deliver
 from portal.accounts.models import EmailDelivery, WebhookDelivery
-from portal.accounts.notifications import deliveries_redrive, notify
+from portal.accounts.notifications import deliveries_prune, deliveries_redrive, notify
 from workers.celery import _schedule
 
 pytestmark = pytest.mark.django_db
@@ -126,3 +126,21 @@ def test_an_email_whose_job_was_lost_is_queued_again_by_the_beat(run_jobs, resea
 
     entry = _schedule()["redrive-deliveries"]
     assert entry["task"] == "notifications.redrive" and entry["schedule"] >= 300  # longer than the tries
+
+
+def test_records_of_messages_sent_or_failed_90_days_ago_are_forgotten(run_jobs, researcher):
+    researcher.email = "alice@example.com"
+    researcher.save()
+    with time_machine.travel(timezone.now() - timedelta(days=91)):
+        run_jobs(lambda: notify(user=researcher, message="old", email_subject="Old", kind="budget"))
+        notify(user=researcher, message="stuck", email_subject="Stuck", kind="budget")  # still pending
+        WebhookDelivery.objects.create(
+            user=researcher, url="https://hooks.example.com/x", webhook_format="generic", kind="budget",
+            body={}, state=WebhookDelivery.State.FAILED,
+        )  # fmt: skip
+    run_jobs(lambda: notify(user=researcher, message="new", email_subject="New", kind="budget"))
+
+    assert deliveries_prune() == 2  # the old sent e-mail and the old failed webhook message
+    assert sorted(EmailDelivery.objects.values_list("subject", flat=True)) == ["New", "Stuck"]
+    assert not WebhookDelivery.objects.exists()
+    assert _schedule()["prune-deliveries"]["task"] == "notifications.prune"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from portal.accounts.emails import email_deliver as send
-from portal.accounts.notifications import deliveries_redrive
+from portal.accounts.notifications import deliveries_prune, deliveries_redrive
 from portal.accounts.webhooks import webhook_deliver as deliver
 from portal.approvals.services import approvals_remind_waiting
 
@@ -29,6 +29,12 @@ def email_deliver(self, delivery_id: int) -> None:
 def redrive() -> None:
     """Queue again the e-mails and webhook messages whose job was lost."""
     deliveries_redrive()
+
+
+@shared_task(name="notifications.prune", ignore_result=True)
+def prune() -> None:
+    """Forget the e-mails and webhook messages sent or failed long ago."""
+    deliveries_prune()
 
 
 @shared_task(name="approvals.remind_waiting", ignore_result=True)
