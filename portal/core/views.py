@@ -119,10 +119,11 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF_FAILURE_VIEW: a form posted from a page older than the sign-in (or without the cookie)
     gets the portal's page, with the way back to the page it came from, not Django's."""
     referer = request.headers.get("Referer", "")
-    same_site = url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()})
-    back = urlsplit(referer) if referer and same_site else None
-    context = {"back": f"{back.path}?{back.query}" if back and back.query else (back.path if back else "/")}
-    return render(request, "403_csrf.html", context, status=403)
+    back = "/"
+    if referer and url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()}):
+        came_from = urlsplit(referer)
+        back = (came_from.path or "/") + (f"?{came_from.query}" if came_from.query else "")
+    return render(request, "403_csrf.html", {"back": back}, status=403)
 
 
 def favicon(request: HttpRequest) -> HttpResponse:

@@ -279,13 +279,13 @@ class HomeFacts:
         return (self.price_per_gb_month * self.size_gb).quantize(Decimal("0.01"))
 
 
+def _homes_of(user_id: int) -> QuerySet[Home]:
+    """A user's home, unless deleted (one at most)."""
+    return Home.objects.filter(user_id=user_id).exclude(state=Home.State.DELETED)
+
+
 def home_facts(*, user: User) -> HomeFacts:
-    home = (
-        Home.objects.filter(user=user)
-        .exclude(state=Home.State.DELETED)
-        .select_related("team", "cluster")
-        .first()
-    )
+    home = _homes_of(user.pk).select_related("team", "cluster").first()
     team = home.team if home else next(iter(user_teams(user)), None)
     holder = None
     if home is not None and home.attached_to_id:
@@ -295,17 +295,12 @@ def home_facts(*, user: User) -> HomeFacts:
 
 def home_size_gb(user: User) -> int | None:
     """The size of the user's home volume, None before their first sandbox makes it."""
-    return (
-        Home.objects.filter(user=user)
-        .exclude(state=Home.State.DELETED)
-        .values_list("size_gb", flat=True)
-        .first()
-    )
+    return _homes_of(user.pk).values_list("size_gb", flat=True).first()
 
 
 def sandbox_home_note(sandbox: Workload) -> str:
     """What /home is in a sandbox, in a line: its owner's home, or a scratch one and why."""
-    home = Home.objects.filter(user_id=sandbox.owner_id).exclude(state=Home.State.DELETED).first()
+    home = _homes_of(sandbox.owner_id).first()
     if home is not None and home.attached_to_id == sandbox.pk:
         return f"{sandbox.owner.username}'s home volume ({home.size_gb} GB), kept when the sandbox ends"
     if sandbox.never_placed:

@@ -77,15 +77,15 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 
 def _request_form(
-    request: HttpRequest, data: object = None, initial: dict | None = None
+    request: HttpRequest, data: object = None, initial: dict | None = None, *, whole: bool = False
 ) -> SandboxRequestForm:
+    """The request form; `whole` when the page draws all of it (its storage help names the size
+    of the user's home), not for the estimate and MIG-profile parts the form refreshes as it is
+    filled in."""
     teams = user_teams(request.user)
+    home_gb = home_size_gb(request.user) if whole else None
     return SandboxRequestForm(
-        data,
-        initial=initial,
-        teams=teams,
-        choices=request_choices(teams),
-        home_gb=home_size_gb(request.user),
+        data, initial=initial, teams=teams, choices=request_choices(teams), home_gb=home_gb
     )
 
 
@@ -103,7 +103,7 @@ def _prefill(request: HttpRequest) -> tuple[dict | None, str, str]:
 def sandbox_new(request: HttpRequest) -> HttpResponse:
     """The request form; a valid request goes to its detail page."""
     if request.method == "POST":
-        form = _request_form(request, request.POST)
+        form = _request_form(request, request.POST, whole=True)
         prefilled_from = ""
         if request.POST.get("save_preset"):
             form.fields["name"].required = False  # each request names itself
@@ -121,7 +121,7 @@ def sandbox_new(request: HttpRequest) -> HttpResponse:
         preset_problem = ""
     else:
         initial, prefilled_from, preset_problem = _prefill(request)
-        form = _request_form(request, initial=initial)
+        form = _request_form(request, initial=initial, whole=True)
     context = {
         "form": form,
         "quota_rule": share_rule_text(),
