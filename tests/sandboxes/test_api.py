@@ -142,7 +142,7 @@ def test_an_ended_sandbox_name_may_be_used_again(fleet, h100, team, researcher, 
     ended = make_sandbox(owner=researcher, team=team, gpu_type=h100, name="mig-small", state="terminated")
     response = alice.post(URL, slice_body, format="json")
     assert response.status_code == 201
-    assert response.json()["name"] == "mig-small" and response.json()["id"] != ended.pk
+    assert response.json()["name"] == "mig-small" and response.json()["id"] != ended.number
 
 
 def test_over_quota_says_how_much_is_left_and_creates_nothing(fleet, team, alice, slice_body):
