@@ -301,13 +301,14 @@ def test_a_workload_at_a_ranges_edge_with_a_total_under_another_user_inside_is_c
 
 
 def test_the_workloads_held_at_each_edge_are_looked_up_by_where_that_edge_lies(
-    gpus, team, researcher, admin_user
+    gpus, team, researcher, admin_user, settings
 ):
     """A range from 12:20 on a rolled day to now: its start reads the hour from 12:00 less twenty
     minutes (taken away, within the rolled part of a day read by the hour), its end is the minutes
     since today's roll-up. A workload held in those minutes whose rolled days lie inside the range
     costs its total there plus those minutes; one held only in the twenty minutes taken away has a
     day row on the start's day, so no total inside. Each edge is judged on its own."""
+    settings.PORTAL_SPEND_HOUR_DAYS = 35  # the start's day, the 5th, is read by the hour
     boxes = [make_sandbox(owner=researcher, team=team, gpu_type=gpus[0].gpu_type) for _ in range(5)]
     back_now, in_minus, across_start, inside, at_start = boxes
     twenty = timedelta(minutes=20)
