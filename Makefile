@@ -30,11 +30,15 @@ run: install
 	PORTAL_BASE_URL=$${PORTAL_BASE_URL:-http://127.0.0.1:$(PORT)} $(BIN)/python manage.py runportal 127.0.0.1:$(PORT)
 
 ## test: lint, the unit tests on SQLite with Celery eager (the fast local loop), then the whole
-## suite on PostgreSQL: the unit tests that reach the database again, the integration tests (a
-## real Celery worker on Redis) and the browser tests (headless Chromium). Where PostgreSQL, Redis
-## or Chromium is missing those tests skip, saying why; with PORTAL_REQUIRE_POSTGRES /
+## suite on PostgreSQL: the unit tests that reach the database again, then the integration tests (a
+## real Celery worker on Redis) beside the browser tests (headless Chromium). Where PostgreSQL,
+## Redis or Chromium is missing those tests skip, saying why; with PORTAL_REQUIRE_POSTGRES /
 ## _INTEGRATION / _BROWSER=1 (CI) they fail.
-test: install-dev lint unit unit-pg integration browser
+test: install-dev lint unit unit-pg
+	$(MAKE) --no-print-directory -j2 --output-sync=target integration browser
+
+# The integration tests wait on their worker about half the time, so they run beside the browser
+# tests, each on a test database of its own; each pass prints its report when it ends.
 
 lint: install-dev
 	$(BIN)/ruff check .
@@ -63,8 +67,12 @@ unit-pg: install-dev
 integration: install-dev
 	DATABASE_URL=$(TEST_POSTGRES_URL) CELERY_BROKER_URL=$(TEST_REDIS_URL) $(BIN)/pytest -m integration
 
+# The browser tests on two workers (a Chromium each) and on a database named as TEST_POSTGRES_URL's
+# with `_browser` added, so that they can run beside the integration tests.
+BROWSER_WORKERS ?= 2
+
 browser: install-dev
-	DATABASE_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest -m browser
+	DATABASE_URL=$(TEST_POSTGRES_URL)_browser $(BIN)/pytest -m browser -n $(BROWSER_WORKERS)
 
 bench: install-dev
 	$(BIN)/python bench/placement.py

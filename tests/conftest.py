@@ -120,6 +120,9 @@ def pytest_collection_modifyitems(config, items):
         if others:
             config.hook.pytest_deselected(items=others)
             items[:] = [item for item in items if _reaches_database(item)]
+    # The longest first: pytest-xdist hands tests out in this order, and one started last would
+    # keep one worker busy for its whole length after the others had finished.
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
     kinds = {
         "integration": (REQUIRE_INTEGRATION, _integration_problem),
         "browser": (REQUIRE_BROWSER, _browser_problem),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from tests import browser_support
@@ -54,6 +55,7 @@ def visit(page, url: str, console: Console, ready: str) -> None:
     page.wait_for_load_state("networkidle")
 
 
+@pytest.mark.long
 def test_the_main_pages_raise_no_content_security_policy_violation(
     live_server, transactional_db, browser_page, fleet, researcher, lead, team, admin_user, whole_gpus
 ):

@@ -117,6 +117,7 @@ def connections_kept():
 
 
 @ONCE
+@pytest.mark.long
 def test_the_api_keeps_to_its_schema(db, connections_kept):
     from portal.demo.seed import demo_seed
 

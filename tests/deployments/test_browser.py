@@ -7,6 +7,8 @@ PORTAL_REQUIRE_BROWSER=1 (CI) that fails the run instead.
 
 from __future__ import annotations
 
+import pytest
+
 from portal.catalog.demo import catalog_seed
 from portal.workloads.models import Workload, WorkloadState
 from tests import browser_support
@@ -17,6 +19,7 @@ browser_page = browser_support.browser_page  # the fixture, where pytest looks f
 pytestmark = BROWSER
 
 
+@pytest.mark.long
 def test_a_researcher_sizes_70b_deploys_8b_scales_it_and_ends_it(
     live_server, transactional_db, settings, browser_page, fleet, researcher, team
 ):

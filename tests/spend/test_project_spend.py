@@ -72,6 +72,7 @@ def _assert_by_project(people, ranges) -> None:
                 assert reference.as_tuples(got) == reference.as_tuples(want), (viewer.username, start, end)
 
 
+@pytest.mark.long
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(holds=holds_strategy, storage=storage_strategy, ranges=ranges_strategy)
 def test_spend_by_project_equals_every_hold_costed_one_by_one(people, four_hour_days, holds, storage, ranges):

@@ -164,6 +164,7 @@ def assert_same_figures(people, ranges, *, viewers=None) -> None:
     }
 
 
+@pytest.mark.long
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     holds=holds_strategy,

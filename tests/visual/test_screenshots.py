@@ -73,6 +73,7 @@ def running_sandbox() -> None:
     )
 
 
+@pytest.mark.long
 def test_main_pages_look_as_their_references(live_server, transactional_db, browser_page, tmp_path):
     call_command("seed_demo", "--no-history", verbosity=0)
     running_sandbox()
