@@ -49,6 +49,27 @@
     }
   }, true);
 
+  // A form posted once is not posted again while the next page loads: a double click or a second
+  // Enter would send the request twice, and the second answer (a name already taken, a request
+  // already decided) would replace the page of the first, which went through. Its buttons look
+  // busy meanwhile. Forms sent by htmx are left to htmx (it drops a request from an element while
+  // one is in flight); coming back to the page (the browser's Back) makes the form usable again,
+  // and so does waiting: a navigation the user stopped leaves no form locked for good.
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (!(form instanceof HTMLFormElement) || event.defaultPrevented) return;
+    if (form.method.toLowerCase() !== "post" || form.target === "_blank") return;
+    if (form.hasAttribute("aria-busy")) {
+      event.preventDefault();
+      return;
+    }
+    form.setAttribute("aria-busy", "true");
+    setTimeout(function () { form.removeAttribute("aria-busy"); }, 15000);
+  });
+  window.addEventListener("pageshow", function () {
+    document.querySelectorAll("form[aria-busy]").forEach(function (form) { form.removeAttribute("aria-busy"); });
+  });
+
   // <span data-countdown-until="ISO time" data-countdown-done="ending">: the last hour before a
   // workload's expiry, ticking as "1 min 01 s"; at the deadline it says what happens next. htmx swaps
   // in fresh spans as the page refreshes, so each tick finds them anew.

@@ -1,0 +1,55 @@
+"""A form posted twice in a row (a double click on its button) sends one request: the second
+answer would otherwise replace the page of the first, which went through.
+
+Skipped where /usr/bin/chromium or Playwright is missing; PORTAL_REQUIRE_BROWSER=1 (CI) fails instead.
+"""
+
+from __future__ import annotations
+
+import time
+
+from portal.sandboxes.views import pages
+from portal.workloads.models import Workload
+from tests import browser_support
+from tests.browser_support import BROWSER, sign_in_as_alice
+
+browser_page = browser_support.browser_page  # the fixture, where pytest looks for it
+
+pytestmark = BROWSER
+
+
+def test_a_double_clicked_request_is_sent_once_and_lands_on_its_sandbox(
+    live_server, transactional_db, browser_page, fleet, researcher, team, monkeypatch
+):
+    from playwright.sync_api import expect
+
+    # The portal takes a moment to answer, as under load: the second click comes while the first
+    # request is on its way.
+    request = pages.sandbox_request
+    monkeypatch.setattr(pages, "sandbox_request", lambda **kwargs: time.sleep(0.6) or request(**kwargs))
+    page = browser_page
+    sign_in_as_alice(page, live_server)
+    page.goto(f"{live_server.url}/sandboxes/new/")
+    page.locator("input[name=name]").fill("twice")
+    page.fill("textarea[name=purpose]", "A double click")
+    form_url = f"{live_server.url}/sandboxes/new/"
+    posts = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" and r.url == form_url else None)
+
+    button = page.locator("button:has-text('Request sandbox')")
+    button.scroll_into_view_if_needed()
+    box = button.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.click(x, y)
+    page.wait_for_timeout(150)  # a double click, as a person makes one (the mouse, raw: a click
+    page.mouse.click(x, y)  # on the button would wait for the first one's page to load)
+
+    expect(page.locator("h1")).to_have_text("twice")
+    sandbox = Workload.objects.get(owner=researcher, name="twice")
+    assert page.url == f"{live_server.url}/sandboxes/{sandbox.number}/"
+    assert posts == [form_url]
+    expect(page.locator(".flash-error")).to_have_count(0)
+
+    # Back on the form (the browser's Back), it can be sent again: it is not left locked.
+    page.go_back()
+    expect(page.locator("form[aria-busy]")).to_have_count(0)
