@@ -52,8 +52,8 @@
   // A form posted once is not posted again while the next page loads: a double click or a second
   // Enter would send the request twice, and the second answer (a name already taken, a request
   // already decided) would replace the page of the first, which went through. Its buttons look
-  // busy meanwhile. Forms sent by htmx are left to htmx (it drops a request from an element while
-  // one is in flight); coming back to the page (the browser's Back) makes the form usable again,
+  // busy meanwhile. Forms sent by htmx are left out: their answer replaces the row or panel that
+  // holds them, so the request htmx queues behind the first has no form to send. Coming back to the page (the browser's Back) makes the form usable again,
   // and so does waiting: a navigation the user stopped leaves no form locked for good.
   document.addEventListener("submit", function (event) {
     const form = event.target;
