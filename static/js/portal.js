@@ -53,8 +53,9 @@
   // Enter would send the request twice, and the second answer (a name already taken, a request
   // already decided) would replace the page of the first, which went through. Its buttons look
   // busy meanwhile. Forms sent by htmx are left out: their answer replaces the row or panel that
-  // holds them, so the request htmx queues behind the first has no form to send. Coming back to the page (the browser's Back) makes the form usable again,
-  // and so does waiting: a navigation the user stopped leaves no form locked for good.
+  // holds them, so the request htmx queues behind the first has no form to send. Coming back to
+  // the page (the browser's Back) makes the form usable again, and so does waiting: a navigation
+  // the user stopped leaves no form locked for good.
   document.addEventListener("submit", function (event) {
     const form = event.target;
     if (!(form instanceof HTMLFormElement) || event.defaultPrevented) return;
