@@ -109,6 +109,17 @@ def test_the_catalogs_capacity_filter_is_a_small_checkbox(
     assert page.locator("label.pill:has(input[name=fits])").bounding_box()["height"] < 48
 
 
+def test_a_disabled_button_looks_disabled(live_server, transactional_db, browser_page, researcher, team):
+    """With no presets, *Fill the form* is disabled: it must not look like a button to press."""
+    page = browser_page
+    sign_in_as_alice(page, live_server)
+    page.goto(f"{live_server.url}/sandboxes/new/")
+    fill = page.locator("#preset-picker button")
+    assert fill.is_disabled()
+    assert fill.evaluate("b => getComputedStyle(b).cursor") == "not-allowed"
+    assert float(fill.evaluate("b => getComputedStyle(b).opacity")) <= 0.5
+
+
 def test_the_fleet_page_draws_clusters_and_mig_tiles_whole(
     live_server, transactional_db, browser_page, fleet, researcher, admin_user, slice_request
 ):
