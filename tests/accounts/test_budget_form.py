@@ -36,6 +36,18 @@ def test_a_lead_reads_the_current_values_in_the_form_and_sets_new_ones(lead_clie
     assert "policy=stop" in event.detail and "stop_grace_hours=12" in event.detail
 
 
+def test_the_page_says_who_sets_the_budget_itself_and_an_admin_gets_the_way_there(
+    lead_client, admin_client, team
+):
+    """Leads set alerts and policy here, not the amount: the page says so, or they look for it."""
+    lead_page = lead_client.get(URL).content.decode()
+    assert "is set by the platform's admins; ask one to change it." in lead_page
+    assert f"/admin/accounts/team/{team.pk}/change/" not in lead_page
+
+    admin_page = admin_client.get(URL).content.decode()
+    assert f'<a href="/admin/accounts/team/{team.pk}/change/">change it in the admin</a>' in admin_page
+
+
 def test_an_htmx_save_answers_with_the_form_and_the_message(lead_client, team):
     fragment = lead_client.post(URL, {**CHANGE, "policy": "warn"}, **HTMX).content.decode()
     assert "<html" not in fragment and 'id="team-budget-policy"' in fragment
