@@ -98,7 +98,9 @@ def test_a_leads_slack_message_has_the_signed_links_and_the_team_hook_has_none(
     )
     approval = Approval.objects.get(workload=sandbox)
     slack = next(body for body in received.bodies if "text" in body and "@type" not in body)
-    assert slack["text"].startswith("alice asks for 4x h100-80gb (big).")
+    assert slack["text"].startswith(
+        "alice asks for 4x h100-80gb (big, team Vision) for 48 h, $1,320.96 at most."
+    )
     # the link signed when the message went (its timestamp is that second's, so read it back)
     link = re.search(r"<([^<>|]+)\|Approve>", slack["text"])[1]
     prefix = action_link_make(approval_id=approval.pk, lead_id=lead.pk, action="approve").rsplit(":", 2)[0]

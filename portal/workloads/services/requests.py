@@ -169,9 +169,21 @@ def _create(
         )
         tell_deciders(
             approval=approval,
-            message=f"{user.username} asks for {workload.gpu_label} ({workload.name}). {decision.why_needed}",
+            message=_ask_message(user=user, workload=workload, resolved=resolved, why=decision.why_needed),
         )
     return workload
+
+
+def _ask_message(*, user: User, workload: Workload, resolved: ResolvedRequest, why: str) -> str:
+    """What a decider is told of a new request, on every channel: enough to decide from an e-mail
+    (what, for how long, what it costs at most, what for, why it waits)."""
+    when = f" from {resolved.start_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if resolved.start_at else ""
+    total = to_cents(resolved.hourly_cost * resolved.lifetime_hours)
+    purpose = f" Purpose: “{workload.purpose}”." if workload.purpose else ""
+    return (
+        f"{user.username} asks for {workload.gpu_label} ({workload.name}, team {workload.team.name}) for "
+        f"{hours_words(resolved.lifetime_hours)}{when}, ${total:,.2f} at most.{purpose} {why}"
+    )
 
 
 def tell_deciders(
