@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 
@@ -34,7 +34,14 @@ from portal.workloads.policy import (
     within_max_lifetime,
 )
 from portal.workloads.queue_wait import QueueWait
-from portal.workloads.selectors import common_row_fields, in_scope, placement_label, workloads_visible_to
+from portal.workloads.selectors import (
+    Estimate,
+    common_row_fields,
+    in_scope,
+    placement_label,
+    workload_estimate,
+    workloads_visible_to,
+)
 
 # States in which the endpoint answers: running, or provisioning while it scales.
 ENDPOINT_STATES = (WorkloadState.PROVISIONING, WorkloadState.RUNNING)
@@ -207,6 +214,7 @@ class DeploymentRow:
     example: str | None
     actions: list[str] = field(default_factory=list)  # what can be done to it now
     estimated_wait: QueueWait | None = None  # while queued
+    estimate: Estimate | None = None  # while waiting: its cost once placed
 
     @property
     def ready_replicas(self) -> int:
@@ -261,7 +269,8 @@ def deployment_rows(workloads: list[Workload], *, now: datetime | None = None) -
 
 def deployment_row_for(*, user: User, deployment_id: int) -> DeploymentRow:
     """The detail page's deployment; NotFound when the user may not see it."""
-    return deployment_rows([deployment_get_for(user=user, deployment_id=deployment_id)])[0]
+    (row,) = deployment_rows([deployment_get_for(user=user, deployment_id=deployment_id)])
+    return replace(row, estimate=workload_estimate(row.deployment))
 
 
 def fit_value(fit: Fit) -> str:

@@ -4,7 +4,7 @@ costs and placement, the detail row, and what the request form offers."""
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 
@@ -30,10 +30,12 @@ from portal.workloads.models import (
 )
 from portal.workloads.queue_wait import QueueWait
 from portal.workloads.selectors import (
+    Estimate,
     common_row_fields,
     in_scope,
     placement_label,
     workload_detail_for,
+    workload_estimate,
     workload_get_for,
     workload_placement,
     workloads_visible_to,
@@ -53,6 +55,7 @@ class SandboxRow:
     approval: Approval | None
     actions: list[str] = field(default_factory=list)  # what can be done to it now
     estimated_wait: QueueWait | None = None  # while queued
+    estimate: Estimate | None = None  # while waiting: its cost once placed
 
     @property
     def placement_label(self) -> str:
@@ -80,9 +83,10 @@ def sandbox_rows(sandboxes: list[Workload], *, now: datetime | None = None) -> l
 
 def sandbox_row_for(*, user: User, workload_id: int) -> SandboxRow:
     """The detail page's sandbox; NotFound when the user may not see it."""
-    return sandbox_rows([workload_detail_for(user=user, workload_id=workload_id, kind=WorkloadKind.SANDBOX)])[
-        0
-    ]
+    (row,) = sandbox_rows(
+        [workload_detail_for(user=user, workload_id=workload_id, kind=WorkloadKind.SANDBOX)]
+    )
+    return replace(row, estimate=workload_estimate(row.sandbox))
 
 
 @dataclass(frozen=True)

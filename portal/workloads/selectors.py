@@ -20,9 +20,10 @@ from portal.audit.models import AuditEvent
 from portal.core.errors import NotFound
 from portal.core.selectors import one_visible
 from portal.fleet.models import Allocation
+from portal.fleet.selectors import current_prices
 from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
 from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadState
-from portal.workloads.policy import budget_left, quota_left
+from portal.workloads.policy import budget_left, quota_left, workload_price_per_hour
 from portal.workloads.queue_wait import estimated_waits
 
 
@@ -207,6 +208,29 @@ def common_row_fields(workloads: list[Workload], *, now: datetime | None = None)
         }
         for workload in workloads
     ]
+
+
+WAITING_STATES = (WorkloadState.PENDING_APPROVAL, WorkloadState.QUEUED)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a waiting workload will cost once placed, at today's prices: an hour, and its whole
+    lifetime (the most it costs, unless extended), each rounded to the cent as the request's
+    estimate was."""
+
+    hourly: Decimal
+    total: Decimal
+
+
+def workload_estimate(workload: Workload) -> Estimate | None:
+    """The estimate of a workload waiting for a lead or in the queue (its detail page's: the
+    prices are read only then); None for any other."""
+    if workload.state not in WAITING_STATES:
+        return None
+    price = current_prices().get(workload.gpu_type_id, Decimal(0))
+    hourly = workload_price_per_hour(workload=workload, price_per_gpu_hour=price)
+    return Estimate(hourly=to_cents(hourly), total=to_cents(hourly * workload.lifetime_hours))
 
 
 def workload_overdue(workload: Workload, *, now: datetime | None = None) -> bool:

@@ -339,6 +339,8 @@ def test_a_pending_deployment_says_extending_applies_at_once_in_good_grammar(
     page = alice.get(f"/deployments/{workload.number}/").content.decode()
     assert "Extending applies at once within the team's policy" in page
     assert "Extending apply" not in page
+    # what it will cost once placed: 4 whole H100s at $6.88 for 48 h
+    assert 'id="cost-so-far">$1,320.96<div class="sub" id="estimate-note">$27.52/h for its 48 h' in page
 
 
 def test_a_blank_name_is_said_beside_the_other_errors_at_once(alice, fleet, catalog):
