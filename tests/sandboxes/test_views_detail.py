@@ -49,6 +49,9 @@ def test_a_request_waiting_for_a_lead_shows_what_it_will_cost(researcher_client,
     assert "<dt>Cost, estimated</dt>" in page
     assert 'id="cost-so-far">$1,320.96<div class="sub" id="estimate-note">$27.52/h for its 48 h' in page
     assert "nothing is billed until it is placed" in page
+    # why it waits, once (above the facts), and under Approval who it waits for
+    assert page.count("more than 1 whole GPU and longer than 24 hours") == 1
+    assert "Waiting for a lead of the team to decide." in page
 
 
 def test_the_fragment_carries_the_live_part_and_the_nav_badges(
