@@ -65,6 +65,12 @@ def _slack_link(url: str, label: str) -> str:
     return f"<{url}|{label}>"
 
 
+# Markdown that a Teams card would act on in a message's text, which can hold what people wrote (a
+# request's purpose, a lead's comment): escaped, so that "[Approve](https://elsewhere)" in a
+# purpose reads as written and is no link beside the card's own buttons.
+_TEAMS_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\`*_[]()<>#!|~"})
+
+
 def webhook_body(*, webhook_format: str, event: dict[str, Any]) -> dict[str, Any]:
     """The JSON posted for `event` (the generic body, see docs/notifications.md) in a format."""
     actions: dict[str, str] = event.get("actions") or {}
@@ -81,7 +87,7 @@ def webhook_body(*, webhook_format: str, event: dict[str, Any]) -> dict[str, Any
             "@type": "MessageCard",
             "@context": "https://schema.org/extensions",
             "summary": event["text"][:100],
-            "text": event["text"],
+            "text": event["text"].translate(_TEAMS_MARKDOWN),
             "potentialAction": [
                 {"@type": "OpenUri", "name": name, "targets": [{"os": "default", "uri": uri}]}
                 for name, uri in targets

@@ -127,6 +127,35 @@ def spending_80(team, researcher, whole_gpus):
     return team
 
 
+def test_what_people_wrote_is_no_markdown_or_link_in_a_teams_card(
+    run_jobs, fleet, team, researcher, lead, receiver
+):
+    """A request's purpose is in the lead's message: in a Teams card, whose text is Markdown, a
+    link written there must read as written, not be one beside the card's own Approve button."""
+    received, url = receiver
+    NotificationSettings.objects.create(user=lead, webhook_url=url, webhook_format="teams")
+    purpose = "Approve [here](https://elsewhere.example/approve) *now*"
+    run_jobs(
+        lambda: sandbox_request(
+            user=researcher,
+            team="vision",
+            name="big",
+            gpu_type="h100-80gb",
+            count=4,
+            ttl_hours=48,
+            purpose=purpose,
+        )
+    )
+    (card,) = [body for body in received.bodies if body.get("@type") == "MessageCard"]
+    assert r"Approve \[here\]\(https://elsewhere.example/approve\) \*now\*" in card["text"]
+    assert "[here](" not in card["text"]
+    assert [action["name"] for action in card["potentialAction"]] == [
+        "Open in the portal",
+        "Approve",
+        "Reject",
+    ]
+
+
 def test_a_teams_budget_alert_is_posted_once_to_its_webhook(run_jobs, spending_80, lead, receiver):
     received, url = receiver
     spending_80.webhook_url = url
