@@ -35,11 +35,11 @@ from portal.workloads.policy import (
 )
 from portal.workloads.queue_wait import QueueWait
 from portal.workloads.selectors import (
-    Estimate,
+    WaitingCost,
     common_row_fields,
     in_scope,
     placement_label,
-    workload_estimate,
+    waiting_cost,
     workloads_visible_to,
 )
 
@@ -214,7 +214,7 @@ class DeploymentRow:
     example: str | None
     actions: list[str] = field(default_factory=list)  # what can be done to it now
     estimated_wait: QueueWait | None = None  # while queued
-    estimate: Estimate | None = None  # while waiting: its cost once placed
+    waiting_cost: WaitingCost | None = None  # while waiting: its cost once placed
 
     @property
     def ready_replicas(self) -> int:
@@ -270,7 +270,7 @@ def deployment_rows(workloads: list[Workload], *, now: datetime | None = None) -
 def deployment_row_for(*, user: User, deployment_id: int) -> DeploymentRow:
     """The detail page's deployment; NotFound when the user may not see it."""
     (row,) = deployment_rows([deployment_get_for(user=user, deployment_id=deployment_id)])
-    return replace(row, estimate=workload_estimate(row.deployment))
+    return replace(row, waiting_cost=waiting_cost(row.deployment))
 
 
 def fit_value(fit: Fit) -> str:

@@ -30,12 +30,12 @@ from portal.workloads.models import (
 )
 from portal.workloads.queue_wait import QueueWait
 from portal.workloads.selectors import (
-    Estimate,
+    WaitingCost,
     common_row_fields,
     in_scope,
     placement_label,
+    waiting_cost,
     workload_detail_for,
-    workload_estimate,
     workload_get_for,
     workload_placement,
     workloads_visible_to,
@@ -55,7 +55,7 @@ class SandboxRow:
     approval: Approval | None
     actions: list[str] = field(default_factory=list)  # what can be done to it now
     estimated_wait: QueueWait | None = None  # while queued
-    estimate: Estimate | None = None  # while waiting: its cost once placed
+    waiting_cost: WaitingCost | None = None  # while waiting: its cost once placed
 
     @property
     def placement_label(self) -> str:
@@ -86,7 +86,7 @@ def sandbox_row_for(*, user: User, workload_id: int) -> SandboxRow:
     (row,) = sandbox_rows(
         [workload_detail_for(user=user, workload_id=workload_id, kind=WorkloadKind.SANDBOX)]
     )
-    return replace(row, estimate=workload_estimate(row.sandbox))
+    return replace(row, waiting_cost=waiting_cost(row.sandbox))
 
 
 @dataclass(frozen=True)

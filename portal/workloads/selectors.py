@@ -214,7 +214,7 @@ WAITING_STATES = (WorkloadState.PENDING_APPROVAL, WorkloadState.QUEUED)
 
 
 @dataclass(frozen=True)
-class Estimate:
+class WaitingCost:
     """What a waiting workload will cost once placed, at today's prices: an hour, and its whole
     lifetime (the most it costs, unless extended), each rounded to the cent as the request's
     estimate was."""
@@ -223,14 +223,14 @@ class Estimate:
     total: Decimal
 
 
-def workload_estimate(workload: Workload) -> Estimate | None:
+def waiting_cost(workload: Workload) -> WaitingCost | None:
     """The estimate of a workload waiting for a lead or in the queue (its detail page's: the
     prices are read only then); None for any other."""
     if workload.state not in WAITING_STATES:
         return None
     price = current_prices().get(workload.gpu_type_id, Decimal(0))
     hourly = workload_price_per_hour(workload=workload, price_per_gpu_hour=price)
-    return Estimate(hourly=to_cents(hourly), total=to_cents(hourly * workload.lifetime_hours))
+    return WaitingCost(hourly=to_cents(hourly), total=to_cents(hourly * workload.lifetime_hours))
 
 
 def workload_overdue(workload: Workload, *, now: datetime | None = None) -> bool:

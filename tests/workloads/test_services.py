@@ -204,6 +204,11 @@ def test_extension_beyond_auto_approval_needs_a_lead_and_beyond_maximum_is_refus
     assert Workload.objects.get(pk=sandbox.pk).expires_at == before
     approval = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
     assert approval.extend_hours == Decimal(30)
+    # the lead is told what the 30 hours add: a 1g.10gb slice of an H100 at $6.88 / 7 an hour
+    message = lead.notifications.get(kind="approval_request").message
+    assert message.startswith(
+        f"alice asks to extend {sandbox.name} (team Vision) by 30 h, $29.49 more at most. Needs a lead's approval: "
+    )
     with pytest.raises(Conflict):
         workload_extend(user=researcher, workload_id=sandbox.pk, hours=30, kind=WorkloadKind.SANDBOX)
     with pytest.raises(ValidationFailed):

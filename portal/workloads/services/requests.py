@@ -20,7 +20,7 @@ from portal.accounts.services import notify
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.text import hours_words
-from portal.fleet.selectors import capacity_free_now
+from portal.fleet.selectors import capacity_free_now, price_per_hour
 from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.policy import (
@@ -30,6 +30,7 @@ from portal.workloads.policy import (
     extension_verdict,
     fraction_to_decimal,
     request_verdict,
+    workload_price_per_hour,
 )
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services.lifecycle import workload_end, workload_try_place
@@ -306,9 +307,12 @@ def workload_extend(
         team=team,
         detail=f"+{hours_words(extra)}",
     )
+    price = price_per_hour(gpu_type=workload.gpu_type, at=now)
+    more = to_cents(workload_price_per_hour(workload=workload, price_per_gpu_hour=price) * extra)
     tell_deciders(
         approval=approval,
-        message=f"{user.username} asks to extend {workload.name} by {hours_words(extra)}. {why}",
+        message=f"{user.username} asks to extend {workload.name} (team {team.name}) by {hours_words(extra)}, "
+        f"${more:,.2f} more at most. {why}",
     )
     return workload
 
