@@ -11,10 +11,11 @@ from portal.accounts.models import NotificationKind, User
 from portal.accounts.notifications import notifications_mark_read_by_link
 from portal.accounts.selectors import is_lead
 from portal.accounts.services import notify
-from portal.approvals.selectors import approval_get_for
+from portal.approvals.selectors import approval_get_for, approval_rows
 from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
+from portal.core.text import hours_words
 from portal.deployments.services import deployment_apply_scale
 from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.policy import extended_lifetime, within_max_lifetime
@@ -138,13 +139,25 @@ def approvals_remind_waiting(*, now: datetime | None = None) -> list[int]:
             )
             tell_deciders(
                 approval=approval,
-                message=f"Reminder: {approval.requested_by.username}'s request for {approval.workload.name} "
-                f"has waited {hours} h for a decision.",
+                message=f"Reminder: {_asked(approval)} has waited {hours} h for a decision.",
                 kind=NotificationKind.APPROVAL_REMINDER,
                 email_subject="Reminder: a GPU request awaits your approval",
             )
         reminded.append(approval.pk)
     return reminded
+
+
+def _asked(approval: Approval) -> str:
+    """A waiting request as a reminder names it: what, for how long, the most it costs (or adds)
+    at today's prices, as the first message to the leads did."""
+    workload, who = approval.workload, approval.requested_by.username
+    if approval.kind == Approval.Kind.SCALE:
+        return f"{who}'s request to scale {workload.name} (team {approval.team.name}) to {approval.replicas} replicas"
+    (row,) = approval_rows([approval], user=approval.requested_by)
+    cost, hours = f"${row.estimated_cost:,.2f}", hours_words(row.hours)
+    if approval.kind == Approval.Kind.EXTEND:
+        return f"{who}'s request to extend {workload.name} (team {approval.team.name}) by {hours}, {cost} more at most,"
+    return f"{who}'s request for {workload.gpu_label} ({workload.name}, team {approval.team.name}) for {hours}, {cost} at most,"
 
 
 def _extend(approval: Approval, workload: Workload, user: User, *, now: datetime) -> None:

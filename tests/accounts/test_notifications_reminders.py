@@ -44,7 +44,10 @@ def test_one_reminder_per_interval_to_the_leads_with_email(run_jobs, waiting, le
     with time_machine.travel(start + timedelta(hours=6, minutes=1), tick=False):
         assert run_jobs(approvals_remind_waiting) == [waiting.pk]
         assert run_jobs(approvals_remind_waiting) == []  # the next beat: already reminded
-    assert _reminders(lead) == ["Reminder: alice's request for big has waited 6 h for a decision."]
+    assert _reminders(lead) == [
+        "Reminder: alice's request for 4x h100-80gb (big, team Vision) for 48 h, $1,320.96 at most, "
+        "has waited 6 h for a decision."
+    ]
     assert [m.subject for m in mail.outbox] == ["Reminder: a GPU request awaits your approval"]
     assert "/act/" in mail.outbox[0].body
     with time_machine.travel(start + timedelta(hours=11), tick=False):
@@ -70,3 +73,25 @@ def test_no_reminder_when_the_team_says_never_or_once_decided(run_jobs, waiting,
 def test_the_beat_runs_the_reminders():
     entry = _schedule()["remind-approvals"]
     assert entry["task"] == "approvals.remind_waiting" and entry["schedule"] <= 3600
+
+
+def test_an_extensions_reminder_says_the_hours_and_what_they_add(
+    run_jobs, fleet, team, researcher, lead, slice_request
+):
+    from portal.workloads.models import WorkloadKind
+    from portal.workloads.services import workload_extend
+
+    team.approval_reminder_hours = 6
+    team.save()
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=30, kind=WorkloadKind.SANDBOX)
+    asked = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
+
+    with time_machine.travel(asked.created_at + timedelta(hours=6, minutes=1), tick=False):
+        assert run_jobs(approvals_remind_waiting) == [asked.pk]
+
+    # a 1g.10gb slice of an H100 at $6.88 / 7 an hour, for 30 more hours
+    assert _reminders(lead) == [
+        f"Reminder: alice's request to extend {sandbox.name} (team Vision) by 30 h, $29.49 more at most, "
+        "has waited 6 h for a decision."
+    ]
