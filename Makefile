@@ -67,12 +67,14 @@ unit-pg: install-dev
 integration: install-dev
 	DATABASE_URL=$(TEST_POSTGRES_URL) CELERY_BROKER_URL=$(TEST_REDIS_URL) $(BIN)/pytest -m integration
 
-# The browser tests on two workers (a Chromium each) and on a database named as TEST_POSTGRES_URL's
-# with `_browser` added, so that they can run beside the integration tests.
+# The browser tests on two workers (a Chromium each) and on a database of their own (by default
+# TEST_POSTGRES_URL's with `_browser` added; set BROWSER_POSTGRES_URL where that URL has a query
+# string), so that they can run beside the integration tests.
 BROWSER_WORKERS ?= 2
+BROWSER_POSTGRES_URL ?= $(TEST_POSTGRES_URL)_browser
 
 browser: install-dev
-	DATABASE_URL=$(TEST_POSTGRES_URL)_browser $(BIN)/pytest -m browser -n $(BROWSER_WORKERS)
+	DATABASE_URL=$(BROWSER_POSTGRES_URL) $(BIN)/pytest -m browser -n $(BROWSER_WORKERS)
 
 bench: install-dev
 	$(BIN)/python bench/placement.py

@@ -20,7 +20,7 @@ from portal.audit.models import AuditEvent
 from portal.core.errors import NotFound
 from portal.core.selectors import one_visible
 from portal.fleet.models import Allocation
-from portal.fleet.selectors import current_prices
+from portal.fleet.selectors import price_per_hour
 from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
 from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadState
 from portal.workloads.policy import budget_left, quota_left, workload_price_per_hour
@@ -224,11 +224,11 @@ class WaitingCost:
 
 
 def waiting_cost(workload: Workload) -> WaitingCost | None:
-    """The estimate of a workload waiting for a lead or in the queue (its detail page's: the
-    prices are read only then); None for any other."""
+    """The cost of a workload waiting for a lead or in the queue, as the approvals inbox counts it
+    (its share of today's price for its lifetime); None for any other. One query, for the price."""
     if workload.state not in WAITING_STATES:
         return None
-    price = current_prices().get(workload.gpu_type_id, Decimal(0))
+    price = price_per_hour(gpu_type=workload.gpu_type)
     hourly = workload_price_per_hour(workload=workload, price_per_gpu_hour=price)
     return WaitingCost(hourly=to_cents(hourly), total=to_cents(hourly * workload.lifetime_hours))
 

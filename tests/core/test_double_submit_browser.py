@@ -57,8 +57,15 @@ def test_a_double_clicked_request_is_sent_once_and_lands_on_its_sandbox(
     assert posts == [form_url]
     expect(page.locator(".flash-error")).to_have_count(0)
 
-    # Back on the form (the browser's Back), it can be sent again: it is not left locked.
+    # Back on the form, it can be sent again: a page the browser restores from its cache keeps the
+    # form as it was left (busy), and its pageshow frees it.
     page.go_back()
+    page.evaluate(
+        """() => {
+        document.getElementById("request-form").setAttribute("aria-busy", "true");
+        window.dispatchEvent(new PageTransitionEvent("pageshow", {persisted: true}));
+    }"""
+    )
     expect(page.locator("form[aria-busy]")).to_have_count(0)
 
 

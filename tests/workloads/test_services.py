@@ -52,13 +52,15 @@ def test_the_lead_is_told_enough_to_decide_from_the_email(run_jobs, fleet, resea
     """What, for how long and from when, the most it can cost (4 x $6.88 x 48 h), what it is
     for, and why it waits: a lead can decide from the e-mail's links without opening the portal."""
     start = (timezone.now() + timedelta(days=2)).replace(second=0, microsecond=0)
-    body = {**whole(4, 48, "big"), "purpose": "Training a detector on the full set", "start_at": start}
+    # a line break in the purpose stays out of the message: it could pass for the e-mail's own lines
+    body = {**whole(4, 48, "big"), "purpose": "Training a detector\n\non the full set", "start_at": start}
     run_jobs(lambda: sandbox_request(user=researcher, **body))
 
     (email,) = mail.outbox
     assert email.body.startswith(
         f"alice asks for 4x h100-80gb (big, team Vision) for 48 h from {start:%Y-%m-%d %H:%M} UTC, "
-        "$1,320.96 at most. Purpose: “Training a detector on the full set”. Needs a lead's approval: "
+        "$1,320.96 at most. Needs a lead's approval: more than 1 whole GPU and longer than 24 hours. "
+        "Purpose: “Training a detector on the full set”.\n\n"
     )
     assert lead.notifications.get().message == email.body.split("\n\n")[0]
 

@@ -32,7 +32,7 @@ from portal.workloads.policy import (
     request_verdict,
     workload_price_per_hour,
 )
-from portal.workloads.selectors import workload_get_for
+from portal.workloads.selectors import waiting_cost, workload_get_for
 from portal.workloads.services.lifecycle import workload_end, workload_try_place
 from portal.workloads.services.resolve import ResolvedRequest, WorkloadAsk, resolve_request
 from portal.workloads.services.transitions import move
@@ -170,20 +170,25 @@ def _create(
         )
         tell_deciders(
             approval=approval,
-            message=_ask_message(user=user, workload=workload, resolved=resolved, why=decision.why_needed),
+            message=_ask_message(user=user, workload=workload, why=decision.why_needed),
         )
     return workload
 
 
-def _ask_message(*, user: User, workload: Workload, resolved: ResolvedRequest, why: str) -> str:
+def _ask_message(*, user: User, workload: Workload, why: str) -> str:
     """What a decider is told of a new request, on every channel: enough to decide from an e-mail
-    (what, for how long, what it costs at most, what for, why it waits)."""
-    when = f" from {resolved.start_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if resolved.start_at else ""
-    total = to_cents(resolved.hourly_cost * resolved.lifetime_hours)
-    purpose = f" Purpose: “{workload.purpose}”." if workload.purpose else ""
+    (what, for how long, the most it costs as the inbox and its page count it, why it waits, what
+    for). The purpose is last (a long one is cut with the notice, not the reason) and on one line:
+    a line break in it could pass for the e-mail's own approve link below."""
+    start = workload.start_at
+    when = f" from {start.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if start else ""
+    cost = waiting_cost(workload)
+    total = f", ${cost.total:,.2f} at most" if cost else ""
+    purpose = " ".join(workload.purpose.split())
     return (
         f"{user.username} asks for {workload.gpu_label} ({workload.name}, team {workload.team.name}) for "
-        f"{hours_words(resolved.lifetime_hours)}{when}, ${total:,.2f} at most.{purpose} {why}"
+        f"{hours_words(workload.lifetime_hours)}{when}{total}. {why}"
+        + (f" Purpose: “{purpose}”." if purpose else "")
     )
 
 
