@@ -12,9 +12,8 @@ from portal.accounts.models import User
 from portal.accounts.selectors import lead_team_ids
 from portal.core.selectors import one_visible
 from portal.fleet.selectors import current_prices
-from portal.spend.selectors import to_cents
 from portal.workloads.models import Approval
-from portal.workloads.policy import workload_price_per_hour
+from portal.workloads.selectors import cost_of_hours
 
 
 def approvals_visible_to(user: User) -> QuerySet[Approval]:
@@ -64,8 +63,7 @@ def approval_rows(approvals: list[Approval], *, user: User) -> list[ApprovalRow]
             hours = approval.extend_hours
         else:
             hours = sandbox.lifetime_hours
-        price = prices.get(sandbox.gpu_type_id, Decimal(0))
-        cost = to_cents(workload_price_per_hour(workload=sandbox, price_per_gpu_hour=price) * hours)
+        cost = cost_of_hours(sandbox, hours, price=prices.get(sandbox.gpu_type_id, Decimal(0)))
         can_decide = (
             approval.state == Approval.State.PENDING
             and approval.requested_by_id != user.pk

@@ -11,14 +11,16 @@ from portal.accounts.models import NotificationKind, User
 from portal.accounts.notifications import notifications_mark_read_by_link
 from portal.accounts.selectors import is_lead
 from portal.accounts.services import notify
-from portal.approvals.selectors import approval_get_for, approval_rows
+from portal.approvals.selectors import approval_get_for
 from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.text import hours_words
 from portal.deployments.services import deployment_apply_scale
+from portal.fleet.selectors import price_per_hour
 from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.policy import extended_lifetime, within_max_lifetime
+from portal.workloads.selectors import cost_of_hours
 from portal.workloads.services import (
     approval_link,
     tell_deciders,
@@ -153,11 +155,13 @@ def _asked(approval: Approval) -> str:
     workload, who = approval.workload, approval.requested_by.username
     if approval.kind == Approval.Kind.SCALE:
         return f"{who}'s request to scale {workload.name} (team {approval.team.name}) to {approval.replicas} replicas"
-    (row,) = approval_rows([approval], user=approval.requested_by)
-    cost, hours = f"${row.estimated_cost:,.2f}", hours_words(row.hours)
-    if approval.kind == Approval.Kind.EXTEND:
-        return f"{who}'s request to extend {workload.name} (team {approval.team.name}) by {hours}, {cost} more at most,"
-    return f"{who}'s request for {workload.gpu_label} ({workload.name}, team {approval.team.name}) for {hours}, {cost} at most,"
+    extend = approval.kind == Approval.Kind.EXTEND
+    hours = approval.extend_hours if extend and approval.extend_hours is not None else workload.lifetime_hours
+    cost = f"${cost_of_hours(workload, hours, price=price_per_hour(gpu_type=workload.gpu_type)):,.2f}"
+    length = hours_words(hours)
+    if extend:
+        return f"{who}'s request to extend {workload.name} (team {approval.team.name}) by {length}, {cost} more at most,"
+    return f"{who}'s request for {workload.gpu_label} ({workload.name}, team {approval.team.name}) for {length}, {cost} at most,"
 
 
 def _extend(approval: Approval, workload: Workload, user: User, *, now: datetime) -> None:

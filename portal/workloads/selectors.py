@@ -223,14 +223,23 @@ class WaitingCost:
     total: Decimal
 
 
+def cost_of_hours(workload: Workload, hours: Decimal, *, price: Decimal) -> Decimal:
+    """What `hours` of the workload cost at `price` per GPU-hour, to the cent: its share of the
+    price times the hours. The approvals inbox, a waiting workload's page and the messages to its
+    deciders all count a request's cost so."""
+    return to_cents(workload_price_per_hour(workload=workload, price_per_gpu_hour=price) * hours)
+
+
 def waiting_cost(workload: Workload) -> WaitingCost | None:
-    """The cost of a workload waiting for a lead or in the queue, as the approvals inbox counts it
-    (its share of today's price for its lifetime); None for any other. One query, for the price."""
+    """The cost of a workload waiting for a lead or in the queue, an hour and for its lifetime, at
+    today's price; None for any other. One query, for the price."""
     if workload.state not in WAITING_STATES:
         return None
     price = price_per_hour(gpu_type=workload.gpu_type)
-    hourly = workload_price_per_hour(workload=workload, price_per_gpu_hour=price)
-    return WaitingCost(hourly=to_cents(hourly), total=to_cents(hourly * workload.lifetime_hours))
+    return WaitingCost(
+        hourly=cost_of_hours(workload, Decimal(1), price=price),
+        total=cost_of_hours(workload, workload.lifetime_hours, price=price),
+    )
 
 
 def workload_overdue(workload: Workload, *, now: datetime | None = None) -> bool:

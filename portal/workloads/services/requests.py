@@ -30,9 +30,8 @@ from portal.workloads.policy import (
     extension_verdict,
     fraction_to_decimal,
     request_verdict,
-    workload_price_per_hour,
 )
-from portal.workloads.selectors import waiting_cost, workload_get_for
+from portal.workloads.selectors import cost_of_hours, waiting_cost, workload_get_for
 from portal.workloads.services.lifecycle import workload_end, workload_try_place
 from portal.workloads.services.resolve import ResolvedRequest, WorkloadAsk, resolve_request
 from portal.workloads.services.transitions import move
@@ -312,8 +311,7 @@ def workload_extend(
         team=team,
         detail=f"+{hours_words(extra)}",
     )
-    price = price_per_hour(gpu_type=workload.gpu_type, at=now)
-    more = to_cents(workload_price_per_hour(workload=workload, price_per_gpu_hour=price) * extra)
+    more = cost_of_hours(workload, extra, price=price_per_hour(gpu_type=workload.gpu_type, at=now))
     tell_deciders(
         approval=approval,
         message=f"{user.username} asks to extend {workload.name} (team {team.name}) by {hours_words(extra)}, "
