@@ -36,6 +36,9 @@ class Command(BaseCommand):
                 raise CommandError(str(error)) from None
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise serves from the finders
+        # A developer's server: WhiteNoise reads static/ on each request, so an edited stylesheet is
+        # served whole at once (read at start only, it would come back cut at its old size).
+        settings.WHITENOISE_AUTOREFRESH = True
         beat = EmbeddedService(app, thread=True, schedule_filename=settings.CELERY_BEAT_SCHEDULE_FILENAME)
         with start_worker(
             app,
