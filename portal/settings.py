@@ -70,10 +70,13 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
 SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
 # Callers inside the cluster speak plain http to the web Service: ingress-nginx's sandbox sign-in
-# check (auth-url, or a Gateway's ExternalAuth), the node agents' readings and Prometheus.
+# and endpoint checks (auth-url, or a Gateway's ExternalAuth), the node agents' readings and
+# Prometheus.
 SECURE_REDIRECT_EXEMPT = [
     r"^auth/sandbox/check$",
     r"^auth/sandbox/gateway/",
+    r"^auth/endpoint/check$",
+    r"^auth/endpoint/gateway/",
     r"^api/v1/telemetry/readings$",
     r"^metrics$",
 ]

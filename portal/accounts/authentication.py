@@ -1,6 +1,6 @@
 """`Authorization: Bearer <token>` with a personal access token, within the token's scope: a
 `read` token only reads; a `workloads` token does all its user may but manage tokens; an `admin`
-token does all its user may."""
+token does all its user may; a `serving` token calls model endpoints only, never the API."""
 
 from __future__ import annotations
 
@@ -28,6 +28,11 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         token = token_authenticate(raw=parts[1])
         if token is None:
             raise exceptions.AuthenticationFailed("The token is invalid, expired or revoked.")
+        if token.scope == ApiToken.Scope.SERVING:
+            raise exceptions.PermissionDenied(
+                "This token calls model endpoints only (scope serving); the API needs a token of scope "
+                "read, workloads or admin."
+            )
         writes = request.method not in SAFE_METHODS
         if writes and token.scope == ApiToken.Scope.READ:
             raise exceptions.PermissionDenied("This token is read-only (scope read).")

@@ -175,12 +175,15 @@ class ApiToken(models.Model):
 
     Its scope bounds what it may do as its user: `read` reads only; `workloads` also requests,
     changes and ends sandboxes and deployments, decides approvals and everything else the user
-    may do, but manages no tokens; `admin` may do all its user may, tokens included."""
+    may do, but manages no tokens; `admin` may do all its user may, tokens included. `serving`
+    calls the endpoints of its user's teams' deployments and nothing of the portal's API: it is
+    the one scope a model server sees."""
 
     class Scope(models.TextChoices):
         READ = "read", "Read only"
         WORKLOADS = "workloads", "Workloads (everything but tokens)"
         ADMIN = "admin", "Admin (everything, tokens included)"
+        SERVING = "serving", "Serving (calls your teams' model endpoints only)"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)

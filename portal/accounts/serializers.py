@@ -64,8 +64,9 @@ class TokenCreateSerializer(serializers.Serializer):
     scope = serializers.ChoiceField(
         choices=ApiToken.Scope.choices,
         default=ApiToken.Scope.WORKLOADS,
-        help_text="read: reads only; workloads: all but tokens; admin: all. A token making a token needs "
-        "admin, and the new one may not outlive it.",
+        help_text="read: reads only; workloads: all but tokens; admin: all; serving: calls the endpoints "
+        "of your teams' deployments and nothing of this API. A token making a token needs admin, and "
+        "the new one may not outlive it.",
     )
 
 

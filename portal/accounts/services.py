@@ -26,9 +26,6 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-SCOPE_RANK = {ApiToken.Scope.READ: 0, ApiToken.Scope.WORKLOADS: 1, ApiToken.Scope.ADMIN: 2}
-
-
 def token_create(
     *,
     user: User,
@@ -47,8 +44,8 @@ def token_create(
         raise ValidationFailed(
             "Expiry must be between 1 and 3650 days.", fields={"expires_days": ["Between 1 and 3650."]}
         )
-    if scope not in SCOPE_RANK:
-        message = f"One of {', '.join(SCOPE_RANK)}."
+    if scope not in ApiToken.Scope.values:
+        message = f"One of {', '.join(ApiToken.Scope.values)}."
         raise ValidationFailed(f"scope: {message}", fields={"scope": [message]})
     expires_at = now + timedelta(days=expires_days) if expires_days else None
     if via is not None:

@@ -76,8 +76,11 @@ def sign_in_locked_out(
 @login_required
 @require_http_methods(["GET", "POST"])
 def tokens(request: HttpRequest) -> HttpResponse:
-    """List my tokens; a POST creates one and shows its secret this once."""
-    form = TokenCreateForm(request.POST or None)
+    """List my tokens; a POST creates one and shows its secret this once. `?scope=` picks the
+    new token's scope (a deployment's page links here for a serving token)."""
+    asked = request.GET.get("scope", "")
+    initial = {"scope": asked} if asked in ApiToken.Scope.values else {}
+    form = TokenCreateForm(request.POST or None, initial=initial)
     created = secret = None
     if request.method == "POST" and form.is_valid():
         try:

@@ -1,6 +1,9 @@
-"""The address a request came from, through the proxies the deployment says are in front."""
+"""What the proxies in front say of a request: the address it came from (as far as the deployment
+trusts them), and the URL an ingress's forward-auth subrequest asks about."""
 
 from __future__ import annotations
+
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -20,3 +23,25 @@ def client_address(request: HttpRequest) -> str | None:
     if not addresses:
         return remote
     return addresses[-min(proxies, len(addresses))]
+
+
+def original_url(request: HttpRequest) -> str:
+    """The URL an ingress's forward-auth check asks about: ingress-nginx's X-Original-URL, else
+    the forwarded host and path a Gateway's ExternalAuth (Envoy, Traefik) sends; "" for neither."""
+    original = request.headers.get("X-Original-URL", "")
+    if original:
+        return original
+    host = request.headers.get("X-Forwarded-Host", "")
+    if not host:
+        return ""
+    scheme = request.headers.get("X-Forwarded-Proto", "https")
+    return f"{scheme}://{host}{request.headers.get('X-Forwarded-Uri', '/')}"
+
+
+def url_hostname(url: str) -> str:
+    """The lower-cased host of a URL without its port; "" for none or one that does not parse
+    (`https://[x/`)."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""

@@ -9,8 +9,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.db.models import Prefetch, QuerySet
+from django.urls import reverse
 from django.utils import timezone
 
 from portal.accounts.models import Team, User
@@ -144,11 +147,17 @@ def served_model_name(serving: Serving) -> str:
     return serving.model.source
 
 
+# Every call carries a serving token (portal.deployments.gate), read from the caller's environment.
+TOKEN_VARIABLE = "SERVING_TOKEN"  # noqa: S105 (the variable's name)
+AUTH_HEADER = f'-H "Authorization: Bearer ${TOKEN_VARIABLE}"'
+
+
 def _curl(url: str, body: dict | None = None) -> str:
     if body is None:
-        return f"curl -s {shlex.quote(url)}"
+        return f"curl -s {shlex.quote(url)} {AUTH_HEADER}"
     return (
         f"curl -s {shlex.quote(url)} \\\n"
+        f"  {AUTH_HEADER} \\\n"
         "  -H 'Content-Type: application/json' \\\n"
         f"  -d {shlex.quote(json.dumps(body))}"
     )
@@ -171,18 +180,59 @@ def _kserve_example(endpoint: str, serving: Serving) -> str:
         f'\\"datatype\\": \\"{datatype}\\", \\"data\\": [{zeros}]}}]}}'
     )
     return (
-        f"# Input names and types are in the model's metadata: curl -s {metadata}\n"
+        f"# Input names and types are in the model's metadata: {_curl(metadata)}\n"
         f"curl -s {shlex.quote(metadata + '/infer')} \\\n"
+        f"  {AUTH_HEADER} \\\n"
         "  -H 'Content-Type: application/json' \\\n"
         f'  -d "{body}"'
     )
 
 
+def _simulated(workload: Workload) -> bool:
+    return workload.cluster is not None and workload.cluster.driver == "simulated"
+
+
+def deployment_call_base(workload: Workload) -> str | None:
+    """Where calls go: the endpoint; on a simulated cluster, where no model server runs, the
+    portal's stand-in for it, behind the same check."""
+    endpoint = deployment_endpoint(workload)
+    if endpoint is None or not _simulated(workload):
+        return endpoint
+    host = urlsplit(endpoint).hostname or ""
+    return f"{settings.PORTAL_BASE_URL}{reverse('endpoint-simulated', args=[host])}".rstrip("/")
+
+
+def simulated_endpoint_answer(
+    *, workload_id: int, caller: str, method: str, path: str, body_bytes: int
+) -> dict | None:
+    """What a simulated deployment's stand-in answers a call the check let through: the request
+    as its model server would have received it, clearly marked. None off the simulated cluster."""
+    workload = (
+        Workload.objects.select_related("cluster", "serving__model", "serving__runtime")
+        .filter(pk=workload_id, kind=WorkloadKind.DEPLOYMENT)
+        .first()
+    )
+    serving = deployment_serving(workload) if workload is not None else None
+    if workload is None or serving is None or not _simulated(workload):
+        return None
+    return {
+        "simulated": True,
+        "note": (
+            f"Simulated cluster: no model server runs. On a real cluster {serving.runtime.name} "
+            f"serving {served_model_name(serving)} would answer this request."
+        ),
+        "deployment": workload.number,
+        "model": served_model_name(serving),
+        "caller": caller,
+        "request": {"method": method, "path": path, "body_bytes": body_bytes},
+    }
+
+
 def deployment_example(workload: Workload) -> str | None:
     """A request that works against the running endpoint (None until there is one): for an
     OpenAI-compatible server a chat completion, or an embedding for embedding models; for KServe v2
-    an inference request."""
-    endpoint = deployment_endpoint(workload)
+    an inference request. On a simulated cluster it calls the portal's stand-in."""
+    endpoint = deployment_call_base(workload)
     serving = deployment_serving(workload)
     if endpoint is None or serving is None:
         return None

@@ -17,4 +17,9 @@ urlpatterns = [
         name="deployment-scale-back",
     ),
     *action_urls("deployment", "deployments"),
+    path("auth/endpoint/check", views.endpoint_gate_check, name="endpoint-gate-check"),
+    path("auth/endpoint/gateway/", views.endpoint_gate_external, name="endpoint-gate-external"),
+    path("auth/endpoint/gateway/<path:path>", views.endpoint_gate_external),
+    path("simulated-endpoint/<str:host>/", views.endpoint_simulated, name="endpoint-simulated"),
+    path("simulated-endpoint/<str:host>/<path:path>", views.endpoint_simulated),
 ]

@@ -1,12 +1,14 @@
 """Deployment pages: the list, the deploy form with its GPU choices and live estimate, and the
-detail page with its endpoint, replicas, scale, extend and terminate."""
+detail page with its endpoint, replicas, scale, extend and terminate; and the endpoint check the
+cluster's ingress asks before every request to a deployment's endpoint."""
 
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.accounts.selectors import user_teams
@@ -14,10 +16,12 @@ from portal.catalog.models import CatalogModel
 from portal.catalog.selectors import catalog_entries, default_request, model_sizing
 from portal.catalog.sizing import Sizing
 from portal.core.errors import DomainError, NotFound
+from portal.core.proxies import original_url, url_hostname
 from portal.core.text import counted
 from portal.core.views import fragment, login_required, page, part_of, wants_fragment
 from portal.core.web import form_refused, run_service
 from portal.deployments.forms import SIZING_FIELDS, DeployForm, ScaleForm, body_from_form, initial_from_body
+from portal.deployments.gate import EndpointDecision, endpoint_decide, endpoint_door
 from portal.deployments.idle import deployment_scale_back
 from portal.deployments.selectors import (
     chosen_fit,
@@ -25,6 +29,7 @@ from portal.deployments.selectors import (
     deploy_estimate,
     deployment_row_for,
     deployment_rows,
+    simulated_endpoint_answer,
 )
 from portal.deployments.services import deployment_request, deployment_request_body, deployment_scale
 from portal.deployments.serving_stats import deployment_serving_now, runtime_label, serving_lines
@@ -283,3 +288,59 @@ def deployment_scale_back_posted(request: HttpRequest, number: int) -> HttpRespo
     elif workload is not None:
         messages.info(request, "Scaling back needs a lead's approval; a lead has been asked.")
     return redirect("deployment-detail", number=number)
+
+
+@require_http_methods(["GET", "HEAD"])
+def endpoint_gate_check(request: HttpRequest) -> HttpResponse:
+    """ingress-nginx's forward-auth check before every request to a deployment's endpoint: 200
+    lets it through (naming the caller in X-Portal-User), 401 asks for a token, 403 refuses."""
+    return _endpoint_answer(url_hostname(original_url(request)), request.headers.get("Authorization", ""))
+
+
+@require_http_methods(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
+@csrf_exempt
+def endpoint_gate_external(request: HttpRequest, path: str = "") -> HttpResponse:
+    """The same check for a Gateway's ExternalAuth filter, which sends the request's own method,
+    host and headers, its path under this prefix."""
+    return _endpoint_answer(
+        url_hostname(f"//{request.headers.get('Host', '')}"), request.headers.get("Authorization", "")
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@csrf_exempt
+def endpoint_simulated(request: HttpRequest, host: str, path: str = "") -> HttpResponse:
+    """A simulated deployment's model server, answered by the portal behind the same check (the
+    page's example calls it there): what the server would have been asked, marked simulated."""
+    host = host.lower()
+    decision = endpoint_decide(host=host, authorization=request.headers.get("Authorization", ""))
+    if decision.status != 200:
+        return _decision_response(decision)
+    door = endpoint_door(host)
+    assert door is not None
+    answer = simulated_endpoint_answer(
+        workload_id=door.workload_id,
+        caller=decision.username,
+        method=request.method or "GET",
+        path=f"/{path}",
+        body_bytes=len(request.body),
+    )
+    if answer is None:
+        raise Http404("No simulated deployment at this address.")
+    return JsonResponse(answer)
+
+
+def _endpoint_answer(host: str, authorization: str) -> HttpResponse:
+    return _decision_response(endpoint_decide(host=host, authorization=authorization))
+
+
+def _decision_response(decision: EndpointDecision) -> HttpResponse:
+    response = HttpResponse(decision.reason, status=decision.status, content_type="text/plain")
+    if decision.username:
+        response["X-Portal-User"] = decision.username
+    if decision.status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="gpu-portal"'
+    response["Cache-Control"] = "no-store"
+    # A refusal is this check's everyday answer, not a client error worth a warning line each.
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    return response

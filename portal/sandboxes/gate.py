@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.core.errors import NotAllowed, NotFound
+from portal.core.proxies import url_hostname
 from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
 
 COOKIE = "gpu_portal_sandbox"
@@ -118,12 +119,6 @@ def _split(url: str) -> SplitResult | None:
     return parts
 
 
-def url_host(url: str) -> str:
-    """The lower-cased host of a URL (no port), or ""."""
-    parts = _split(url)
-    return (parts.hostname or "").lower() if parts else ""
-
-
 def gate_door(host: str) -> SandboxDoor | None:
     with _lock:
         if host in _doors:
@@ -190,7 +185,7 @@ def gate_ticket_issue(*, user: User, url: str) -> str:
     Refused (NotFound, NotAllowed) unless the host is a sandbox they may enter now, so the
     sign-in redirect can never send anyone to a host that is not a sandbox."""
     parts = _split(url)
-    host = url_host(url) if parts is not None and parts.scheme in ("http", "https") else ""
+    host = url_hostname(url) if parts is not None and parts.scheme in ("http", "https") else ""
     door = gate_door(host) if host else None
     if door is None:
         raise NotFound("There is no sandbox at this address.")

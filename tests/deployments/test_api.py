@@ -4,6 +4,7 @@ terminate; errors in the documented shape, idempotent creates, visibility and bo
 from __future__ import annotations
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -49,7 +50,11 @@ def test_llama_8b_on_one_h100_runs_with_an_endpoint_and_a_working_example(run_jo
     assert body["runtime"] == "vllm" and body["api"] == "openai" and body["precision"] == "bf16"
     assert body["endpoint"].startswith("https://dep-vision-llama8b-")
     assert body["access"] == body["endpoint"]
-    assert body["example"].startswith(f"curl -s {body['endpoint']}/v1/chat/completions")
+    # the simulated cluster's stand-in for the endpoint, behind the same check
+    host = body["endpoint"].removeprefix("https://")
+    stand_in = f"{django_settings.PORTAL_BASE_URL}/simulated-endpoint/{host}"
+    assert body["example"].startswith(f"curl -s {stand_in}/v1/chat/completions")
+    assert "Authorization: Bearer $SERVING_TOKEN" in body["example"]
     assert '"model": "meta-llama/Llama-3.1-8B-Instruct"' in body["example"]
     assert body["placement"] == [{"replica": 0, "node": "gpu-h100-a", "gpus": [0]}]
     assert body["hourly_cost"] == "6.88"
@@ -82,7 +87,9 @@ def test_a_triton_model_gets_a_kserve_v2_inference_example(run_jobs, fleet, cata
     workload = Workload.objects.select_related("serving__model", "serving__runtime").get(pk=workload.pk)
     example = deployment_example(workload)
     assert example is not None
-    assert f"{workload.access}/v2/models/resnet-50/infer" in example
+    host = workload.access.removeprefix("https://")
+    assert f"/simulated-endpoint/{host}/v2/models/resnet-50/infer" in example
+    assert example.count('-H "Authorization: Bearer $SERVING_TOKEN"') == 2  # metadata and infer
     assert "[1, 3, 224, 224]" in example and "FP16" in example
 
 

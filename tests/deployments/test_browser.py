@@ -88,7 +88,9 @@ def test_a_researcher_sizes_70b_deploys_8b_scales_it_and_ends_it(
     assert page.evaluate("window.__notReloaded") is True
     workload.refresh_from_db()
     expect(page.locator("#endpoint code")).to_have_text(workload.access)
-    expect(page.locator("#example")).to_contain_text(f"curl -s {workload.access}/v1/chat/completions")
+    host = workload.access.removeprefix("https://")
+    expect(page.locator("#example")).to_contain_text(f"/simulated-endpoint/{host}/v1/chat/completions")
+    expect(page.locator("#endpoint-simulated")).to_be_visible()
     expect(page.locator("#example")).to_contain_text('"model": "meta-llama/Llama-3.1-8B-Instruct"')
     expect(page.locator("#replica-health")).to_have_text("1 of 1 ready")
     expect(page.locator("#placement")).to_contain_text("replica 0: gpu-h100-a · GPU 0")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.conf import settings as django_settings
 from django.test import Client
 
 from portal.deployments.models import Serving
@@ -90,7 +91,8 @@ def test_a_deploy_on_one_h100_goes_to_its_page_running_with_endpoint_and_example
     assert 'class="state state-running"' in page
     assert "1 of 1 ready" in page
     assert f"<code>{workload.access}</code>" in page
-    assert f"curl -s {workload.access}/v1/chat/completions" in page
+    host = workload.access.removeprefix("https://")
+    assert f"curl -s {django_settings.PORTAL_BASE_URL}/simulated-endpoint/{host}/v1/chat/completions" in page
     assert "meta-llama/Llama-3.1-8B-Instruct" in page
     assert "replica 0: gpu-h100-a · GPU 0" in page
     assert "$6.88" in page

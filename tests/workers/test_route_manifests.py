@@ -1,6 +1,6 @@
-"""A sandbox's route: an Ingress with ingress-nginx's forward-auth annotations, or a Gateway API
-HTTPRoute with the ExternalAuth filter, each valid against its pinned schema; VS Code in the
-browser as a web app beside JupyterLab."""
+"""A sandbox's route and a deployment's: an Ingress with ingress-nginx's forward-auth annotations,
+or a Gateway API HTTPRoute with the ExternalAuth filter, each valid against its pinned schema; VS
+Code in the browser as a web app beside JupyterLab."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from tests.fakekube.validation import schema_causes
 from tests.workers.test_manifests import make_serving_spec, make_spec
 from workers.manifests import workload_objects
 from workers.manifests.options import ManifestOptions, SandboxRoute
-from workers.manifests.route import GATEWAY_AUTH_PATH, route_objects
+from workers.manifests.route import GATEWAY_AUTH_PATH, GATEWAY_ENDPOINT_AUTH_PATH, route_objects
 from workers.manifests.workload import container_command, sandbox_access, service_manifest
 
 fake_kube = fixtures.fake_kube
 HOST = "sbx-42.sandboxes.gpu.internal"
+ENDPOINT_HOST = "dep-vision-llama8b-77.sandboxes.gpu.internal"
 ROUTE = SandboxRoute(
     auth_url="http://gpu-portal-web.gpu-portal.svc.cluster.local:8000/auth/sandbox/check",
     signin_url="https://portal.example.internal/auth/sandbox/signin/",
@@ -75,9 +76,35 @@ def test_the_pinned_schema_refuses_what_a_gateway_api_server_would() -> None:
     assert schema_causes(wrong_type)
 
 
-def test_ssh_sandboxes_and_served_models_get_no_sandbox_route() -> None:
+def test_ssh_sandboxes_get_no_route() -> None:
     assert route_objects(make_spec(image_kind="shell"), ROUTE) == []
-    assert "Ingress" not in {obj["kind"] for obj in workload_objects(make_serving_spec(replicas=1))}
+
+
+def test_a_deployments_endpoint_is_routed_through_the_endpoint_check_with_no_sign_in() -> None:
+    spec = make_serving_spec(replicas=1, access_host=ENDPOINT_HOST)
+    (ingress,) = route_objects(spec, ROUTE)
+    assert kubernetes_validate.validate(ingress, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
+    assert ingress["metadata"]["name"] == "model"
+    notes = ingress["metadata"]["annotations"]
+    # the endpoint check on the same Service as the sandbox check
+    assert notes["nginx.ingress.kubernetes.io/auth-url"] == (
+        "http://gpu-portal-web.gpu-portal.svc.cluster.local:8000/auth/endpoint/check"
+    )
+    # a client gets the refusal itself: no browser sign-in, no gate cookie
+    assert "nginx.ingress.kubernetes.io/auth-signin" not in notes
+    assert "nginx.ingress.kubernetes.io/auth-always-set-cookie" not in notes
+    (rule,) = ingress["spec"]["rules"]
+    assert rule["host"] == ENDPOINT_HOST
+    assert rule["http"]["paths"][0]["backend"]["service"] == {"name": "model", "port": {"number": 8000}}
+    assert [obj["kind"] for obj in workload_objects(spec)][-1] == "Ingress"
+
+    service, route = route_objects(spec, SandboxRoute(kind="httproute", gateway="edge/sandboxes"))
+    assert schema_causes(route) == []
+    assert service["metadata"]["name"] == "portal-auth"
+    (rule,) = route["spec"]["rules"]
+    assert route["spec"]["hostnames"] == [ENDPOINT_HOST]
+    assert rule["filters"][0]["externalAuth"]["http"]["path"] == GATEWAY_ENDPOINT_AUTH_PATH
+    assert rule["backendRefs"] == [{"name": "model", "port": 8000}]
 
 
 @pytest.mark.parametrize("kind", ["ingress", "httproute"])
@@ -100,7 +127,7 @@ def test_vs_code_runs_code_server_without_its_own_password_behind_the_gate() -> 
     assert kubernetes_validate.validate(statefulset, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
 
 
-def test_a_cluster_that_names_its_certificate_gets_it_copied_to_each_sandbox(fake_kube) -> None:
+def test_a_cluster_that_names_its_certificate_gets_it_copied_to_each_workload(fake_kube) -> None:
     from tests.fakekube.resources import BY_KIND
     from workers.drivers.base import ClusterConfig, DriverError
     from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
@@ -123,6 +150,12 @@ def test_a_cluster_that_names_its_certificate_gets_it_copied_to_each_sandbox(fak
         "tls.crt": "Y2VydA==",
         "tls.key": "a2V5",
     }
+
+    serving = make_serving_spec(replicas=1, access_host=ENDPOINT_HOST)
+    driver.apply_workload(serving)
+    endpoint = fake_kube.get("Ingress", "model", serving.namespace)
+    assert endpoint["spec"]["tls"] == [{"hosts": [ENDPOINT_HOST], "secretName": "sandbox-tls"}]
+    assert fake_kube.get("Secret", "sandbox-tls", serving.namespace)["data"] == copied["data"]
 
     missing = ManifestOptions(route=SandboxRoute(tls_secret="ingress-nginx/nope"))
     driver = KubernetesDriver(config, KubernetesOptions(manifests=missing, timeout=(2.0, 2.0)))

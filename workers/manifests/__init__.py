@@ -74,8 +74,8 @@ def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None)
 
     Namespace first (everything lives in it), then the quota and limits (so the pod is admitted
     against them), the network policy and owner binding, and the workload last: a StatefulSet
-    (after its Service and route) for a sandbox, one Deployment per replica for a model serving
-    deployment.
+    (after its Service and route) for a sandbox; for a model serving deployment its Service, one
+    Deployment per replica and its endpoint's route.
     Raises ValueError for a spec no cluster could honour.
     """
     options = options or ManifestOptions()
@@ -91,6 +91,7 @@ def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None)
         objects.append(role_binding)
     if spec.serving is not None:
         objects.extend(serving_workload_objects(spec, options))
+        objects.extend(route_objects(spec, options.route))
         return objects
     objects.extend(kubectl_objects(spec, options))
     objects.append(service_manifest(spec))

@@ -14,6 +14,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
 from portal.core.errors import DomainError
+from portal.core.proxies import original_url, url_hostname
 from portal.core.views import login_required
 from portal.sandboxes.gate import (
     COOKIE,
@@ -22,31 +23,17 @@ from portal.sandboxes.gate import (
     gate_door,
     gate_ticket_issue,
     ticket_in,
-    url_host,
     with_ticket,
     without_ticket,
 )
 from portal.sandboxes.selectors import sandbox_inside
 
 
-def _original_url(request: HttpRequest) -> str:
-    """The URL the ingress is asking about: ingress-nginx's X-Original-URL, else the forwarded
-    host and path a Gateway's ExternalAuth (Envoy, Traefik) sends."""
-    original = request.headers.get("X-Original-URL", "")
-    if original:
-        return original
-    host = request.headers.get("X-Forwarded-Host", "")
-    if not host:
-        return ""
-    scheme = request.headers.get("X-Forwarded-Proto", "https")
-    return f"{scheme}://{host}{request.headers.get('X-Forwarded-Uri', '/')}"
-
-
 @require_http_methods(["GET", "HEAD"])
 def sandbox_gate_check(request: HttpRequest) -> HttpResponse:
     """ingress-nginx's forward-auth check, before every request to every sandbox: 200 lets it
     through (naming the user in X-Portal-User), 401 sends the browser to sign in, 403 refuses."""
-    return _gate_answer(_original_url(request), request.COOKIES.get(COOKIE, ""))
+    return _gate_answer(original_url(request), request.COOKIES.get(COOKIE, ""))
 
 
 @require_http_methods(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
@@ -74,7 +61,7 @@ def sandbox_gate_external(request: HttpRequest, path: str = "") -> HttpResponse:
 
 
 def _gate_answer(url: str, cookie: str) -> HttpResponse:
-    decision = gate_decide(host=url_host(url), cookie=cookie, ticket=ticket_in(url))
+    decision = gate_decide(host=url_hostname(url), cookie=cookie, ticket=ticket_in(url))
     response = HttpResponse(decision.reason, status=decision.status, content_type="text/plain")
     if decision.username:
         response["X-Portal-User"] = decision.username

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from portal.accounts.models import User
+from portal.accounts.models import ApiToken, User
 from portal.accounts.services import token_create
 from portal.core.errors import DomainError
 
@@ -17,8 +17,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--scope",
             default="workloads",
-            choices=["read", "workloads", "admin"],
-            help="what the token may do",
+            choices=ApiToken.Scope.values,
+            help="what the token may do (serving: call the user's teams' model endpoints only)",
         )
 
     def handle(self, *args, username: str, expires_days: int | None, name: str, **options):

@@ -1,0 +1,161 @@
+"""The endpoint gate: who may call a deployment's endpoint, asked before every request to it.
+
+The cluster's ingress asks the portal's endpoint check before each request reaches a model server
+(ingress-nginx `auth-url`, a Gateway's ExternalAuth filter), passing the client's headers on. A
+client sends `Authorization: Bearer <token>`: a personal token of scope `serving`, which nothing of
+the portal's API accepts (so the one token a model server sees opens nothing else), of a member
+of the deployment's team, while the deployment serves and before its expiry. No browser sign-in:
+a refusal reaches the client as 401 or 403 with the reason.
+
+What the check reads (the deployment behind a host with its team's members, a token) is kept a
+few seconds in each process, so ending the deployment, leaving the team or revoking the token
+shuts the door within that time.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from cachetools import TTLCache
+from django.utils import timezone
+
+from portal.accounts.models import ApiToken, Membership
+from portal.accounts.services import hash_token, token_authenticate
+from portal.deployments.selectors import ENDPOINT_STATES
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
+
+ENDPOINT_HOST_PREFIX = "dep-"  # `dep-<team>-<name>-<id>.<domain>`, the id after the last dash
+FACTS_SECONDS = 5.0
+SERVING_TOKEN_HINT = "create a token of scope serving under API tokens"  # noqa: S105 (words, not a secret)
+
+
+@dataclass(frozen=True)
+class EndpointDoor:
+    """What the gate needs to know of the deployment behind a host."""
+
+    workload_id: int
+    team_name: str
+    members: frozenset[int]
+    state: str
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a valid token stands for, and what it may do."""
+
+    username: str
+    user_id: int
+    scope: str
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class EndpointDecision:
+    """200 lets the request through as `username`; 401 asks for a token; 403 refuses."""
+
+    status: int
+    reason: str
+    username: str = ""
+
+
+_doors: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)
+_callers: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)
+_lock = threading.Lock()
+
+
+def endpoint_gate_cache_clear() -> None:
+    """Forget every cached fact (tests; a change is seen within FACTS_SECONDS anyway)."""
+    with _lock:
+        _doors.clear()
+        _callers.clear()
+
+
+def endpoint_door(host: str) -> EndpointDoor | None:
+    """The deployment whose endpoint is at `host`, or None."""
+    with _lock:
+        if host in _doors:
+            return _doors[host]
+    label = host.split(".", 1)[0]
+    number = label.rsplit("-", 1)[-1]
+    door = None
+    if label.startswith(ENDPOINT_HOST_PREFIX) and number.isdigit():
+        workload = (
+            Workload.objects.filter(pk=int(number), kind=WorkloadKind.DEPLOYMENT)
+            .select_related("team")
+            .only("id", "access", "state", "expires_at", "team__name")
+            .first()
+        )
+        if workload is not None and (urlsplit(workload.access).hostname or "") == host:
+            members = Membership.objects.filter(team_id=workload.team_id).values_list("user_id", flat=True)
+            door = EndpointDoor(
+                workload_id=workload.pk,
+                team_name=workload.team.name,
+                members=frozenset(members),
+                state=workload.state,
+                expires_at=workload.expires_at,
+            )
+    with _lock:
+        _doors[host] = door
+    return door
+
+
+def _caller(raw: str) -> Caller | None:
+    key = hash_token(raw)
+    with _lock:
+        if key in _callers:
+            return _callers[key]
+    token = token_authenticate(raw=raw)
+    caller = None
+    if token is not None:
+        caller = Caller(token.user.username, token.user_id, token.scope, token.expires_at)
+    with _lock:
+        _callers[key] = caller
+    return caller
+
+
+def _refusal(door: EndpointDoor, now: datetime) -> str:
+    """Why nobody may call `door` now, or "" while it serves."""
+    if door.state not in ENDPOINT_STATES:
+        waiting = door.state in (WorkloadState.PENDING_APPROVAL, WorkloadState.QUEUED)
+        return "This deployment is not serving yet." if waiting else "This deployment has ended."
+    if door.expires_at is not None and door.expires_at <= now:
+        return "This deployment has expired."
+    return ""
+
+
+def endpoint_decide(*, host: str, authorization: str, now: datetime | None = None) -> EndpointDecision:
+    """May the bearer of `authorization` (the request's Authorization header) call the
+    deployment at `host`?"""
+    now = now or timezone.now()
+    door = endpoint_door(host.lower())
+    if door is None:
+        return EndpointDecision(403, "There is no deployment at this address.")
+    parts = authorization.split()
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        return EndpointDecision(
+            401, f"Send 'Authorization: Bearer <token>' with a serving token ({SERVING_TOKEN_HINT})."
+        )
+    caller = _caller(parts[1])
+    if caller is None or (caller.expires_at is not None and caller.expires_at <= now):
+        return EndpointDecision(401, "The token is invalid, expired or revoked.")
+    if caller.scope != ApiToken.Scope.SERVING:
+        return EndpointDecision(
+            403,
+            f"Only a token of scope serving calls model endpoints, not one of scope {caller.scope}: "
+            f"{SERVING_TOKEN_HINT}.",
+            caller.username,
+        )
+    if caller.user_id not in door.members:
+        return EndpointDecision(
+            403, f"This deployment is team {door.team_name}'s, and you are not a member.", caller.username
+        )
+    reason = _refusal(door, now)
+    return (
+        EndpointDecision(403, reason, caller.username)
+        if reason
+        else EndpointDecision(200, "", caller.username)
+    )
