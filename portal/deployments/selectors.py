@@ -249,6 +249,20 @@ def deployment_example(workload: Workload) -> str | None:
     return _curl(f"{endpoint}/v1/models")
 
 
+def deployment_client_example(workload: Workload) -> str | None:
+    """For an OpenAI-compatible endpoint, the OpenAI Python client pointed at it: it sends its
+    `api_key` as the bearer token the endpoint check reads."""
+    base = deployment_call_base(workload)
+    serving = deployment_serving(workload)
+    if base is None or serving is None or serving.api != Runtime.Api.OPENAI:
+        return None
+    return (
+        "import os\n"
+        "from openai import OpenAI\n\n"
+        f'client = OpenAI(base_url="{base}/v1", api_key=os.environ["{TOKEN_VARIABLE}"])'
+    )
+
+
 @dataclass(frozen=True)
 class DeploymentRow:
     """One deployment as the list or the detail page shows it."""
@@ -262,6 +276,7 @@ class DeploymentRow:
     approval: Approval | None
     endpoint: str | None
     example: str | None
+    client_example: str | None = None  # the OpenAI Python client pointed at it
     actions: list[str] = field(default_factory=list)  # what can be done to it now
     estimated_wait: QueueWait | None = None  # while queued
     waiting_cost: WaitingCost | None = None  # while waiting: its cost once placed
@@ -311,6 +326,7 @@ def deployment_rows(workloads: list[Workload], *, now: datetime | None = None) -
             placements=deployment_placements(workload),
             endpoint=deployment_endpoint(workload),
             example=deployment_example(workload),
+            client_example=deployment_client_example(workload),
             **costs,
         )
         for workload, costs in zip(workloads, common_row_fields(workloads, now=now), strict=True)

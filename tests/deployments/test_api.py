@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from portal.deployments.models import Serving
-from portal.deployments.selectors import deployment_example
+from portal.deployments.selectors import deployment_client_example, deployment_example
 from portal.workloads.models import Workload
 
 URL = "/api/v1/deployments"
@@ -91,6 +91,7 @@ def test_a_triton_model_gets_a_kserve_v2_inference_example(run_jobs, fleet, cata
     assert f"/simulated-endpoint/{host}/v2/models/resnet-50/infer" in example
     assert example.count('-H "Authorization: Bearer $SERVING_TOKEN"') == 2  # metadata and infer
     assert "[1, 3, 224, 224]" in example and "FP16" in example
+    assert deployment_client_example(workload) is None  # KServe v2: no OpenAI client
 
 
 def test_70b_on_two_h100s_is_refused_naming_gpu_count(fleet, catalog, alice):

@@ -220,6 +220,7 @@ def test_the_page_shows_a_call_with_a_serving_token_and_where_to_make_one(deploy
     assert f"curl -s {stand_in}/v1/chat/completions \\\n" in page
     assert '-H "Authorization: Bearer $SERVING_TOKEN"' in page
     assert 'href="/tokens/?scope=serving"' in page and "team Vision" in page
+    assert f'OpenAI(base_url="{stand_in}/v1", api_key=os.environ["SERVING_TOKEN"])' in page
 
     form = client.get("/tokens/?scope=serving").content.decode()
     assert re.search(r'<option value="serving" selected>', form)
