@@ -102,3 +102,5 @@ class WorkloadSpec:
     # A sandbox's persistent home; None: a scratch /home that goes with the sandbox.
     home: HomeVolume | None = None
     datasets: tuple[DatasetMount, ...] = ()
+    # A shell sandbox's owner's SSH public keys (authorized_keys lines), kept current while it runs.
+    ssh_keys: tuple[str, ...] = ()

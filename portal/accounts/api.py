@@ -1,4 +1,4 @@
-"""Accounts API views: who am I, and personal access tokens."""
+"""Accounts API views: who am I, personal access tokens, SSH keys and notifications."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.accounts.models import ApiToken, Notification, NotificationSettings
+from portal.accounts.models import ApiToken, Notification, NotificationSettings, SshKey
 from portal.accounts.notifications import (
     notification_settings_of,
     notification_settings_update,
@@ -23,11 +23,14 @@ from portal.accounts.serializers import (
     MarkedReadSerializer,
     NotificationPreferencesSerializer,
     NotificationSerializer,
+    SshKeyCreateSerializer,
+    SshKeySerializer,
     TokenCreatedSerializer,
     TokenCreateSerializer,
     TokenSerializer,
 )
 from portal.accounts.services import token_create, token_revoke
+from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
 from portal.core.errors import ValidationFailed
 from portal.core.parsers import JSONParser
 from portal.core.serializers import PAGING, refuse_other_parameters
@@ -77,6 +80,40 @@ class TokenRevokeView(generics.GenericAPIView):
     def post(self, request: Request, pk: int) -> Response:
         token = token_revoke(user=request.user, token_id=pk)
         return Response(TokenSerializer(token).data)
+
+
+class SshKeyListView(generics.ListAPIView):
+    """Your SSH public keys, newest first: every shell sandbox of yours lets them in."""
+
+    queryset = SshKey.objects.none()
+    serializer_class = SshKeySerializer
+
+    def get_queryset(self) -> QuerySet[SshKey]:
+        return ssh_keys_of(self.request.user)
+
+    @extend_schema(request=SshKeyCreateSerializer, responses={201: SshKeySerializer})
+    def post(self, request: Request) -> Response:
+        """Add a key; your running shell sandboxes take it within a minute or two."""
+        body = SshKeyCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        key = ssh_key_add(
+            user=request.user,
+            name=body.validated_data.get("name", ""),
+            public_key=body.validated_data["public_key"],
+        )
+        return Response(SshKeySerializer(key).data, status=status.HTTP_201_CREATED)
+
+
+class SshKeyDetailView(generics.GenericAPIView):
+    """One of your SSH keys."""
+
+    serializer_class = SshKeySerializer
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request: Request, pk: int) -> Response:
+        """Remove it: your shell sandboxes stop letting it in within a minute or two."""
+        ssh_key_remove(user=request.user, key_id=pk)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class NotificationListView(generics.ListAPIView):

@@ -54,3 +54,25 @@ class TokenCreateForm(forms.Form):
         required=False,
         help_text="Whatever the scope, a token never does more than you may.",
     )
+
+
+class SshKeyForm(forms.Form):
+    public_key = forms.CharField(
+        label="Public key",
+        max_length=8000,
+        widget=forms.Textarea(
+            attrs={
+                "rows": 3,
+                "placeholder": "ssh-ed25519 AAAA... you@laptop",
+                "autocomplete": "off",
+                "spellcheck": "false",
+            }
+        ),
+        help_text="The contents of your .pub file (ssh-keygen -t ed25519 makes one).",
+    )
+    name = forms.CharField(
+        max_length=100,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "laptop", "autocomplete": "off"}),
+        help_text="Empty: the key's comment.",
+    )

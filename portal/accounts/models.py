@@ -203,6 +203,29 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.prefix}…)"
 
 
+class SshKey(models.Model):
+    """A public key its user logs in to their ssh sandboxes with. Every shell sandbox of theirs
+    gets all their keys while it runs (added or removed ones within a minute or two)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ssh_keys")
+    name = models.CharField(max_length=100)
+    public_key = models.TextField(help_text="One line of authorized_keys: type and key, no options.")
+    fingerprint = models.CharField(max_length=60, help_text="SHA256:..., as ssh-keygen -l shows it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "SSH key"
+        constraints = [models.UniqueConstraint(fields=["user", "fingerprint"], name="one_ssh_key_once")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.fingerprint})"
+
+    @property
+    def key_type(self) -> str:
+        return self.public_key.split(" ", 1)[0]
+
+
 class NotificationKind(models.TextChoices):
     """What a notification is about; each kind can be turned off per channel."""
 

@@ -10,6 +10,7 @@ from portal.accounts.models import (
     Notification,
     NotificationChannel,
     NotificationKind,
+    SshKey,
     WebhookFormat,
 )
 from portal.core.serializers import StrictCharField, StrictIntegerField
@@ -67,6 +68,28 @@ class TokenCreateSerializer(serializers.Serializer):
         help_text="read: reads only; workloads: all but tokens; admin: all; serving: calls the endpoints "
         "of your teams' deployments and nothing of this API. A token making a token needs admin, and "
         "the new one may not outlive it.",
+    )
+
+
+class SshKeySerializer(serializers.ModelSerializer):
+    """A public key its owner's shell sandboxes let in."""
+
+    key_type = serializers.CharField(
+        read_only=True, help_text="ssh-ed25519, ecdsa-sha2-nistp256, ssh-rsa, ..."
+    )
+
+    class Meta:
+        model = SshKey
+        fields = ["id", "name", "fingerprint", "key_type", "public_key", "created_at"]
+        read_only_fields = fields
+
+
+class SshKeyCreateSerializer(serializers.Serializer):
+    public_key = StrictCharField(
+        max_length=8000, help_text="One OpenSSH public key (the .pub file): type, base64, comment."
+    )
+    name = StrictCharField(
+        max_length=100, required=False, allow_blank=True, help_text="Absent or empty: the key's comment."
     )
 
 

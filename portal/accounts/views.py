@@ -12,12 +12,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.accounts.forms import PortalAuthenticationForm, TokenCreateForm
+from portal.accounts.forms import PortalAuthenticationForm, SshKeyForm, TokenCreateForm
 from portal.accounts.models import (
     ApiToken,
     Membership,
     NotificationChannel,
     NotificationKind,
+    SshKey,
     Team,
     WebhookFormat,
 )
@@ -36,6 +37,7 @@ from portal.accounts.selectors import (
     webhook_deliveries_of,
 )
 from portal.accounts.services import notifications_mark_read, team_hf_token_set, token_create, token_revoke
+from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
@@ -116,6 +118,42 @@ def token_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
         context = {"form": TokenCreateForm(), "tokens": tokens_of(request.user), "now": timezone.now()}
         return fragment(request, "accounts/partials/tokens_panel.html", context)
     return redirect("tokens")
+
+
+def _ssh_keys_context(request: HttpRequest, form: SshKeyForm, added: SshKey | None = None) -> dict:
+    return {"form": form, "keys": list(ssh_keys_of(request.user)), "added": added}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def ssh_keys_page(request: HttpRequest) -> HttpResponse:
+    """My SSH public keys; a POST adds one. Every shell sandbox of mine gets them all."""
+    form = SshKeyForm(request.POST or None)
+    added = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            added = ssh_key_add(
+                user=request.user, name=form.cleaned_data["name"], public_key=form.cleaned_data["public_key"]
+            )
+        except DomainError as error:
+            form.add_error("public_key" if error.fields else None, error.message)
+        else:
+            form = SshKeyForm()
+    context = _ssh_keys_context(request, form, added)
+    if request.method == "POST" and wants_fragment(request):
+        return fragment(request, "accounts/partials/ssh_keys_panel.html", context)
+    return page(request, "accounts/ssh_keys.html", context)
+
+
+@login_required
+@require_POST
+def ssh_key_remove_view(request: HttpRequest, pk: int) -> HttpResponse:
+    run_service(request, lambda: ssh_key_remove(user=request.user, key_id=pk), success="SSH key removed.")
+    if wants_fragment(request):
+        return fragment(
+            request, "accounts/partials/ssh_keys_panel.html", _ssh_keys_context(request, SshKeyForm())
+        )
+    return redirect("ssh-keys")
 
 
 @login_required

@@ -11,7 +11,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from portal.accounts.action_links import action_token_make
 from portal.accounts.models import ApiToken, Membership, Notification
 from portal.accounts.services import token_create
+from portal.accounts.ssh_keys import ssh_key_add
 from portal.workloads.models import Approval, Preset, WorkloadKind
+from tests.accounts.test_ssh_keys import ED25519
 from tests.factories import MembershipFactory, UserFactory
 from tests.rows import make_deployment, make_sandbox
 
@@ -25,6 +27,7 @@ EXAMPLES = {"month": "2026-03", "fmt": "csv", "kind": "user", "target": "alice"}
 OBJECT_KINDS = {
     "spend/statement": "team",
     "tokens": "token",
+    "ssh-keys": "ssh_key",
     "sandboxes": "sandbox",
     "approvals": "approval",
     "deployments": "deployment",
@@ -84,12 +87,14 @@ def team_objects(*, researcher, team, gpus, fleet) -> dict[str, object]:
         workload=sandbox, team=team, kind=Approval.Kind.CREATE, requested_by=researcher
     )
     token, _ = token_create(user=researcher, name="laptop", scope=ApiToken.Scope.WORKLOADS)
+    ssh_key = ssh_key_add(user=researcher, name="laptop", public_key=ED25519)
     notification = Notification.objects.create(user=researcher, message="Sandbox box is running.")
     preset = Preset.objects.create(
         kind=WorkloadKind.SANDBOX, name="one slice", owner=researcher, created_by=researcher, body={}
     )
     return {
         "token": token.pk,
+        "ssh_key": ssh_key.pk,
         "sandbox": sandbox.number,  # pages and API paths name them by their number within their kind
         "deployment": deployment.number,
         "approval": approval.pk,

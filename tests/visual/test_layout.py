@@ -285,3 +285,22 @@ def test_on_a_phone_the_sandbox_events_and_the_audit_log_are_cards_not_wide_tabl
     assert page.evaluate(NO_SIDEWAYS_SCROLL)
     assert page.evaluate(TABLE_OVERFLOW) == []
     assert page.locator("table.audit [data-label='Action']").first.is_visible()
+
+
+def test_on_a_phone_the_tokens_and_ssh_keys_pages_scroll_only_their_tables(
+    live_server, transactional_db, browser_page, researcher
+):
+    from portal.accounts.services import token_create
+    from portal.accounts.ssh_keys import ssh_key_add
+    from tests.accounts.test_ssh_keys import ED25519
+
+    token_create(user=researcher, name="ci-pipeline")
+    ssh_key_add(user=researcher, name="laptop", public_key=ED25519)
+    page = browser_page
+    page.set_viewport_size(PHONE)
+    sign_in_as_alice(page, live_server)
+    for path, row in (("/tokens/", "ci-pipeline"), ("/ssh-keys/", "laptop")):
+        page.goto(f"{live_server.url}{path}")
+        page.get_by_role("cell", name=row).wait_for()
+        # the table's hidden "Actions" header stays inside the table's own scroll box
+        assert page.evaluate(NO_SIDEWAYS_SCROLL), path

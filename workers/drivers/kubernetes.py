@@ -98,7 +98,8 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "events"): frozenset({"list"}),
     ("", "nodes"): frozenset({"get", "list", "patch"}),
     ("", "configmaps"): frozenset({"create", "get", "patch"}),
-    ("", "secrets"): frozenset({"create", "get", "patch", "delete"}),  # get/patch/delete: hf-token only
+    # get/patch/delete: hf-token and ssh-keys only
+    ("", "secrets"): frozenset({"create", "get", "patch", "delete"}),
     ("resource.k8s.io", "resourceclaims"): frozenset({"create", "get", "delete"}),
     ("resource.k8s.io", "resourceslices"): frozenset({"list"}),
     ("apps", "statefulsets"): frozenset({"create", "get", "patch"}),

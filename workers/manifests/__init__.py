@@ -36,6 +36,7 @@ from workers.manifests.workload import (
     home_claim_manifest,
     sandbox_access,
     service_manifest,
+    ssh_keys_secret,
     stateful_set_manifest,
 )
 from workers.spec import WorkloadSpec
@@ -94,6 +95,8 @@ def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None)
         objects.extend(route_objects(spec, options.route))
         return objects
     objects.extend(kubectl_objects(spec, options))
+    if spec.image_kind == "shell":
+        objects.append(ssh_keys_secret(spec))
     objects.append(service_manifest(spec))
     objects.extend(route_objects(spec, options.route))
     if uses_dra(spec.gpu):

@@ -8,6 +8,7 @@ a node reboot or a MIG reconfiguration on the node (the MIG manager evicts GPU c
 
 from __future__ import annotations
 
+import base64
 from urllib.parse import urlsplit
 
 from workers.manifests.claims import claim_name, claim_pod_spec, uses_dra
@@ -42,16 +43,41 @@ HOME_VOLUME = "home"
 
 # The shell image contract: OpenSSH's sshd and ssh-keygen on the PATH, and uid run_as_user known
 # by the name in $SANDBOX_USER. sshd runs as that non-root user on an unprivileged port, so only
-# that user can log in, with keys from /home/.ssh/authorized_keys.
+# that user can log in, with the keys they gave the portal (the Secret `ssh-keys`, copied into
+# /home/.ssh-host every few seconds: the kubelet updates a mounted Secret in place while the
+# sandbox runs) and those in /home/.ssh/authorized_keys. Public keys need no secrecy; a Secret
+# because the portal's rights on Secrets are already held to its own namespaces.
+# StrictModes is off: the kubelet makes a volume's root group-writable for the pod's fsGroup
+# (setgid, g+rwx), and sshd's strict modes refuse keys under a group-writable /home. The group is
+# the sandbox user's own and sshd runs as that one user, so nobody else could have written them.
+SSH_KEYS_SECRET = "ssh-keys"  # noqa: S105 (the object's name)
+SSH_KEYS_MOUNT = "/etc/gpu-portal/ssh"
+PORTAL_KEYS = f"{HOME}/.ssh-host/portal_authorized_keys"
 SHELL_SERVER_SCRIPT = (
     "set -eu; "
     f"mkdir -p {HOME}/.ssh {HOME}/.ssh-host; "
     f"[ -f {HOME}/.ssh-host/ssh_host_ed25519_key ] || "
     f"ssh-keygen -q -t ed25519 -N '' -f {HOME}/.ssh-host/ssh_host_ed25519_key; "
+    f"keys() {{ cp {SSH_KEYS_MOUNT}/authorized_keys {PORTAL_KEYS}.new && chmod 600 {PORTAL_KEYS}.new "
+    f"&& mv {PORTAL_KEYS}.new {PORTAL_KEYS}; }}; "
+    "keys; (while sleep 15; do keys || true; done) & "
     f"exec sshd -D -e -p {SHELL_PORT} -h {HOME}/.ssh-host/ssh_host_ed25519_key "
-    f"-o PidFile={HOME}/.ssh-host/sshd.pid -o UsePAM=no -o PasswordAuthentication=no "
-    f"-o AuthorizedKeysFile={HOME}/.ssh/authorized_keys"
+    f"-o PidFile={HOME}/.ssh-host/sshd.pid -o UsePAM=no -o PasswordAuthentication=no -o StrictModes=no "
+    f"-o 'AuthorizedKeysFile={HOME}/.ssh/authorized_keys {PORTAL_KEYS}'"
 )
+
+
+def ssh_keys_secret(spec: WorkloadSpec) -> dict:
+    """A shell sandbox's owner's public keys, one authorized_keys line each."""
+    lines = "".join(f"{key}\n" for key in spec.ssh_keys)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": object_meta(spec, SSH_KEYS_SECRET),
+        "type": "Opaque",
+        # `data`, as the API server keeps it, so unchanged keys read back equal (no patch)
+        "data": {"authorized_keys": base64.b64encode(lines.encode()).decode()},
+    }
 
 
 def _access_parts(access_host: str) -> tuple[str, str]:
@@ -169,6 +195,11 @@ def pod_template(spec: WorkloadSpec, options: ManifestOptions | None = None) -> 
         ],
         volumes=[shm_volume(spec.memory_gb)],
     )
+    if spec.image_kind == "shell":
+        pod_spec["volumes"].append({"name": SSH_KEYS_SECRET, "secret": {"secretName": SSH_KEYS_SECRET}})
+        pod_spec["containers"][0]["volumeMounts"].append(
+            {"name": SSH_KEYS_SECRET, "mountPath": SSH_KEYS_MOUNT, "readOnly": True}
+        )
     if uses_dra(spec.gpu):
         claim_pod_spec(pod_spec, pod_spec["containers"][0], claim_name())
     add_datasets(pod_spec, spec, options)

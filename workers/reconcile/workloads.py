@@ -9,12 +9,13 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from portal.accounts.models import SshKey
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
 from portal.fleet.models import MigSlice, Node
 from portal.fleet.services import mig_slices_observed
 from portal.sandboxes.selectors import sandbox_datasets
 from portal.sandboxes.services import home_attached, home_claim, sandbox_kube_access_revoke
-from portal.workloads.models import Workload, WorkloadKind, WorkloadState
+from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
     workload_attempt_failed,
     workload_mark_ended,
@@ -153,6 +154,20 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         serving=serving,
         home=home_volume(home_attached(workload=workload)) if workload.kind == WorkloadKind.SANDBOX else None,
         datasets=tuple(dataset_mount(dataset) for dataset in sandbox_datasets(workload)),
+        ssh_keys=_ssh_keys(workload),
+    )
+
+
+def _ssh_keys(workload: Workload) -> tuple[str, ...]:
+    """A shell sandbox's owner's public keys, oldest first (the order the ConfigMap keeps)."""
+    if (
+        workload.kind != WorkloadKind.SANDBOX
+        or workload.image is None
+        or workload.image.kind != Image.Kind.SHELL
+    ):
+        return ()
+    return tuple(
+        SshKey.objects.filter(user_id=workload.owner_id).order_by("pk").values_list("public_key", flat=True)
     )
 
 
@@ -289,7 +304,7 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     """A running sandbox: well, degraded (crashing, OOM-killed, evicted, its objects gone, which
     drift repair puts back), or on a node that left the cluster, which ends it: nothing can run
     there again, and its GPUs are not the portal's to hold. A restart its owner asked for
-    replaces the pod first."""
+    replaces the pod first. A well ssh sandbox gets its owner's current SSH keys."""
     asked = workload.restart_requested_at
     if asked is not None and (workload.restarted_at is None or workload.restarted_at < asked):
         driver.restart_workload(spec)
@@ -305,6 +320,10 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
             workload_mark_failed(workload_id=workload.pk, message=_sentence(status.message), now=now)
             return
     if status.phase == "running":
+        if spec.image_kind == "shell":
+            # its owner's SSH keys as they are now: applied again only when they changed (or after
+            # the driver's re-apply period), and then only the Secret differs, not the pod
+            driver.apply_workload(spec)
         workload_observed_health(workload_id=workload.pk, problem="", now=now)
         return
     problem = status.message or status.phase

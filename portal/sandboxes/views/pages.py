@@ -11,7 +11,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from portal.accounts.models import User
 from portal.accounts.selectors import recent_notifications, team_members, user_teams
+from portal.accounts.ssh_keys import ssh_keys_of
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, part_of, wants_fragment
 from portal.core.web import run_service
@@ -42,7 +44,7 @@ from portal.sandboxes.services import (
 )
 from portal.workloads.forms import ExtendForm
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
-from portal.workloads.models import Workload, WorkloadKind, WorkloadState
+from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
 from portal.workloads.presets import presets_for
 from portal.workloads.selectors import progress_steps, workload_audit_trail
 from portal.workloads.services import sandbox_keep
@@ -199,6 +201,7 @@ def _panels_context(request: HttpRequest, sandbox: Workload) -> dict:
     if sandbox.owner_id == request.user.pk and sandbox.state == WorkloadState.RUNNING:
         access = kube_access_of(sandbox, request.user)
         context["kubectl_panel"] = {"access": access, "usable": kube_access_usable(access, sandbox)}
+        context["ssh_key_count"] = _ssh_key_count(request.user, sandbox)
     return context
 
 
@@ -287,10 +290,22 @@ def sandbox_kubectl_panel(request: HttpRequest, number: int) -> HttpResponse:
 
     def read() -> dict:
         sandbox, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
-        return {"sandbox": sandbox, "access": access, "usable": kube_access_usable(access, sandbox)}
+        return {
+            "sandbox": sandbox,
+            "access": access,
+            "usable": kube_access_usable(access, sandbox),
+            "ssh_key_count": _ssh_key_count(request.user, sandbox),
+        }
 
     ask = partial(sandbox_kube_access_request, user=request.user, sandbox_id=pk)
     return _panel(request, number, "sandboxes/partials/kubectl.html", ask=ask, read=read)
+
+
+def _ssh_key_count(user: User, sandbox: Workload) -> int | None:
+    """How many SSH keys its owner's ssh sandbox lets in; None for a web sandbox."""
+    if sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL:
+        return None
+    return ssh_keys_of(user).count()
 
 
 @login_required

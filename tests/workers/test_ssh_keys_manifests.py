@@ -1,0 +1,124 @@
+"""A shell sandbox lets in its owner's SSH keys: the Secret `ssh-keys` (one authorized_keys line
+per key), mounted read-only and copied by the start script where sshd reads it, kept current by
+the worker while the sandbox runs without touching its pod."""
+
+from __future__ import annotations
+
+import base64
+
+import kubernetes_validate
+import pytest
+
+from portal.accounts.ssh_keys import ssh_key_add
+from portal.workloads.models import Image
+from tests.accounts.test_ssh_keys import ECDSA, ED25519
+from tests.fakekube import SCHEMA_VERSION, fixtures
+from tests.rows import make_sandbox
+from tests.workers.test_manifests import by_kind, make_spec
+from workers.manifests import workload_objects
+from workers.manifests.workload import PORTAL_KEYS, SSH_KEYS_MOUNT
+from workers.reconcile.workloads import workload_spec
+
+fake_kube = fixtures.fake_kube
+KEYS = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILfZ1as802mKU9pp0LGJgYqFu8erGgUW9mo+a/Qrtw38",)
+
+
+def _lines(secret: dict) -> str:
+    return base64.b64decode(secret["data"]["authorized_keys"]).decode()
+
+
+def test_a_shell_sandbox_mounts_its_owners_keys_where_its_ssh_server_reads_them():
+    objects = by_kind(workload_objects(make_spec(image_kind="shell", ssh_keys=KEYS)))
+
+    secret = objects["Secret"]
+    assert secret["metadata"]["name"] == "ssh-keys"
+    assert _lines(secret) == f"{KEYS[0]}\n"
+    assert kubernetes_validate.validate(secret, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
+    statefulset = objects["StatefulSet"]
+    assert kubernetes_validate.validate(statefulset, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
+    pod = statefulset["spec"]["template"]["spec"]
+    assert {"name": "ssh-keys", "secret": {"secretName": "ssh-keys"}} in pod["volumes"]
+    container = pod["containers"][0]
+    assert {"name": "ssh-keys", "mountPath": SSH_KEYS_MOUNT, "readOnly": True} in container["volumeMounts"]
+    script = container["command"][-1]
+    assert f"cp {SSH_KEYS_MOUNT}/authorized_keys {PORTAL_KEYS}.new" in script
+    assert "while sleep 15; do keys || true; done" in script  # kept current while it runs
+    # /home is group-writable under the pod's fsGroup: sshd's strict modes would refuse every key
+    assert "-o StrictModes=no" in script
+    assert f"-o 'AuthorizedKeysFile=/home/.ssh/authorized_keys {PORTAL_KEYS}'" in script
+
+
+def test_without_keys_the_secret_is_there_empty_and_web_sandboxes_get_none():
+    empty = by_kind(workload_objects(make_spec(image_kind="shell")))["Secret"]
+    assert _lines(empty) == ""
+    assert "Secret" not in by_kind(workload_objects(make_spec(image_kind="jupyter", ssh_keys=KEYS)))
+
+
+def test_a_key_added_while_it_runs_reaches_the_secret_and_leaves_the_pod_alone(fake_kube):
+    from dataclasses import replace
+
+    from workers.drivers.base import ClusterConfig
+    from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
+
+    config = ClusterConfig(name="fake", driver="kubernetes", api_url=fake_kube.url)
+    driver = KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0), reapply_seconds=0))
+    spec = make_spec(image_kind="shell", ssh_keys=KEYS)
+    driver.apply_workload(spec)
+    template = fake_kube.get("StatefulSet", "sandbox", spec.namespace)["spec"]["template"]
+
+    more = (*KEYS, "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTY=")
+    driver.apply_workload(replace(spec, ssh_keys=more))
+
+    assert _lines(fake_kube.get("Secret", "ssh-keys", spec.namespace)) == "".join(f"{k}\n" for k in more)
+    assert fake_kube.get("StatefulSet", "sandbox", spec.namespace)["spec"]["template"] == template
+
+
+@pytest.mark.django_db
+def test_the_worker_gives_a_shell_sandbox_its_owners_keys_and_no_one_elses(fleet, researcher, lead, team):
+    ssh_key_add(user=researcher, name="laptop", public_key=ED25519)
+    ssh_key_add(user=researcher, name="desktop", public_key=ECDSA)
+    ssh_key_add(user=lead, name="bob's", public_key=ED25519)
+    shell = Image.objects.filter(kind=Image.Kind.SHELL).first() or Image.objects.create(
+        slug="shell", name="Shell", container_image="ubuntu-sshd", kind=Image.Kind.SHELL
+    )
+    gpu = fleet["whole"].gpus.first()
+    box = make_sandbox(owner=researcher, team=team, gpu=gpu, image=shell, cluster=gpu.node.cluster)
+    web = make_sandbox(owner=researcher, team=team, gpu=fleet["whole"].gpus.last(), cluster=gpu.node.cluster)
+
+    keys = workload_spec(box).ssh_keys
+
+    assert keys == (ED25519.rsplit(" ", 1)[0], ECDSA.strip())
+    assert workload_spec(web).ssh_keys == ()
+
+
+@pytest.mark.django_db
+def test_a_running_ssh_sandbox_is_given_keys_added_later_and_a_web_one_is_left_alone(
+    fleet, researcher, team, monkeypatch
+):
+    from workers.drivers.base import WorkloadStatus
+    from workers.reconcile import workloads as reconcile
+
+    applied: list = []
+
+    class Cluster:
+        def restart_workload(self, spec):
+            raise AssertionError("no restart was asked for")
+
+        def workload_status(self, spec):
+            return WorkloadStatus("running", "running")
+
+        def apply_workload(self, spec):
+            applied.append(spec)
+
+    monkeypatch.setattr(reconcile, "observe_home", lambda *args: None)
+    shell = Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
+    gpu = fleet["whole"].gpus.first()
+    box = make_sandbox(owner=researcher, team=team, gpu=gpu, image=shell, cluster=gpu.node.cluster)
+    web = make_sandbox(owner=researcher, team=team, gpu=fleet["whole"].gpus.last(), cluster=gpu.node.cluster)
+    ssh_key_add(user=researcher, name="laptop", public_key=ED25519)
+
+    for workload in (box, web):
+        reconcile._watch_sandbox(Cluster(), workload, workload_spec(workload), workload.started_at)
+
+    assert [spec.workload_id for spec in applied] == [box.pk]
+    assert applied[0].ssh_keys == (ED25519.rsplit(" ", 1)[0],)
