@@ -65,6 +65,7 @@ class TokenListView(generics.ListAPIView):
             name=body.validated_data["name"],
             expires_days=body.validated_data.get("expires_days"),
             scope=body.validated_data["scope"],
+            team=body.validated_data.get("team", ""),
             via=request.auth if isinstance(request.auth, ApiToken) else None,
         )
         data = TokenCreatedSerializer(token, context={"raw": raw}).data

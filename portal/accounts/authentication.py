@@ -10,7 +10,9 @@ from rest_framework.permissions import SAFE_METHODS
 from portal.accounts.models import ApiToken
 from portal.accounts.services import token_authenticate
 
-TOKEN_PATHS = ("/api/v1/tokens",)
+# Credentials that outlive the token that makes them: tokens, and SSH keys (a key planted with a
+# leaked token would keep opening its user's ssh sandboxes after the token is revoked).
+TOKEN_PATHS = ("/api/v1/tokens", "/api/v1/ssh-keys")
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -37,7 +39,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if writes and token.scope == ApiToken.Scope.READ:
             raise exceptions.PermissionDenied("This token is read-only (scope read).")
         if writes and token.scope != ApiToken.Scope.ADMIN and request.path.startswith(TOKEN_PATHS):
-            raise exceptions.PermissionDenied("Managing tokens needs a token with the admin scope.")
+            raise exceptions.PermissionDenied(
+                "Managing tokens and SSH keys needs a token with the admin scope."
+            )
         return (token.user, token)
 
     def authenticate_header(self, request) -> str:

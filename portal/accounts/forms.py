@@ -54,6 +54,16 @@ class TokenCreateForm(forms.Form):
         required=False,
         help_text="Whatever the scope, a token never does more than you may.",
     )
+    team = forms.ChoiceField(
+        label="Team (serving tokens)",
+        choices=[],
+        required=False,
+        help_text="A serving token calls this team's model endpoints only.",
+    )
+
+    def __init__(self, *args, teams: list | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [("", "—"), *((team.slug, team.name) for team in teams or [])]
 
 
 class SshKeyForm(forms.Form):

@@ -175,19 +175,22 @@ class ApiToken(models.Model):
 
     Its scope bounds what it may do as its user: `read` reads only; `workloads` also requests,
     changes and ends sandboxes and deployments, decides approvals and everything else the user
-    may do, but manages no tokens; `admin` may do all its user may, tokens included. `serving`
-    calls the endpoints of its user's teams' deployments and nothing of the portal's API: it is
-    the one scope a model server sees."""
+    may do, but manages no tokens (nor SSH keys); `admin` may do all its user may, tokens
+    included. `serving` calls the endpoints of one team's deployments (`team`, of which its user
+    is a member) and nothing of the portal's API: it is the one scope a model server sees, and
+    what a model server could learn from it opens only its own team's endpoints."""
 
     class Scope(models.TextChoices):
         READ = "read", "Read only"
-        WORKLOADS = "workloads", "Workloads (everything but tokens)"
+        WORKLOADS = "workloads", "Workloads (everything but tokens and SSH keys)"
         ADMIN = "admin", "Admin (everything, tokens included)"
-        SERVING = "serving", "Serving (calls your teams' model endpoints only)"
+        SERVING = "serving", "Serving (calls one team's model endpoints only)"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
     scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.WORKLOADS)
+    # A serving token's team: the one whose endpoints it calls. None for every other scope.
+    team = models.ForeignKey("Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     prefix = models.CharField(max_length=16, db_index=True)
     token_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -63,7 +63,7 @@ def recent_notifications(user: User, *, limit: int = NOTIFICATIONS_SHOWN) -> lis
 
 def tokens_of(user: User) -> QuerySet[ApiToken]:
     """The user's personal access tokens, newest first (revoked ones too)."""
-    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+    return ApiToken.objects.filter(user=user).select_related("team").order_by("-created_at", "-id")
 
 
 def notifications_of(user: User, *, order: str = "newest") -> QuerySet[Notification]:

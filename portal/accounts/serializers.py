@@ -20,6 +20,12 @@ class TokenSerializer(serializers.ModelSerializer):
     """A token as listed: never its secret."""
 
     active = serializers.SerializerMethodField()
+    team = serializers.SlugRelatedField(
+        slug_field="slug",
+        read_only=True,
+        allow_null=True,
+        help_text="A serving token's team, whose endpoints it calls; null for the other scopes.",
+    )
 
     class Meta:
         model = ApiToken
@@ -28,6 +34,7 @@ class TokenSerializer(serializers.ModelSerializer):
             "name",
             "prefix",
             "scope",
+            "team",
             "created_at",
             "expires_at",
             "revoked_at",
@@ -65,9 +72,15 @@ class TokenCreateSerializer(serializers.Serializer):
     scope = serializers.ChoiceField(
         choices=ApiToken.Scope.choices,
         default=ApiToken.Scope.WORKLOADS,
-        help_text="read: reads only; workloads: all but tokens; admin: all; serving: calls the endpoints "
-        "of your teams' deployments and nothing of this API. A token making a token needs admin, and "
-        "the new one may not outlive it.",
+        help_text="read: reads only; workloads: all but tokens and SSH keys; admin: all; serving: calls "
+        "the endpoints of one team's deployments (`team`) and nothing of this API. A token making a "
+        "token needs admin, and the new one may not outlive it.",
+    )
+    team = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=50,
+        help_text="For scope serving, the slug of the team (one of yours) whose endpoints it calls.",
     )
 
 

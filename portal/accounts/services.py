@@ -33,6 +33,7 @@ def token_create(
     expires_days: int | None = None,
     scope: str = ApiToken.Scope.WORKLOADS,
     via: ApiToken | None = None,
+    team: str = "",
 ) -> tuple[ApiToken, str]:
     """Create a token and return it with its secret, which is never stored and never shown again.
     Made with another token (`via`), it may have no wider scope and may not outlive it."""
@@ -47,6 +48,7 @@ def token_create(
     if scope not in ApiToken.Scope.values:
         message = f"One of {', '.join(ApiToken.Scope.values)}."
         raise ValidationFailed(f"scope: {message}", fields={"scope": [message]})
+    serving_team = _serving_team(user=user, scope=scope, slug=team.strip())
     expires_at = now + timedelta(days=expires_days) if expires_days else None
     if via is not None:
         if via.scope != ApiToken.Scope.ADMIN:
@@ -67,12 +69,32 @@ def token_create(
         token_hash=hash_token(raw),
         expires_at=expires_at,
         scope=scope,
+        team=serving_team,
     )
     made_by = f", made with token {via.prefix}…" if via else ""
+    of_team = f" for team {serving_team.slug}" if serving_team else ""
     audit_record(
-        actor=user, action="token.create", obj=token, detail=f"token {token.prefix}… ({scope}){made_by}"
+        actor=user,
+        action="token.create",
+        obj=token,
+        detail=f"token {token.prefix}… ({scope}{of_team}){made_by}",
     )
     return token, raw
+
+
+def _serving_team(*, user: User, scope: str, slug: str) -> Team | None:
+    """The team a serving token calls the endpoints of (one its user is a member of); refused
+    for a serving token without one, and for any other scope with one."""
+    if scope != ApiToken.Scope.SERVING:
+        if slug:
+            message = "Only a token of scope serving names a team."
+            raise ValidationFailed(message, fields={"team": [message]})
+        return None
+    membership = Membership.objects.select_related("team").filter(user=user, team__slug=slug).first()
+    if not slug or membership is None:
+        message = "A serving token calls one team's endpoints: name one of your teams."
+        raise ValidationFailed(message, fields={"team": [message]})
+    return membership.team
 
 
 def token_revoke(*, user: User, token_id: int) -> ApiToken:

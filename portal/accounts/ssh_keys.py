@@ -48,6 +48,8 @@ def ssh_key_parse(text: str) -> tuple[str, str]:
     words = text.strip().split()
     if not words or len(text) > MAX_KEY_CHARS:
         raise _refused("Paste one public key, as in ~/.ssh/id_ed25519.pub: ssh-ed25519 AAAA... you@host.")
+    if len([line for line in text.strip().splitlines() if line.strip()]) > 1 and "PRIVATE" not in text:
+        raise _refused("Paste one key at a time: this holds several lines.")
     if words[0].startswith("-----BEGIN") or "PRIVATE" in text:
         raise _refused(
             "That is a private key: paste the public one (the .pub file), and keep this one to yourself."

@@ -34,6 +34,7 @@ from portal.accounts.selectors import (
     recent_notifications,
     tokens_of,
     user_role,
+    user_teams,
     webhook_deliveries_of,
 )
 from portal.accounts.services import notifications_mark_read, team_hf_token_set, token_create, token_revoke
@@ -42,7 +43,7 @@ from portal.core.errors import DomainError, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
 
-TOKEN_FIELDS = ("name", "expires_days", "scope")
+TOKEN_FIELDS = ("name", "expires_days", "scope", "team")
 
 
 class PortalLoginView(LoginView):
@@ -81,8 +82,9 @@ def tokens(request: HttpRequest) -> HttpResponse:
     """List my tokens; a POST creates one and shows its secret this once. `?scope=` picks the
     new token's scope (a deployment's page links here for a serving token)."""
     asked = request.GET.get("scope", "")
-    initial = {"scope": asked} if asked in ApiToken.Scope.values else {}
-    form = TokenCreateForm(request.POST or None, initial=initial)
+    initial = {"scope": asked, "team": request.GET.get("team", "")} if asked in ApiToken.Scope.values else {}
+    teams = user_teams(request.user)
+    form = TokenCreateForm(request.POST or None, initial=initial, teams=teams)
     created = secret = None
     if request.method == "POST" and form.is_valid():
         try:
@@ -91,13 +93,14 @@ def tokens(request: HttpRequest) -> HttpResponse:
                 name=form.cleaned_data["name"],
                 expires_days=form.cleaned_data["expires_days"],
                 scope=form.cleaned_data["scope"] or ApiToken.Scope.WORKLOADS,
+                team=form.cleaned_data["team"],
             )
         except DomainError as error:
             for key, messages in error.fields.items():
                 for message in messages:
                     form.add_error(key if key in TOKEN_FIELDS else None, message)
         else:
-            form = TokenCreateForm()
+            form = TokenCreateForm(teams=teams)
     context = {
         "form": form,
         "tokens": tokens_of(request.user),
@@ -115,7 +118,8 @@ def tokens(request: HttpRequest) -> HttpResponse:
 def token_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
     run_service(request, lambda: token_revoke(user=request.user, token_id=pk), success="Token revoked.")
     if wants_fragment(request):
-        context = {"form": TokenCreateForm(), "tokens": tokens_of(request.user), "now": timezone.now()}
+        form = TokenCreateForm(teams=user_teams(request.user))
+        context = {"form": form, "tokens": tokens_of(request.user), "now": timezone.now()}
         return fragment(request, "accounts/partials/tokens_panel.html", context)
     return redirect("tokens")
 

@@ -2,10 +2,12 @@
 
 The cluster's ingress asks the portal's endpoint check before each request reaches a model server
 (ingress-nginx `auth-url`, a Gateway's ExternalAuth filter), passing the client's headers on. A
-client sends `Authorization: Bearer <token>`: a personal token of scope `serving`, which nothing of
-the portal's API accepts (so the one token a model server sees opens nothing else), of a member
-of the deployment's team, while the deployment serves and before its expiry. No browser sign-in:
-a refusal reaches the client as 401 or 403 with the reason.
+client sends `Authorization: Bearer <token>`: a personal token of scope `serving` made for the
+deployment's team, of a member of that team, while the deployment serves and before its expiry.
+Nothing of the portal's API accepts a serving token and it opens one team's endpoints only, so
+what a model server could learn from it (the ingress passes the header on) opens nothing its own
+team could not call already. No browser sign-in: a refusal reaches the client as 401 or 403 with
+the reason.
 
 What the check reads (the deployment behind a host with its team's members, a token) is kept a
 few seconds in each process, so ending the deployment, leaving the team or revoking the token
@@ -37,6 +39,7 @@ class EndpointDoor:
     """What the gate needs to know of the deployment behind a host."""
 
     workload_id: int
+    team_id: int
     team_name: str
     members: frozenset[int]
     state: str
@@ -50,6 +53,7 @@ class Caller:
     username: str
     user_id: int
     scope: str
+    team_id: int | None  # a serving token's team
     expires_at: datetime | None
 
 
@@ -82,17 +86,18 @@ def endpoint_door(host: str) -> EndpointDoor | None:
     label = host.split(".", 1)[0]
     number = label.rsplit("-", 1)[-1]
     door = None
-    if label.startswith(ENDPOINT_HOST_PREFIX) and number.isdigit():
+    if label.startswith(ENDPOINT_HOST_PREFIX) and number.isascii() and number.isdigit():
         workload = (
             Workload.objects.filter(pk=int(number), kind=WorkloadKind.DEPLOYMENT)
             .select_related("team")
-            .only("id", "access", "state", "expires_at", "team__name")
+            .only("id", "access", "state", "expires_at", "team_id", "team__name")
             .first()
         )
         if workload is not None and (urlsplit(workload.access).hostname or "") == host:
             members = Membership.objects.filter(team_id=workload.team_id).values_list("user_id", flat=True)
             door = EndpointDoor(
                 workload_id=workload.pk,
+                team_id=workload.team_id,
                 team_name=workload.team.name,
                 members=frozenset(members),
                 state=workload.state,
@@ -111,7 +116,7 @@ def _caller(raw: str) -> Caller | None:
     token = token_authenticate(raw=raw)
     caller = None
     if token is not None:
-        caller = Caller(token.user.username, token.user_id, token.scope, token.expires_at)
+        caller = Caller(token.user.username, token.user_id, token.scope, token.team_id, token.expires_at)
     with _lock:
         _callers[key] = caller
     return caller
@@ -147,6 +152,18 @@ def endpoint_decide(*, host: str, authorization: str, now: datetime | None = Non
             403,
             f"Only a token of scope serving calls model endpoints, not one of scope {caller.scope}: "
             f"{SERVING_TOKEN_HINT}.",
+            caller.username,
+        )
+    if caller.team_id is None:
+        return EndpointDecision(
+            403,
+            f"This serving token names no team: make one for team {door.team_name} under API tokens.",
+            caller.username,
+        )
+    if caller.team_id != door.team_id:
+        return EndpointDecision(
+            403,
+            f"This token calls another team's endpoints; this deployment is team {door.team_name}'s.",
             caller.username,
         )
     if caller.user_id not in door.members:

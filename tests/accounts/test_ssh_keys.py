@@ -46,6 +46,7 @@ def test_a_key_reads_as_openssh_reads_it(text, line, fingerprint):
             "That is a private key",
         ),
         (RSA_1024, "RSA keys need at least 2048 bits; this one has 1024"),
+        (f"{ED25519}\n{ECDSA}", "Paste one key at a time"),
         ("ssh-dss AAAAB3NzaC1kc3MAAACBAP8= old", "DSA keys are refused"),
         ("ssh-foo AAAA", "Not an SSH public key of a known type"),
         ("ssh-ed25519", "The key itself is missing"),
@@ -123,6 +124,12 @@ def test_the_api_adds_lists_and_removes_keys(alice, researcher):
     assert alice.delete(f"/api/v1/ssh-keys/{body['id']}").status_code == 204
     assert alice.delete(f"/api/v1/ssh-keys/{body['id']}").status_code == 404
 
+    # a key outlives the token that adds it: like a token, it takes an admin-scoped one
+    _, workloads = token_create(user=researcher, name="ci", scope=ApiToken.Scope.WORKLOADS)
+    scripted = Client(HTTP_AUTHORIZATION=f"Bearer {workloads}")
+    planted = scripted.post("/api/v1/ssh-keys", {"public_key": ED25519}, content_type="application/json")
+    assert planted.status_code == 403 and "admin scope" in planted.content.decode()
+    assert scripted.get("/api/v1/ssh-keys").status_code == 200
     _, read_only = token_create(user=researcher, name="ro", scope=ApiToken.Scope.READ)
     reader = Client(HTTP_AUTHORIZATION=f"Bearer {read_only}")
     assert (

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from portal.accounts.models import ApiToken, Membership
 from portal.accounts.services import token_create, token_revoke
+from portal.core.errors import ValidationFailed
 from portal.deployments.gate import endpoint_gate_cache_clear
 from portal.workloads.models import WorkloadState
 from tests.conftest import signed_in
@@ -47,8 +48,10 @@ def host_of(deployment) -> str:
     return deployment.access.removeprefix("https://")
 
 
-def serving_token(user, scope=ApiToken.Scope.SERVING) -> str:
-    return token_create(user=user, name="chat-client", scope=scope)[1]
+def serving_token(user, scope=ApiToken.Scope.SERVING, team="vision") -> str:
+    return token_create(
+        user=user, name="chat-client", scope=scope, team=team if scope == ApiToken.Scope.SERVING else ""
+    )[1]
 
 
 def check(deployment, token: str | None = None, *, path: str = "/v1/chat/completions"):
@@ -83,11 +86,13 @@ def test_no_token_asks_for_one_and_says_which(deployment):
 def test_a_wrong_revoked_or_expired_token_is_refused(deployment, researcher):
     assert check(deployment, "gpp_not-a-token").status_code == 401
 
-    token, raw = token_create(user=researcher, name="old", scope=ApiToken.Scope.SERVING)
+    token, raw = token_create(user=researcher, name="old", scope=ApiToken.Scope.SERVING, team="vision")
     token_revoke(user=researcher, token_id=token.pk)
     assert check(deployment, raw).status_code == 401
 
-    token, raw = token_create(user=researcher, name="short", scope=ApiToken.Scope.SERVING, expires_days=1)
+    token, raw = token_create(
+        user=researcher, name="short", scope=ApiToken.Scope.SERVING, team="vision", expires_days=1
+    )
     ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     answer = check(deployment, raw)
     assert answer.status_code == 401
@@ -102,12 +107,37 @@ def test_a_token_of_the_portals_api_never_reaches_a_model_server(deployment, res
     assert f"not one of scope {scope}" in answer.content.decode()
 
 
-def test_someone_outside_the_team_is_refused_admins_included(deployment, other_researcher, admin_user):
-    for user in (other_researcher, admin_user):
-        answer = check(deployment, serving_token(user))
-
-        assert answer.status_code == 403
-        assert answer.content.decode() == "This deployment is team Vision's, and you are not a member."
+def test_a_token_made_for_another_team_is_refused_even_in_a_members_hands(
+    deployment, team, other_researcher, other_team, admin_user
+):
+    answer = check(deployment, serving_token(other_researcher, team=other_team.slug))
+    assert answer.status_code == 403
+    assert (
+        answer.content.decode()
+        == "This token calls another team's endpoints; this deployment is team Vision's."
+    )
+    # a member of both teams: a token learnt by team nlp's model servers opens nothing of vision's
+    both = UserFactory(username="erin")
+    Membership.objects.create(user=both, team=team, role=Membership.Role.RESEARCHER)
+    Membership.objects.create(user=both, team=other_team, role=Membership.Role.RESEARCHER)
+    endpoint_gate_cache_clear()  # the gate read vision's members a moment ago
+    assert check(deployment, serving_token(both, team=other_team.slug)).status_code == 403
+    assert check(deployment, serving_token(both, team=team.slug)).status_code == 200
+    # a serving token names one of its user's teams: an admin outside vision cannot make one for it
+    with pytest.raises(ValidationFailed, match="name one of your teams"):
+        serving_token(admin_user)
+    with pytest.raises(ValidationFailed, match="name one of your teams"):
+        token_create(user=both, name="x", scope=ApiToken.Scope.SERVING)
+    teamless, raw = token_create(user=both, name="old", scope=ApiToken.Scope.SERVING, team="vision")
+    ApiToken.objects.filter(pk=teamless.pk).update(team=None)  # as one made before tokens named a team
+    endpoint_gate_cache_clear()
+    answer = check(deployment, raw)
+    assert (answer.status_code, answer.content.decode()) == (
+        403,
+        "This serving token names no team: make one for team Vision under API tokens.",
+    )
+    with pytest.raises(ValidationFailed, match="Only a token of scope serving names a team"):
+        token_create(user=both, name="x", scope=ApiToken.Scope.WORKLOADS, team="vision")
 
 
 def test_leaving_the_team_shuts_the_door(deployment, team):
@@ -219,12 +249,21 @@ def test_the_page_shows_a_call_with_a_serving_token_and_where_to_make_one(deploy
     stand_in = f"{settings.PORTAL_BASE_URL}/simulated-endpoint/{host_of(deployment)}"
     assert f"curl -s {stand_in}/v1/chat/completions \\\n" in page
     assert '-H "Authorization: Bearer $SERVING_TOKEN"' in page
-    assert 'href="/tokens/?scope=serving"' in page and "team Vision" in page
+    assert (
+        'href="/tokens/?scope=serving&amp;team=vision"'
+        in client.get(f"/deployments/{deployment.number}/").content.decode()
+    )
+    assert "made for team Vision" in page
     assert f'OpenAI(base_url="{stand_in}/v1", api_key=os.environ["SERVING_TOKEN"])' in page
 
-    form = client.get("/tokens/?scope=serving").content.decode()
+    form = client.get("/tokens/?scope=serving&team=vision").content.decode()
     assert re.search(r'<option value="serving" selected>', form)
-    made = client.post("/tokens/", {"name": "chat-client", "scope": "serving"}).content.decode()
+    assert re.search(r'<option value="vision" selected>', form)
+    refused = client.post("/tokens/", {"name": "chat-client", "scope": "serving"}).content.decode()
+    assert "name one of your teams" in refused
+    made = client.post(
+        "/tokens/", {"name": "chat-client", "scope": "serving", "team": "vision"}
+    ).content.decode()
     secret = re.search(r'id="new-token-secret">(gpp_[^<]+)<', made).group(1)
     assert f"<code>export SERVING_TOKEN={secret}</code>" in made
 
@@ -254,7 +293,7 @@ def test_on_the_simulated_cluster_the_example_is_answered_by_the_portal_behind_t
         "request": {"method": "POST", "path": "/v1/chat/completions", "body_bytes": len(body)},
     }
     assert call().status_code == 401
-    assert call(serving_token(other_researcher)).status_code == 403
+    assert call(serving_token(other_researcher, team="nlp")).status_code == 403
 
 
 def test_a_real_clusters_deployment_has_no_stand_in(deployment, researcher):
@@ -270,10 +309,13 @@ def test_a_real_clusters_deployment_has_no_stand_in(deployment, researcher):
 
 
 def test_a_serving_token_is_made_from_the_api_and_the_command_line_too(deployment, alice):
-    made = alice.post("/api/v1/tokens", {"name": "ci", "scope": "serving"}, format="json")
+    refused = alice.post("/api/v1/tokens", {"name": "ci", "scope": "serving"}, format="json")
+    assert refused.status_code == 400 and refused.json()["error"]["fields"]["team"]
+    made = alice.post("/api/v1/tokens", {"name": "ci", "scope": "serving", "team": "vision"}, format="json")
     assert made.status_code == 201, made.content
+    assert made.json()["team"] == "vision"
     assert check(deployment, made.json()["token"]).status_code == 200
 
     out = io.StringIO()
-    call_command("create_token", "alice", "--scope", "serving", stdout=out)
+    call_command("create_token", "alice", "--scope", "serving", "--team", "vision", stdout=out)
     assert check(deployment, out.getvalue().splitlines()[-1]).status_code == 200

@@ -161,3 +161,20 @@ def test_a_cluster_that_names_its_certificate_gets_it_copied_to_each_workload(fa
     driver = KubernetesDriver(config, KubernetesOptions(manifests=missing, timeout=(2.0, 2.0)))
     with pytest.raises(DriverError, match="certificate Secret ingress-nginx/nope is missing"):
         driver.apply_workload(make_spec(workload_id=43, namespace="sbx-vision-other-43"))
+
+
+def test_a_deployment_running_before_its_route_existed_gets_it_without_touching_its_replicas(fake_kube):
+    from workers.drivers.base import ClusterConfig
+    from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
+
+    config = ClusterConfig(name="fake", driver="kubernetes", api_url=fake_kube.url)
+    spec = make_serving_spec(replicas=1, access_host=ENDPOINT_HOST)
+    KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0))).apply_workload(spec)
+    upgraded = KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0)))  # a new worker process
+    upgraded.api.delete("Ingress", "model", spec.namespace)  # as a portal from before routes left it
+    replica = fake_kube.get("Deployment", "serve-0", spec.namespace)["metadata"]["resourceVersion"]
+
+    upgraded.refresh_access(spec)
+
+    assert fake_kube.get("Ingress", "model", spec.namespace)["spec"]["rules"][0]["host"] == ENDPOINT_HOST
+    assert fake_kube.get("Deployment", "serve-0", spec.namespace)["metadata"]["resourceVersion"] == replica

@@ -13,7 +13,7 @@ from portal.accounts.ssh_keys import ssh_key_add
 from portal.workloads.models import Image
 from tests.accounts.test_ssh_keys import ECDSA, ED25519
 from tests.fakekube import SCHEMA_VERSION, fixtures
-from tests.rows import make_sandbox
+from tests.rows import make_deployment, make_sandbox
 from tests.workers.test_manifests import by_kind, make_spec
 from workers.manifests import workload_objects
 from workers.manifests.workload import PORTAL_KEYS, SSH_KEYS_MOUNT
@@ -61,16 +61,22 @@ def test_a_key_added_while_it_runs_reaches_the_secret_and_leaves_the_pod_alone(f
     from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
 
     config = ClusterConfig(name="fake", driver="kubernetes", api_url=fake_kube.url)
-    driver = KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0), reapply_seconds=0))
+    driver = KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0)))
     spec = make_spec(image_kind="shell", ssh_keys=KEYS)
     driver.apply_workload(spec)
-    template = fake_kube.get("StatefulSet", "sandbox", spec.namespace)["spec"]["template"]
+    statefulset = fake_kube.get("StatefulSet", "sandbox", spec.namespace)
 
     more = (*KEYS, "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTY=")
-    driver.apply_workload(replace(spec, ssh_keys=more))
+    driver.refresh_access(replace(spec, ssh_keys=more))
 
     assert _lines(fake_kube.get("Secret", "ssh-keys", spec.namespace)) == "".join(f"{k}\n" for k in more)
-    assert fake_kube.get("StatefulSet", "sandbox", spec.namespace)["spec"]["template"] == template
+    after = fake_kube.get("StatefulSet", "sandbox", spec.namespace)
+    assert after["metadata"]["resourceVersion"] == statefulset["metadata"]["resourceVersion"]  # pod untouched
+    patched = [(r.method, r.resource, r.name) for r in fake_kube.api.requests if r.method == "PATCH"]
+    assert patched == [("PATCH", "secrets", "ssh-keys")]
+    asked = len(fake_kube.api.requests)
+    driver.refresh_access(replace(spec, ssh_keys=more))  # unchanged: nothing is asked of the cluster
+    assert len(fake_kube.api.requests) == asked
 
 
 @pytest.mark.django_db
@@ -92,9 +98,7 @@ def test_the_worker_gives_a_shell_sandbox_its_owners_keys_and_no_one_elses(fleet
 
 
 @pytest.mark.django_db
-def test_a_running_ssh_sandbox_is_given_keys_added_later_and_a_web_one_is_left_alone(
-    fleet, researcher, team, monkeypatch
-):
+def test_a_running_sandboxs_watch_refreshes_its_access_never_its_pod(fleet, researcher, team, monkeypatch):
     from workers.drivers.base import WorkloadStatus
     from workers.reconcile import workloads as reconcile
 
@@ -108,6 +112,9 @@ def test_a_running_ssh_sandbox_is_given_keys_added_later_and_a_web_one_is_left_a
             return WorkloadStatus("running", "running")
 
         def apply_workload(self, spec):
+            raise AssertionError("a running sandbox's pod is never applied again from its watch")
+
+        def refresh_access(self, spec):
             applied.append(spec)
 
     monkeypatch.setattr(reconcile, "observe_home", lambda *args: None)
@@ -120,5 +127,39 @@ def test_a_running_ssh_sandbox_is_given_keys_added_later_and_a_web_one_is_left_a
     for workload in (box, web):
         reconcile._watch_sandbox(Cluster(), workload, workload_spec(workload), workload.started_at)
 
-    assert [spec.workload_id for spec in applied] == [box.pk]
-    assert applied[0].ssh_keys == (ED25519.rsplit(" ", 1)[0],)
+    assert [spec.workload_id for spec in applied] == [box.pk, web.pk]  # the web one for its route
+    assert applied[0].ssh_keys == (ED25519.rsplit(" ", 1)[0],) and applied[1].ssh_keys == ()
+    researcher.is_active = False
+    researcher.save(update_fields=["is_active"])
+    assert workload_spec(box).ssh_keys == ()  # a deactivated owner's keys open nothing
+
+
+@pytest.fixture
+def catalog(db):
+    from portal.catalog.demo import catalog_seed
+
+    catalog_seed()
+
+
+@pytest.mark.django_db
+def test_a_running_deployments_watch_refreshes_its_route(fleet, catalog, researcher, team):
+    from workers.drivers.base import WorkloadStatus
+    from workers.reconcile import workloads as reconcile
+
+    refreshed: list = []
+
+    class Cluster:
+        def workload_status(self, spec):
+            return WorkloadStatus("running", "running", ready_replicas=1)
+
+        def apply_workload(self, spec):
+            raise AssertionError("a running deployment's replicas are never applied again from its watch")
+
+        def refresh_access(self, spec):
+            refreshed.append(spec.workload_id)
+
+    deployment = make_deployment(owner=researcher, team=team, gpu=fleet["whole"].gpus.first())
+
+    reconcile._watch_serving(Cluster(), deployment, workload_spec(deployment), deployment.started_at)
+
+    assert refreshed == [deployment.pk]

@@ -147,6 +147,11 @@ class ClusterDriver(Protocol):
     def apply_workload(self, spec: WorkloadSpec) -> None:
         """Create what the workload needs, or patch what exists; safe to repeat."""
 
+    def refresh_access(self, spec: WorkloadSpec) -> None:
+        """Apply again, for a running workload, only what its users reach it through (its route,
+        an ssh sandbox's keys: `access_objects`), never its pods; skipped while unchanged since
+        this process last applied it."""
+
     def workload_status(self, spec: WorkloadSpec) -> WorkloadStatus:
         """What the cluster says about the workload now."""
 

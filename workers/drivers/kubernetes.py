@@ -58,6 +58,7 @@ from workers.manifests import (
     SANDBOX_ID_KEY,
     WORKLOAD_NAME,
     ManifestOptions,
+    access_objects,
     sandbox_access,
     workload_objects,
 )
@@ -203,6 +204,7 @@ class KubernetesDriver(SandboxPartsMixin):
         # namespace -> (digest of the objects last applied there, when): this process's memory,
         # so an unchanged workload is not applied again on every reconcile pass.
         self._applied: dict[str, tuple[str, datetime]] = {}
+        self._access_applied: dict[str, str] = {}  # namespace -> digest of its access objects
 
     # --- sandboxes ----------------------------------------------------------------------------
 
@@ -261,6 +263,16 @@ class KubernetesDriver(SandboxPartsMixin):
         if not fresh:
             self._applied[spec.namespace] = (digest, now)
 
+    def refresh_access(self, spec: WorkloadSpec) -> None:
+        objects = access_objects(spec, self.options.manifests)
+        digest = hashlib.sha256(json.dumps(objects, sort_keys=True, default=str).encode()).hexdigest()
+        if self._access_applied.get(spec.namespace) == digest:
+            return
+        for obj in objects:
+            self._apply(obj)
+        self._copy_tls_secret(spec)
+        self._access_applied[spec.namespace] = digest
+
     def _apply(self, obj: dict) -> None:
         """Read; create what is missing, and patch (or, for a new roleRef, replace) only what
         differs. Reading first spares the API server a create answered 409 for every object
@@ -303,6 +315,7 @@ class KubernetesDriver(SandboxPartsMixin):
         status = self._read_status(spec)
         if status.phase == "absent":
             self._applied.pop(spec.namespace, None)  # its objects went: the next pass applies them again
+            self._access_applied.pop(spec.namespace, None)
         return status
 
     def _read_status(self, spec: WorkloadSpec) -> WorkloadStatus:
@@ -397,6 +410,7 @@ class KubernetesDriver(SandboxPartsMixin):
         """Delete the namespace (and with it everything in it) and the read-only copies of its
         datasets' volumes (cluster-scoped, so not in it); True once it is gone."""
         self._applied.pop(spec.namespace, None)
+        self._access_applied.pop(spec.namespace, None)
         for mount in spec.datasets:
             if mount.kind == "pvc":
                 self.api.delete("PersistentVolume", copied_volume_name(spec, mount))

@@ -26,7 +26,7 @@ from workers.drivers.base import (
     WorkloadStatus,
 )
 from workers.drivers.simulated_serving import runtime_metrics_text
-from workers.manifests import sandbox_access, serving_access, workload_objects
+from workers.manifests import access_objects, sandbox_access, serving_access, workload_objects
 from workers.manifests.names import KIND_KEY, MANAGED_BY, MANAGED_BY_KEY, POD_NAME, WORKLOAD_NAME, label_value
 from workers.manifests.options import ManifestOptions
 from workers.manifests.serving import redacted, replica_name
@@ -64,6 +64,7 @@ class SimulatedDriver:
         manifest_options: ManifestOptions | None = None,
     ):
         self.manifest_options = manifest_options
+        self._access_applied: dict[str, list[dict]] = {}  # namespace -> its access objects, applied
         self.store = store
         self.pod_start_seconds = pod_start_seconds
         self.mig_reconfig_seconds = mig_reconfig_seconds
@@ -89,6 +90,17 @@ class SimulatedDriver:
         for namespace, name, _ in self.store.list(kind="Deployment"):
             if namespace == spec.namespace and name not in names:
                 self.store.delete(kind="Deployment", namespace=namespace, name=name)
+
+    def refresh_access(self, spec: WorkloadSpec) -> None:
+        self._maybe_fail()
+        objects = access_objects(spec, self.manifest_options)
+        if self._access_applied.get(spec.namespace) == objects:
+            return
+        for obj in redacted(objects):
+            self.store.upsert(
+                kind=obj["kind"], namespace=spec.namespace, name=obj["metadata"]["name"], body=obj
+            )
+        self._access_applied[spec.namespace] = objects
 
     def workload_status(self, spec: WorkloadSpec) -> WorkloadStatus:
         self._maybe_fail()

@@ -50,6 +50,7 @@ __all__ = [
     "WORKLOAD_NAME",
     "AccessPath",
     "ManifestOptions",
+    "access_objects",
     "label_value",
     "limit_range_manifest",
     "mig_resource_name",
@@ -68,6 +69,14 @@ __all__ = [
     "workload_namespace_name",
     "workload_objects",
 ]
+
+
+def access_objects(spec: WorkloadSpec, options: ManifestOptions | None = None) -> list[dict]:
+    """What its users reach a running workload through, which may change while it runs without
+    touching its pods: its route, and an ssh sandbox's owner's keys."""
+    options = options or ManifestOptions()
+    objects = [ssh_keys_secret(spec)] if spec.serving is None and spec.image_kind == "shell" else []
+    return objects + route_objects(spec, options.route)
 
 
 def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None) -> list[dict]:

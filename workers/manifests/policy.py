@@ -70,8 +70,9 @@ def quota_hard(spec: WorkloadSpec) -> dict[str, str]:
         # /home, and one claim per dataset that is an existing claim's volume.
         "persistentvolumeclaims": "0" if spec.serving is not None else str(1 + len(_claimed_datasets(spec))),
         "pods": str(replicas),
-        # a sandbox's Service, and on a Gateway cluster the ExternalName one of its sign-in check
-        "services": "1" if spec.serving is not None else "2",
+        # the workload's Service, and on a Gateway cluster the ExternalName one of the portal's
+        # check in front of its route (a sandbox's sign-in, a deployment's token check)
+        "services": "2",
         "services.loadbalancers": "0",
         "services.nodeports": "0",
     }

@@ -159,11 +159,13 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
 
 
 def _ssh_keys(workload: Workload) -> tuple[str, ...]:
-    """A shell sandbox's owner's public keys, oldest first (the order the ConfigMap keeps)."""
+    """A shell sandbox's owner's public keys, oldest first (the order the Secret keeps them in);
+    none once the owner is deactivated, as the portal's other doors refuse them then."""
     if (
         workload.kind != WorkloadKind.SANDBOX
         or workload.image is None
         or workload.image.kind != Image.Kind.SHELL
+        or not workload.owner.is_active
     ):
         return ()
     return tuple(
@@ -277,7 +279,8 @@ def _provision(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, no
 
 
 def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now: datetime) -> None:
-    """A running deployment: keep its replica health current; a replica that cannot run fails it."""
+    """A running deployment: keep its replica health current and its endpoint's route in place; a
+    replica that cannot run fails it."""
     if not spec.serving or not spec.serving.replicas:
         deployment_observed(
             deployment_id=workload.pk, ready_replicas=0, now=now, message=SCALED_TO_ZERO,
@@ -288,6 +291,8 @@ def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     if status.phase == "failed":
         workload_mark_failed(workload_id=workload.pk, message=status.message, now=now)
         return
+    if status.phase != "absent":
+        driver.refresh_access(spec)  # its endpoint's route, as it should be now (after an upgrade too)
     deployment_observed(
         deployment_id=workload.pk,
         ready_replicas=status.ready_replicas,
@@ -304,7 +309,7 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     """A running sandbox: well, degraded (crashing, OOM-killed, evicted, its objects gone, which
     drift repair puts back), or on a node that left the cluster, which ends it: nothing can run
     there again, and its GPUs are not the portal's to hold. A restart its owner asked for
-    replaces the pod first. A well ssh sandbox gets its owner's current SSH keys."""
+    replaces the pod first. A well one gets its route and (ssh) its owner's keys as they are now."""
     asked = workload.restart_requested_at
     if asked is not None and (workload.restarted_at is None or workload.restarted_at < asked):
         driver.restart_workload(spec)
@@ -320,10 +325,9 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
             workload_mark_failed(workload_id=workload.pk, message=_sentence(status.message), now=now)
             return
     if status.phase == "running":
-        if spec.image_kind == "shell":
-            # its owner's SSH keys as they are now: applied again only when they changed (or after
-            # the driver's re-apply period), and then only the Secret differs, not the pod
-            driver.apply_workload(spec)
+        # its route and an ssh sandbox's owner's keys as they are now (a key added, a portal
+        # upgraded under it), never its pod: applied only when they changed
+        driver.refresh_access(spec)
         workload_observed_health(workload_id=workload.pk, problem="", now=now)
         return
     problem = status.message or status.phase

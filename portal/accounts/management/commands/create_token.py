@@ -18,15 +18,18 @@ class Command(BaseCommand):
             "--scope",
             default="workloads",
             choices=ApiToken.Scope.values,
-            help="what the token may do (serving: call the user's teams' model endpoints only)",
+            help="what the token may do (serving: call one team's model endpoints only)",
         )
+        parser.add_argument("--team", default="", help="a serving token's team (slug)")
 
     def handle(self, *args, username: str, expires_days: int | None, name: str, **options):
         user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user called {username!r}.")
         try:
-            token, raw = token_create(user=user, name=name, expires_days=expires_days, scope=options["scope"])
+            token, raw = token_create(
+                user=user, name=name, expires_days=expires_days, scope=options["scope"], team=options["team"]
+            )
         except DomainError as error:
             raise CommandError(error.message) from None
         expiry = f", expires {token.expires_at:%Y-%m-%d %H:%M} UTC" if token.expires_at else ", never expires"
