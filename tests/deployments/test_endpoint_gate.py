@@ -187,6 +187,7 @@ def test_an_unknown_or_forged_host_is_refused(deployment, researcher):
         f"sbx-vision-llama-{deployment.pk}.sandboxes.gpu.internal",
         "",
         "[x",  # not a URL at all
+        "dep-vision-llama-\u00b2.sandboxes.gpu.internal",  # a digit, but not an ASCII one
     ):
         answer = Client().get(
             CHECK, HTTP_X_ORIGINAL_URL=f"https://{host}/v1/models", HTTP_AUTHORIZATION=f"Bearer {raw}"
