@@ -66,6 +66,17 @@ def test_quota_counts_every_replica_exactly() -> None:
     assert quota["persistentvolumeclaims"] == "0"
 
 
+def test_on_a_gateway_cluster_the_quota_admits_the_checks_service_beside_the_models() -> None:
+    from workers.manifests.options import SandboxRoute
+
+    options = ManifestOptions(route=SandboxRoute(kind="httproute"))
+    objects = workload_objects(make_serving_spec(replicas=1), options)
+    quota = next(obj for obj in objects if obj["kind"] == "ResourceQuota")["spec"]["hard"]
+    services = [obj["metadata"]["name"] for obj in objects if obj["kind"] == "Service"]
+    assert services == ["model", "portal-auth"]
+    assert int(quota["services"]) >= len(services)
+
+
 def test_service_selects_the_replicas_on_the_runtime_port() -> None:
     service = next(obj for obj in workload_objects(make_serving_spec()) if obj["kind"] == "Service")
     assert service["metadata"]["name"] == "model"
