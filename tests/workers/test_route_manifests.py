@@ -5,6 +5,7 @@ Code in the browser as a web app beside JupyterLab."""
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 
 import kubernetes_validate
 import pytest
@@ -178,3 +179,23 @@ def test_a_deployment_running_before_its_route_existed_gets_it_without_touching_
 
     assert fake_kube.get("Ingress", "model", spec.namespace)["spec"]["rules"][0]["host"] == ENDPOINT_HOST
     assert fake_kube.get("Deployment", "serve-0", spec.namespace)["metadata"]["resourceVersion"] == replica
+
+
+def test_a_route_deleted_by_hand_comes_back_after_the_re_apply_period(fake_kube):
+    from workers.drivers.base import ClusterConfig
+    from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
+
+    config = ClusterConfig(name="fake", driver="kubernetes", api_url=fake_kube.url)
+    driver = KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0), reapply_seconds=60))
+    spec = make_serving_spec(replicas=1, access_host=ENDPOINT_HOST)
+    driver.apply_workload(spec)
+    driver.refresh_access(spec)
+    driver.api.delete("Ingress", "model", spec.namespace)
+
+    driver.refresh_access(spec)  # within the period: nothing is read again
+    assert fake_kube.get("Ingress", "model", spec.namespace) is None
+
+    later = driver.clock() + timedelta(seconds=61)
+    driver.clock = lambda: later
+    driver.refresh_access(spec)
+    assert fake_kube.get("Ingress", "model", spec.namespace)["spec"]["rules"][0]["host"] == ENDPOINT_HOST

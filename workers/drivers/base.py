@@ -150,7 +150,7 @@ class ClusterDriver(Protocol):
     def refresh_access(self, spec: WorkloadSpec) -> None:
         """Apply again, for a running workload, only what its users reach it through (its route,
         an ssh sandbox's keys: `access_objects`), never its pods; skipped while unchanged since
-        this process last applied it."""
+        this process last applied it, within the driver's re-apply period."""
 
     def workload_status(self, spec: WorkloadSpec) -> WorkloadStatus:
         """What the cluster says about the workload now."""

@@ -204,7 +204,8 @@ class KubernetesDriver(SandboxPartsMixin):
         # namespace -> (digest of the objects last applied there, when): this process's memory,
         # so an unchanged workload is not applied again on every reconcile pass.
         self._applied: dict[str, tuple[str, datetime]] = {}
-        self._access_applied: dict[str, str] = {}  # namespace -> digest of its access objects
+        # namespace -> digest of its access objects and when this process last applied them
+        self._access_applied: dict[str, tuple[str, datetime]] = {}
 
     # --- sandboxes ----------------------------------------------------------------------------
 
@@ -264,14 +265,18 @@ class KubernetesDriver(SandboxPartsMixin):
             self._applied[spec.namespace] = (digest, now)
 
     def refresh_access(self, spec: WorkloadSpec) -> None:
+        """Its route and an ssh sandbox's keys: applied when they changed, and again (a read of
+        each, a write only where one differs or went missing) after `reapply_seconds`."""
         objects = access_objects(spec, self.options.manifests)
         digest = hashlib.sha256(json.dumps(objects, sort_keys=True, default=str).encode()).hexdigest()
-        if self._access_applied.get(spec.namespace) == digest:
+        last = self._access_applied.get(spec.namespace)
+        now = self.clock()
+        if last and last[0] == digest and (now - last[1]).total_seconds() < self.options.reapply_seconds:
             return
         for obj in objects:
             self._apply(obj)
         self._copy_tls_secret(spec)
-        self._access_applied[spec.namespace] = digest
+        self._access_applied[spec.namespace] = (digest, now)
 
     def _apply(self, obj: dict) -> None:
         """Read; create what is missing, and patch (or, for a new roleRef, replace) only what

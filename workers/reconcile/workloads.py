@@ -326,7 +326,7 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
             return
     if status.phase == "running":
         # its route and an ssh sandbox's owner's keys as they are now (a key added, a portal
-        # upgraded under it), never its pod: applied only when they changed
+        # upgraded under it, a route deleted by hand), never its pod
         driver.refresh_access(spec)
         workload_observed_health(workload_id=workload.pk, problem="", now=now)
         return
