@@ -151,17 +151,36 @@ def test_an_ssh_sandboxs_page_says_how_to_get_in_and_with_which_keys(fleet, rese
         image=shell,
         cluster=gpu.node.cluster,
         namespace="sbx-vision-shell-1",
-        access="ssh -p 2222 alice@sbx-vision-shell-1.sandboxes.gpu.internal",
+        access="ssh -p 2222 dev@sbx-vision-shell-1.sandboxes.gpu.internal",  # a login of the cluster's
     )
     ssh_key_add(user=researcher, name="laptop", public_key=ED25519)
     client = signed_in(researcher)
 
     page = client.get(f"/sandboxes/{box.number}/").content.decode()
 
-    assert "<code>ssh -p 2222 alice@sbx-vision-shell-1.sandboxes.gpu.internal</code>" in page
+    assert "<code>ssh -p 2222 dev@sbx-vision-shell-1.sandboxes.gpu.internal</code>" in page
     assert 'id="ssh-access-note"' in page
     assert "kubectl port-forward sandbox-0 2222:2222" in page
-    assert "ssh -p 2222 alice@127.0.0.1" in page
+    assert "ssh -p 2222 dev@127.0.0.1" in page
     assert "ssh lets in your 1 SSH key " in page
     panel = client.get(f"/sandboxes/{box.number}/kubectl/", HTTP_HX_REQUEST="true").content.decode()
     assert "ssh lets in your 1 SSH key " in panel and "8888" not in panel
+
+
+def test_the_request_estimate_warns_of_an_ssh_image_without_a_key(researcher, fleet):
+    from portal.workloads.models import Image
+    from tests.sandboxes.test_views_request import SLICE
+
+    Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
+    client = signed_in(researcher)
+    form = {**SLICE, "image": "sshd"}
+
+    def estimate(**changes):
+        return client.get(
+            "/sandboxes/estimate/", {**form, **changes}, HTTP_HX_REQUEST="true"
+        ).content.decode()
+
+    assert 'id="estimate-ssh"' in estimate(), estimate()
+    assert 'id="estimate-ssh"' not in estimate(image="")  # the team's default image: a notebook
+    ssh_key_add(user=researcher, name="laptop", public_key=ED25519)
+    assert 'id="estimate-ssh"' not in estimate()

@@ -147,7 +147,16 @@ def sandbox_estimate_panel(request: HttpRequest) -> HttpResponse:
         except DomainError as error:
             form.add_service_errors(error)
     errors = [] if estimate is not None else form.labelled_errors()
-    return fragment(request, "sandboxes/partials/estimate.html", {"estimate": estimate, "errors": errors})
+    context = {"estimate": estimate, "errors": errors, "ssh_without_keys": _ssh_without_keys(request, form)}
+    return fragment(request, "sandboxes/partials/estimate.html", context)
+
+
+def _ssh_without_keys(request: HttpRequest, form: SandboxRequestForm) -> bool:
+    """Whether the form asks for an ssh image while its requester has no SSH key to log in with."""
+    slug = form.cleaned_data.get("image") if form.is_valid() else ""
+    if not slug or not Image.objects.filter(slug=slug, kind=Image.Kind.SHELL).exists():
+        return False
+    return not ssh_keys_of(request.user).exists()
 
 
 @login_required
@@ -202,6 +211,7 @@ def _panels_context(request: HttpRequest, sandbox: Workload) -> dict:
         access = kube_access_of(sandbox, request.user)
         context["kubectl_panel"] = {"access": access, "usable": kube_access_usable(access, sandbox)}
         context["ssh_key_count"] = _ssh_key_count(request.user, sandbox)
+        context["ssh_login"] = _ssh_login(sandbox)
     return context
 
 
@@ -295,10 +305,17 @@ def sandbox_kubectl_panel(request: HttpRequest, number: int) -> HttpResponse:
             "access": access,
             "usable": kube_access_usable(access, sandbox),
             "ssh_key_count": _ssh_key_count(request.user, sandbox),
+            "ssh_login": _ssh_login(sandbox),
         }
 
     ask = partial(sandbox_kube_access_request, user=request.user, sandbox_id=pk)
     return _panel(request, number, "sandboxes/partials/kubectl.html", ask=ask, read=read)
+
+
+def _ssh_login(sandbox: Workload) -> str:
+    """The ssh login name its access command gives (`ssh -p 2222 <login>@<host>`), else its owner."""
+    target = sandbox.access.split()[-1] if sandbox.access.startswith("ssh ") else ""
+    return target.rpartition("@")[0] or sandbox.owner.username
 
 
 def _ssh_key_count(user: User, sandbox: Workload) -> int | None:
