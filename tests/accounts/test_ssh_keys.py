@@ -184,3 +184,20 @@ def test_the_request_estimate_warns_of_an_ssh_image_without_a_key(researcher, fl
     assert 'id="estimate-ssh"' not in estimate(image="")  # the team's default image: a notebook
     ssh_key_add(user=researcher, name="laptop", public_key=ED25519)
     assert 'id="estimate-ssh"' not in estimate()
+
+
+def test_an_ssh_sandbox_is_not_offered_for_sharing_and_refuses_it(fleet, researcher, lead, team):
+    from portal.core.errors import Conflict
+    from portal.sandboxes.services import sandbox_share
+    from portal.workloads.models import Image
+    from tests.rows import make_sandbox
+
+    shell = Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
+    gpu = fleet["whole"].gpus.first()
+    box = make_sandbox(owner=researcher, team=team, gpu=gpu, image=shell, cluster=gpu.node.cluster)
+
+    page = signed_in(researcher).get(f"/sandboxes/{box.number}/").content.decode()
+    assert "<h2>Sharing</h2>" not in page
+    with pytest.raises(Conflict, match="lets in its owner's SSH keys only"):
+        sandbox_share(user=researcher, sandbox_id=box.pk, usernames=["bob"])
+    assert sandbox_share(user=researcher, sandbox_id=box.pk, usernames=[]).pk == box.pk  # nobody: fine

@@ -204,7 +204,8 @@ def _panels_context(request: HttpRequest, sandbox: Workload) -> dict:
     """What the panels below the live card show that the card does not: /home, and for its owner
     sharing while it lives and kubectl access while it runs."""
     context: dict = {"home_note": sandbox_home_note(sandbox)}
-    if sandbox.owner_id == request.user.pk and sandbox.is_live:
+    web_app = sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL  # ssh: the owner's keys only
+    if sandbox.owner_id == request.user.pk and sandbox.is_live and web_app:
         context["share_choices"] = [m for m in team_members(sandbox.team) if m.pk != request.user.pk]
         context["shared_ids"] = {user.pk for user in sandbox.shared_with.all()}
     if sandbox.owner_id == request.user.pk and sandbox.state == WorkloadState.RUNNING:
