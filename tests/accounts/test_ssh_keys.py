@@ -182,6 +182,10 @@ def test_the_request_estimate_warns_of_an_ssh_image_without_a_key(researcher, fl
 
     assert 'id="estimate-ssh"' in estimate(), estimate()
     assert 'id="estimate-ssh"' not in estimate(image="")  # the team's default image: a notebook
+    team = researcher.memberships.get().team
+    team.default_image = Image.objects.get(slug="sshd")
+    team.save(update_fields=["default_image"])
+    assert 'id="estimate-ssh"' in estimate(image="")  # unless the team's default is the ssh image
     ssh_key_add(user=researcher, name="laptop", public_key=ED25519)
     assert 'id="estimate-ssh"' not in estimate()
 

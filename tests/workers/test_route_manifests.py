@@ -199,3 +199,27 @@ def test_a_route_deleted_by_hand_comes_back_after_the_re_apply_period(fake_kube)
     driver.clock = lambda: later
     driver.refresh_access(spec)
     assert fake_kube.get("Ingress", "model", spec.namespace)["spec"]["rules"][0]["host"] == ENDPOINT_HOST
+
+
+def test_an_older_deployments_quota_grows_to_admit_the_gateways_check_before_its_route(fake_kube):
+    from workers.drivers.base import ClusterConfig
+    from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
+
+    config = ClusterConfig(name="fake", driver="kubernetes", api_url=fake_kube.url)
+    gateway = ManifestOptions(route=SandboxRoute(kind="httproute"))
+    driver = KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0), manifests=gateway))
+    spec = make_serving_spec(replicas=1, access_host=ENDPOINT_HOST)
+    driver.apply_workload(spec)
+    # as a portal from before deployments had routes left it: one Service allowed, no route
+    driver.api.patch("ResourceQuota", "sandbox-quota", {"spec": {"hard": {"services": "1"}}}, spec.namespace)
+    driver.api.delete("HTTPRoute", "model", spec.namespace)
+    driver.api.delete("Service", "portal-auth", spec.namespace)
+
+    upgraded = KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0), manifests=gateway))
+    upgraded.refresh_access(spec)
+
+    assert fake_kube.get("ResourceQuota", "sandbox-quota", spec.namespace)["spec"]["hard"]["services"] == "2"
+    assert fake_kube.get("Service", "portal-auth", spec.namespace) is not None
+    assert fake_kube.get("HTTPRoute", "model", spec.namespace) is not None
+    order = [(r.method, r.resource) for r in fake_kube.api.requests if r.method in ("PATCH", "POST")][-3:]
+    assert order == [("PATCH", "resourcequotas"), ("POST", "services"), ("POST", "httproutes")]

@@ -75,8 +75,18 @@ def test_a_key_added_while_it_runs_reaches_the_secret_and_leaves_the_pod_alone(f
     patched = [(r.method, r.resource, r.name) for r in fake_kube.api.requests if r.method == "PATCH"]
     assert patched == [("PATCH", "secrets", "ssh-keys")]
     asked = len(fake_kube.api.requests)
-    driver.refresh_access(replace(spec, ssh_keys=more))  # unchanged: nothing is asked of the cluster
-    assert len(fake_kube.api.requests) == asked
+    driver.refresh_access(replace(spec, ssh_keys=more))  # unchanged: the keys are read, nothing written
+    again = [(r.method, r.resource, r.name) for r in fake_kube.api.requests[asked:]]
+    assert again == [("GET", "secrets", "ssh-keys")]
+
+    # Worker process A applied {k1}; B then {k1, k2}; k2 is removed, and A, whose last write was
+    # {k1} again, takes the next pass: the key goes, whatever A remembers.
+    a = KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0)))
+    b = KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0)))
+    a.refresh_access(spec)
+    b.refresh_access(replace(spec, ssh_keys=more))
+    a.refresh_access(spec)
+    assert _lines(fake_kube.get("Secret", "ssh-keys", spec.namespace)) == f"{KEYS[0]}\n"
 
 
 @pytest.mark.django_db
@@ -163,3 +173,57 @@ def test_a_running_deployments_watch_refreshes_its_route(fleet, catalog, researc
     reconcile._watch_serving(Cluster(), deployment, workload_spec(deployment), deployment.started_at)
 
     assert refreshed == [deployment.pk]
+
+
+@pytest.mark.django_db
+def test_a_failed_refresh_is_logged_and_the_health_reading_stands(
+    fleet, researcher, team, monkeypatch, caplog
+):
+    from portal.workloads.models import Workload
+    from workers.drivers.base import DriverError, WorkloadStatus
+    from workers.reconcile import workloads as reconcile
+
+    class Cluster:
+        def workload_status(self, spec):
+            return WorkloadStatus("running", "running")
+
+        def refresh_access(self, spec):
+            raise DriverError('secrets "ssh-keys" is forbidden', retryable=False)
+
+    monkeypatch.setattr(reconcile, "observe_home", lambda *args: None)
+    gpu = fleet["whole"].gpus.first()
+    box = make_sandbox(owner=researcher, team=team, gpu=gpu, cluster=gpu.node.cluster)
+    Workload.objects.filter(pk=box.pk).update(next_attempt_at=None)
+
+    reconcile._watch_sandbox(Cluster(), box, workload_spec(box), box.started_at)
+
+    box.refresh_from_db()
+    assert box.state == "running" and "Retrying" not in box.message
+    assert box.next_attempt_at is not None  # watched again as usual
+    assert "its route or keys" in caplog.text
+
+
+@pytest.mark.django_db
+def test_a_restart_applies_the_sandbox_as_the_portal_makes_it_now_then_replaces_its_pod(
+    fleet, researcher, team, monkeypatch
+):
+    from django.utils import timezone
+
+    from workers.reconcile import workloads as reconcile
+
+    steps: list[str] = []
+
+    class Cluster:
+        def apply_workload(self, spec):
+            steps.append("apply")
+
+        def restart_workload(self, spec):
+            steps.append("restart")
+
+    gpu = fleet["whole"].gpus.first()
+    box = make_sandbox(owner=researcher, team=team, gpu=gpu, cluster=gpu.node.cluster)
+    box.restart_requested_at = timezone.now()
+
+    reconcile._watch_sandbox(Cluster(), box, workload_spec(box), timezone.now())
+
+    assert steps == ["apply", "restart"]

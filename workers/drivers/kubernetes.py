@@ -265,18 +265,26 @@ class KubernetesDriver(SandboxPartsMixin):
             self._applied[spec.namespace] = (digest, now)
 
     def refresh_access(self, spec: WorkloadSpec) -> None:
-        """Its route and an ssh sandbox's keys: applied when they changed, and again (a read of
-        each, a write only where one differs or went missing) after `reapply_seconds`."""
+        """Its quota and route: applied when they changed, and again (a read of each, a write
+        only where one differs or went missing) after `reapply_seconds`. An ssh sandbox's keys:
+        read and compared on every call, so that a key removed is gone from the cluster on the
+        next pass of whichever worker process makes it (another process's cache knows nothing
+        of a key it did not see)."""
         objects = access_objects(spec, self.options.manifests)
-        digest = hashlib.sha256(json.dumps(objects, sort_keys=True, default=str).encode()).hexdigest()
+        keys = [obj for obj in objects if obj["kind"] == "Secret"]
+        cached = [obj for obj in objects if obj["kind"] != "Secret"]
+        digest = hashlib.sha256(json.dumps(cached, sort_keys=True, default=str).encode()).hexdigest()
         last = self._access_applied.get(spec.namespace)
         now = self.clock()
-        if last and last[0] == digest and (now - last[1]).total_seconds() < self.options.reapply_seconds:
-            return
-        for obj in objects:
+        if not (
+            last and last[0] == digest and (now - last[1]).total_seconds() < self.options.reapply_seconds
+        ):
+            for obj in cached:
+                self._apply(obj)
+            self._copy_tls_secret(spec)
+            self._access_applied[spec.namespace] = (digest, now)
+        for obj in keys:
             self._apply(obj)
-        self._copy_tls_secret(spec)
-        self._access_applied[spec.namespace] = (digest, now)
 
     def _apply(self, obj: dict) -> None:
         """Read; create what is missing, and patch (or, for a new roleRef, replace) only what

@@ -73,10 +73,13 @@ __all__ = [
 
 def access_objects(spec: WorkloadSpec, options: ManifestOptions | None = None) -> list[dict]:
     """What its users reach a running workload through, which may change while it runs without
-    touching its pods: its route, and an ssh sandbox's owner's keys."""
+    touching its pods: its quota (first: a route may need room for the Service of the portal's
+    check), its route, and an ssh sandbox's owner's keys (last)."""
     options = options or ManifestOptions()
-    objects = [ssh_keys_secret(spec)] if spec.serving is None and spec.image_kind == "shell" else []
-    return objects + route_objects(spec, options.route)
+    objects = [resource_quota_manifest(spec), *route_objects(spec, options.route)]
+    if spec.serving is None and spec.image_kind == "shell":
+        objects.append(ssh_keys_secret(spec))
+    return objects
 
 
 def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None) -> list[dict]:

@@ -291,8 +291,6 @@ def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     if status.phase == "failed":
         workload_mark_failed(workload_id=workload.pk, message=status.message, now=now)
         return
-    if status.phase != "absent":
-        driver.refresh_access(spec)  # its endpoint's route, as it should be now (after an upgrade too)
     deployment_observed(
         deployment_id=workload.pk,
         ready_replicas=status.ready_replicas,
@@ -300,6 +298,18 @@ def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
         message="Running." if status.phase == "running" else _sentence(status.message),
         recheck_seconds=SERVING_WATCH_SECONDS,
     )
+    if status.phase != "absent":
+        _refresh_access(driver, workload, spec)
+
+
+def _refresh_access(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec) -> None:
+    """Its route and an ssh sandbox's owner's keys as they are now (a key added or removed, a
+    portal upgraded under it, a route deleted by hand), never its pods. A failure is logged and
+    tried again on the next watch: the workload itself is as its health reading says."""
+    try:
+        driver.refresh_access(spec)
+    except DriverError as error:
+        log.warning("%s %s: its route or keys: %s", workload.kind, workload.pk, error.message)
 
 
 NODE_GONE_AFTER = timedelta(minutes=2)
@@ -312,6 +322,9 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     replaces the pod first. A well one gets its route and (ssh) its owner's keys as they are now."""
     asked = workload.restart_requested_at
     if asked is not None and (workload.restarted_at is None or workload.restarted_at < asked):
+        driver.apply_workload(
+            spec
+        )  # the new pod as the portal would make it now (an ssh sandbox's keys volume)
         driver.restart_workload(spec)
         workload_restart_begun(workload_id=workload.pk, now=now)
         return
@@ -325,10 +338,8 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
             workload_mark_failed(workload_id=workload.pk, message=_sentence(status.message), now=now)
             return
     if status.phase == "running":
-        # its route and an ssh sandbox's owner's keys as they are now (a key added, a portal
-        # upgraded under it, a route deleted by hand), never its pod
-        driver.refresh_access(spec)
         workload_observed_health(workload_id=workload.pk, problem="", now=now)
+        _refresh_access(driver, workload, spec)
         return
     problem = status.message or status.phase
     if status.phase == "absent":
