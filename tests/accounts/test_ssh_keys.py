@@ -205,3 +205,24 @@ def test_an_ssh_sandbox_is_not_offered_for_sharing_and_refuses_it(fleet, researc
     with pytest.raises(Conflict, match="lets in its owner's SSH keys only"):
         sandbox_share(user=researcher, sandbox_id=box.pk, usernames=["bob"])
     assert sandbox_share(user=researcher, sandbox_id=box.pk, usernames=[]).pk == box.pk  # nobody: fine
+
+
+def test_ssh_sandboxes_shared_before_are_unshared_by_the_migration(fleet, researcher, lead, team):
+    import importlib
+
+    from django.apps import apps
+
+    from portal.workloads.models import Image
+    from tests.rows import make_sandbox
+
+    unshare = importlib.import_module("portal.workloads.migrations.0013_ssh_sandboxes_unshared")
+    shell = Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
+    gpus = fleet["whole"].gpus.all()
+    box = make_sandbox(owner=researcher, team=team, gpu=gpus[0], image=shell, cluster=gpus[0].node.cluster)
+    web = make_sandbox(owner=researcher, team=team, gpu=gpus[1], cluster=gpus[0].node.cluster)
+    box.shared_with.add(lead)
+    web.shared_with.add(lead)
+
+    unshare.unshare_ssh_sandboxes(apps, None)
+
+    assert list(box.shared_with.all()) == [] and list(web.shared_with.all()) == [lead]
