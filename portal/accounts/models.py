@@ -7,6 +7,7 @@ from django.contrib.auth.models import AbstractUser
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
 from encrypted_fields.fields import EncryptedCharField
 
 
@@ -162,6 +163,9 @@ class Membership(models.Model):
     role = models.CharField(max_length=20, choices=Role.choices, default=Role.RESEARCHER)
     # Group rules add, change and remove only the memberships they granted; one set by hand stays.
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
+    # When this membership began: a serving token made before it (in an earlier membership of the
+    # same team, before its user left) opens nothing.
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "team"], name="membership_unique")]

@@ -41,7 +41,7 @@ class EndpointDoor:
     workload_id: int
     team_id: int
     team_name: str
-    members: frozenset[int]
+    members: dict[int, datetime]  # user id -> when their membership of its team began
     state: str
     expires_at: datetime | None
 
@@ -54,6 +54,7 @@ class Caller:
     user_id: int
     scope: str
     team_id: int | None  # a serving token's team
+    created_at: datetime
     expires_at: datetime | None
 
 
@@ -94,12 +95,12 @@ def endpoint_door(host: str) -> EndpointDoor | None:
             .first()
         )
         if workload is not None and (urlsplit(workload.access).hostname or "") == host:
-            members = Membership.objects.filter(team_id=workload.team_id).values_list("user_id", flat=True)
+            members = Membership.objects.filter(team_id=workload.team_id).values_list("user_id", "created_at")
             door = EndpointDoor(
                 workload_id=workload.pk,
                 team_id=workload.team_id,
                 team_name=workload.team.name,
-                members=frozenset(members),
+                members=dict(members),
                 state=workload.state,
                 expires_at=workload.expires_at,
             )
@@ -116,7 +117,9 @@ def _caller(raw: str) -> Caller | None:
     token = token_authenticate(raw=raw)
     caller = None
     if token is not None:
-        caller = Caller(token.user.username, token.user_id, token.scope, token.team_id, token.expires_at)
+        caller = Caller(
+            token.user.username, token.user_id, token.scope, token.team_id, token.created_at, token.expires_at
+        )
     with _lock:
         _callers[key] = caller
     return caller
@@ -166,9 +169,16 @@ def endpoint_decide(*, host: str, authorization: str, now: datetime | None = Non
             f"This token calls another team's endpoints; this deployment is team {door.team_name}'s.",
             caller.username,
         )
-    if caller.user_id not in door.members:
+    joined = door.members.get(caller.user_id)
+    if joined is None:
         return EndpointDecision(
             403, f"This deployment is team {door.team_name}'s, and you are not a member.", caller.username
+        )
+    if caller.created_at < joined:
+        return EndpointDecision(
+            403,
+            f"This token was made before you (re)joined team {door.team_name}: make a new one.",
+            caller.username,
         )
     reason = _refusal(door, now)
     return (

@@ -140,7 +140,7 @@ def test_a_token_made_for_another_team_is_refused_even_in_a_members_hands(
         token_create(user=both, name="x", scope=ApiToken.Scope.WORKLOADS, team="vision")
 
 
-def test_leaving_the_team_shuts_the_door(deployment, team):
+def test_leaving_the_team_shuts_the_door_for_good(deployment, team):
     leaver = UserFactory(username="dave")
     Membership.objects.create(user=leaver, team=team, role=Membership.Role.RESEARCHER)
     raw = serving_token(leaver)
@@ -150,6 +150,16 @@ def test_leaving_the_team_shuts_the_door(deployment, team):
     endpoint_gate_cache_clear()  # what the gate read stays a few seconds
 
     assert check(deployment, raw).status_code == 403
+
+    # back in the team later: the token from before opens nothing; a new one does
+    Membership.objects.create(user=leaver, team=team, role=Membership.Role.RESEARCHER)
+    endpoint_gate_cache_clear()
+    answer = check(deployment, raw)
+    assert (answer.status_code, answer.content.decode()) == (
+        403,
+        "This token was made before you (re)joined team Vision: make a new one.",
+    )
+    assert check(deployment, serving_token(leaver)).status_code == 200
 
 
 @pytest.mark.parametrize(
