@@ -322,9 +322,8 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     replaces the pod first. A well one gets its route and (ssh) its owner's keys as they are now."""
     asked = workload.restart_requested_at
     if asked is not None and (workload.restarted_at is None or workload.restarted_at < asked):
-        driver.apply_workload(
-            spec
-        )  # the new pod as the portal would make it now (an ssh sandbox's keys volume)
+        # the new pod as the portal would make it now (an ssh sandbox's keys volume, say)
+        driver.apply_workload(spec)
         driver.restart_workload(spec)
         workload_restart_begun(workload_id=workload.pk, now=now)
         return
