@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from cachetools import TTLCache
+from cachetools import TTLCache, cached
 from django.utils import timezone
 
 from portal.accounts.models import ApiToken, Membership
@@ -67,23 +67,15 @@ class EndpointDecision:
     username: str = ""
 
 
-_doors: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)
-_callers: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)
-_lock = threading.Lock()
-
-
 def endpoint_gate_cache_clear() -> None:
     """Forget every cached fact (tests; a change is seen within FACTS_SECONDS anyway)."""
-    with _lock:
-        _doors.clear()
-        _callers.clear()
+    endpoint_door.cache_clear()
+    _caller.cache_clear()
 
 
+@cached(TTLCache(maxsize=10_000, ttl=FACTS_SECONDS), lock=threading.Lock())
 def endpoint_door(host: str) -> EndpointDoor | None:
     """The deployment whose endpoint is at `host`, or None."""
-    with _lock:
-        if host in _doors:
-            return _doors[host]
     label = host.split(".", 1)[0]
     number = label.rsplit("-", 1)[-1]
     door = None
@@ -104,25 +96,18 @@ def endpoint_door(host: str) -> EndpointDoor | None:
                 state=workload.state,
                 expires_at=workload.expires_at,
             )
-    with _lock:
-        _doors[host] = door
     return door
 
 
+# kept by the token's hash: the secret itself is not held as a key
+@cached(TTLCache(maxsize=10_000, ttl=FACTS_SECONDS), lock=threading.Lock(), key=hash_token)
 def _caller(raw: str) -> Caller | None:
-    key = hash_token(raw)
-    with _lock:
-        if key in _callers:
-            return _callers[key]
     token = token_authenticate(raw=raw)
-    caller = None
-    if token is not None:
-        caller = Caller(
-            token.user.username, token.user_id, token.scope, token.team_id, token.created_at, token.expires_at
-        )
-    with _lock:
-        _callers[key] = caller
-    return caller
+    if token is None:
+        return None
+    return Caller(
+        token.user.username, token.user_id, token.scope, token.team_id, token.created_at, token.expires_at
+    )
 
 
 def _refusal(door: EndpointDoor, now: datetime) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
-from cachetools import TTLCache
+from cachetools import TTLCache, cached
 from django.core import signing
 from django.core.cache import cache
 from django.urls import reverse
@@ -74,16 +74,10 @@ class GateDecision:
     cookie_seconds: int = 0
 
 
-_doors: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)
-_people: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)
-_lock = threading.Lock()
-
-
 def gate_cache_clear() -> None:
     """Forget every cached fact (tests; an admin's change is seen within FACTS_SECONDS anyway)."""
-    with _lock:
-        _doors.clear()
-        _people.clear()
+    gate_door.cache_clear()
+    _person.cache_clear()
 
 
 def sandbox_host(workload: Workload) -> str:
@@ -119,10 +113,8 @@ def _split(url: str) -> SplitResult | None:
     return parts
 
 
+@cached(TTLCache(maxsize=10_000, ttl=FACTS_SECONDS), lock=threading.Lock())
 def gate_door(host: str) -> SandboxDoor | None:
-    with _lock:
-        if host in _doors:
-            return _doors[host]
     namespace = host.split(".", 1)[0]
     workload = (
         Workload.objects.filter(namespace=namespace, kind=WorkloadKind.SANDBOX)
@@ -144,22 +136,13 @@ def gate_door(host: str) -> SandboxDoor | None:
             state=workload.state,
             expires_at=workload.expires_at,
         )
-    with _lock:
-        _doors[host] = door
     return door
 
 
+@cached(TTLCache(maxsize=10_000, ttl=FACTS_SECONDS), lock=threading.Lock())
 def _person(user_id: int) -> Person | None:
-    with _lock:
-        if user_id in _people:
-            return _people[user_id]
     user = User.objects.filter(pk=user_id).only("id", "username", "is_active", "password").first()
-    person = None
-    if user is not None:
-        person = Person.of(user)
-    with _lock:
-        _people[user_id] = person
-    return person
+    return None if user is None else Person.of(user)
 
 
 def _refusal(door: SandboxDoor | None, person: Person, now: datetime) -> str:
