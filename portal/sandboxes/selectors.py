@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from portal.accounts.models import Team, User
 from portal.accounts.selectors import user_teams
+from portal.accounts.ssh_keys import ssh_keys_of
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import current_prices, storage_price
 from portal.sandboxes.gate import sandbox_app_url
@@ -319,3 +320,16 @@ def sandbox_home_note(sandbox: Workload) -> str:
 def sandbox_datasets(sandbox: Workload) -> list[Dataset]:
     """The datasets a sandbox mounts, by slug."""
     return list(Dataset.objects.filter(sandboxes=sandbox).order_by("slug"))
+
+
+def ssh_image_without_keys(*, user: User, team_slug: str, image_slug: str) -> bool:
+    """Whether a request names an ssh image (`image_slug`, or else its team's default) while its
+    requester has no SSH key to log in with."""
+    if image_slug:
+        image = Image.objects.filter(slug=image_slug).first()
+    else:
+        team = Team.objects.select_related("default_image").filter(slug=team_slug).first()
+        image = team.default_image if team else None
+    if image is None or image.kind != Image.Kind.SHELL:
+        return False
+    return not ssh_keys_of(user).exists()

@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.accounts.models import Team, User
+from portal.accounts.models import User
 from portal.accounts.selectors import recent_notifications, team_members, user_teams
 from portal.accounts.ssh_keys import ssh_keys_of
 from portal.core.errors import DomainError, NotFound
@@ -32,6 +32,7 @@ from portal.sandboxes.selectors import (
     sandbox_row_for,
     sandbox_rows,
     sandboxes_shared_with,
+    ssh_image_without_keys,
 )
 from portal.sandboxes.services import (
     sandbox_estimate,
@@ -152,23 +153,13 @@ def sandbox_estimate_panel(request: HttpRequest) -> HttpResponse:
 
 
 def _ssh_without_keys(request: HttpRequest, form: SandboxRequestForm) -> bool:
-    """Whether the form asks for an ssh image (named, or its team's default) while its requester
-    has no SSH key to log in with."""
     if not form.is_valid():
         return False
-    slug = form.cleaned_data.get("image")
-    if slug:
-        image = Image.objects.filter(slug=slug).first()
-    else:
-        team = (
-            Team.objects.select_related("default_image")
-            .filter(slug=form.cleaned_data.get("team") or "")
-            .first()
-        )
-        image = team.default_image if team else None
-    if image is None or image.kind != Image.Kind.SHELL:
-        return False
-    return not ssh_keys_of(request.user).exists()
+    return ssh_image_without_keys(
+        user=request.user,
+        team_slug=form.cleaned_data.get("team") or "",
+        image_slug=form.cleaned_data.get("image") or "",
+    )
 
 
 @login_required
