@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.core.mail import EmailMessage
 
-from portal.accounts.deliveries import delivery_attempt_record
+from portal.accounts.deliveries import delivery_attempt_record, delivery_take
 from portal.accounts.models import EmailDelivery, User
 from portal.core.jobs import enqueue
 
@@ -23,12 +23,12 @@ def email_send(*, user: User, subject: str, body: str, kind: str) -> EmailDelive
     return delivery
 
 
-def email_deliver(*, delivery_id: int) -> bool:
-    """Send one recorded e-mail. Returns whether it should be tried again (a failure short of
-    MAX_ATTEMPTS); each failure is kept on the row."""
-    delivery = EmailDelivery.objects.filter(pk=delivery_id, state=EmailDelivery.State.PENDING).first()
+def email_deliver(*, delivery_id: int) -> int | None:
+    """Send one recorded e-mail, unless another job holds it. Returns the seconds until the next
+    try (a failure short of MAX_ATTEMPTS), else None; each failure is kept on the row."""
+    delivery = delivery_take(model=EmailDelivery, delivery_id=delivery_id)
     if delivery is None:
-        return False
+        return None
     try:
         EmailMessage(delivery.subject, delivery.body, None, [delivery.address]).send(fail_silently=False)
     except OSError as error:  # smtplib's errors are OSErrors, as are refused and timed-out connections

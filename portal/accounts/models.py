@@ -304,6 +304,11 @@ class Delivery(models.Model):
     last_error = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+    next_try_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="No job sends it before this: a send under way holds it, a failed one waits for its retry.",
+    )
 
     class Meta:
         abstract = True

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.accounts.emails import EMAIL_TASK, email_send
@@ -34,8 +35,8 @@ from portal.core.errors import NotAllowed, NotFound, ValidationFailed
 from portal.core.jobs import enqueue
 
 WEBHOOK_TASK = "notifications.webhook_deliver"
-# A delivery still pending this long after it was made lost its job (the broker was down when it
-# was queued, or a worker died between two tries): its tries and back-off take minutes, not this.
+# A delivery still pending this long after it was made, or after its retry was due, lost its job
+# (the broker was down when it was queued, or a worker died mid-send or between two tries).
 STALLED_AFTER = timedelta(minutes=15)
 # How long the record of a sent or failed e-mail or webhook message is kept (the pages show the latest).
 DELIVERIES_KEPT = timedelta(days=90)
@@ -229,11 +230,13 @@ def team_notifications_set(
 
 def deliveries_redrive(*, now: datetime | None = None) -> list[tuple[str, int]]:
     """Queue again the e-mails and webhook messages whose job was lost (still pending long after
-    they were made), so none waits forever. Returns the (task, id) pairs queued."""
+    they were made or their retry was due), so none waits forever. A job queued twice sends once:
+    see portal.accounts.deliveries. Returns the (task, id) pairs queued."""
     before = (now or timezone.now()) - STALLED_AFTER
+    lost = Q(next_try_at__isnull=True, created_at__lt=before) | Q(next_try_at__lt=before)
     queued = []
     for task, model in ((EMAIL_TASK, EmailDelivery), (WEBHOOK_TASK, WebhookDelivery)):
-        stalled = model.objects.filter(state=model.State.PENDING, created_at__lt=before)
+        stalled = model.objects.filter(lost, state=model.State.PENDING)
         for pk in stalled.order_by("pk").values_list("pk", flat=True)[:500]:
             enqueue(task, pk)
             queued.append((task, pk))

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
-from portal.accounts.deliveries import delivery_attempt_record
+from portal.accounts.deliveries import delivery_attempt_record, delivery_take
 from portal.accounts.models import WebhookDelivery, WebhookFormat
 from portal.core.errors import ValidationFailed
 
@@ -96,12 +96,13 @@ def webhook_body(*, webhook_format: str, event: dict[str, Any]) -> dict[str, Any
     return event
 
 
-def webhook_deliver(*, delivery_id: int) -> bool:
-    """Post one recorded message. Returns whether it should be tried again (a failure short of
-    MAX_ATTEMPTS); each failure is kept on the row for the settings pages to show."""
-    delivery = WebhookDelivery.objects.filter(pk=delivery_id, state=WebhookDelivery.State.PENDING).first()
+def webhook_deliver(*, delivery_id: int) -> int | None:
+    """Post one recorded message, unless another job holds it. Returns the seconds until the next
+    try (a failure short of MAX_ATTEMPTS), else None; each failure is kept on the row for the
+    settings pages to show."""
+    delivery = delivery_take(model=WebhookDelivery, delivery_id=delivery_id)
     if delivery is None:
-        return False
+        return None
     try:
         webhook_url_check(delivery.url)
         response = httpx.post(

@@ -70,11 +70,18 @@ def test_a_refusing_mail_server_is_tried_again_then_recorded_and_shown(
     delivery = EmailDelivery.objects.get()
     assert delivery.state == EmailDelivery.State.PENDING and delivery.attempts == 1
     assert "refused" in delivery.last_error.lower()
-    for _ in range(MAX_ATTEMPTS - 1):
-        email_deliver(delivery_id=delivery.pk)
+    assert email_deliver(delivery_id=delivery.pk) is None  # its retry is not due: nothing sent
     delivery.refresh_from_db()
+    assert delivery.attempts == 1
+    waits = []
+    for _ in range(MAX_ATTEMPTS - 1):
+        with time_machine.travel(delivery.next_try_at):  # when its retry runs
+            waits.append(email_deliver(delivery_id=delivery.pk))
+        delivery.refresh_from_db()
+    assert waits == [60, 120, None]  # backing off; the last failure is final
     assert delivery.state == EmailDelivery.State.FAILED and delivery.attempts == MAX_ATTEMPTS
-    assert email_deliver(delivery_id=delivery.pk) is False  # a failed one is left alone
+    assert delivery.next_try_at is None
+    assert email_deliver(delivery_id=delivery.pk) is None  # a failed one is left alone
 
     page = researcher_client.get("/notifications/").content.decode()
     assert "Latest e-mails" in page and "Budget alerts" in page and "Failed" in page
@@ -88,7 +95,7 @@ def test_a_mail_server_that_never_answers_times_out(smtp, silent_server, researc
     researcher.save()
     notify(user=researcher, message="hello", email_subject="Hello", kind="budget")
     delivery = EmailDelivery.objects.get()
-    assert email_deliver(delivery_id=delivery.pk) is True  # to be tried again later
+    assert email_deliver(delivery_id=delivery.pk) == 30  # to be tried again in 30 s
     delivery.refresh_from_db()
     assert delivery.state == EmailDelivery.State.PENDING and "timed out" in delivery.last_error
 

@@ -7,17 +7,22 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from unittest import mock
 
 import pytest
 import time_machine
+from celery.exceptions import Retry
+from django.db import connection
+from django.utils import timezone
 
 from portal.accounts.action_links import action_link_make, action_token_read
 from portal.accounts.models import NotificationSettings, WebhookDelivery
-from portal.accounts.notifications import notify
+from portal.accounts.notifications import deliveries_redrive, notify
 from portal.accounts.webhooks import MAX_ATTEMPTS, webhook_deliver, webhook_url_check
 from portal.core.errors import ValidationFailed
 from portal.sandboxes.services import sandbox_request
@@ -25,6 +30,7 @@ from portal.spend.models import Budget
 from portal.workloads.models import Approval
 from portal.workloads.services import budgets_watch
 from tests.rows import make_sandbox
+from workers.tasks.notify import webhook_deliver as webhook_job
 
 pytestmark = pytest.mark.django_db
 
@@ -33,6 +39,7 @@ class Receiver:
     def __init__(self) -> None:
         self.bodies: list[dict] = []
         self.status = 200
+        self.delay = 0.0  # seconds before it answers, as a slow receiver
 
 
 @pytest.fixture
@@ -44,6 +51,7 @@ def receiver(settings) -> Iterator[tuple[Receiver, str]]:
         def do_POST(self) -> None:  # the name http.server calls
             length = int(self.headers["Content-Length"])
             received.bodies.append(json.loads(self.rfile.read(length)))
+            time.sleep(received.delay)
             self.send_response(received.status)
             self.end_headers()
 
@@ -207,8 +215,9 @@ def test_a_failing_hook_is_retried_then_recorded_and_shown(run_jobs, researcher,
     assert delivery.state == WebhookDelivery.State.PENDING and delivery.attempts == 1
     assert "HTTP 500" in delivery.last_error
     for _ in range(MAX_ATTEMPTS - 1):
-        webhook_deliver(delivery_id=delivery.pk)
-    delivery.refresh_from_db()
+        with time_machine.travel(delivery.next_try_at):  # when its retry runs
+            webhook_deliver(delivery_id=delivery.pk)
+        delivery.refresh_from_db()
     assert delivery.state == WebhookDelivery.State.FAILED and delivery.attempts == MAX_ATTEMPTS
     assert len(received.bodies) == MAX_ATTEMPTS
     page = researcher_client.get("/notifications/").content.decode()
@@ -285,3 +294,91 @@ def test_a_public_https_url_is_accepted(settings, monkeypatch):
         webhook_url_check("https://hooks.slack.com/services/T0/B0/x")
         == "https://hooks.slack.com/services/T0/B0/x"
     )
+
+
+def _hook(user, url: str, *, made_ago: timedelta = timedelta()) -> WebhookDelivery:
+    with time_machine.travel(timezone.now() - made_ago):
+        return WebhookDelivery.objects.create(
+            user=user, url=url, webhook_format="generic", kind="budget", body={"text": "hello"}
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_jobs_for_one_message_at_once_post_it_once(researcher, receiver):
+    """The redrive queued a message again while its first job waited in a slow queue, and both
+    jobs run at the same moment against a slow receiver: one posts, the other finds it held."""
+    received, url = receiver
+    received.delay = 0.5
+    hook = _hook(researcher, url, made_ago=timedelta(minutes=20))
+    assert deliveries_redrive() == [("notifications.webhook_deliver", hook.pk)]
+    results: list[int | None] = []
+    start = threading.Barrier(2)
+
+    def job() -> None:
+        try:
+            start.wait()
+            results.append(webhook_deliver(delivery_id=hook.pk))
+        finally:
+            connection.close()
+
+    jobs = [threading.Thread(target=job) for _ in range(2)]
+    for thread in jobs:
+        thread.start()
+    for thread in jobs:
+        thread.join()
+    assert results == [None, None] and len(received.bodies) == 1
+    hook.refresh_from_db()
+    assert hook.state == WebhookDelivery.State.SENT and hook.attempts == 1 and hook.next_try_at is None
+
+
+def test_a_message_waiting_for_its_retry_is_neither_queued_again_nor_sent_by_a_second_job(
+    researcher, receiver
+):
+    """A message made 20 minutes ago (its first job waited in a slow queue) fails now: its retry is
+    due in 30 s. The redrive leaves it alone, and a second job already queued for it sends nothing,
+    so one chain of retries goes on, not two."""
+    received, url = receiver
+    received.status = 500
+    hook = _hook(researcher, url, made_ago=timedelta(minutes=20))
+    assert webhook_deliver(delivery_id=hook.pk) == 30
+    assert deliveries_redrive() == []
+    assert webhook_deliver(delivery_id=hook.pk) is None and len(received.bodies) == 1
+    hook.refresh_from_db()
+    assert hook.attempts == 1
+
+    with time_machine.travel(hook.next_try_at):  # the retry's job
+        assert webhook_deliver(delivery_id=hook.pk) == 60
+    assert len(received.bodies) == 2
+
+    hook.refresh_from_db()
+    later = hook.next_try_at + timedelta(minutes=16)  # that retry's job was lost
+    assert deliveries_redrive(now=later) == [("notifications.webhook_deliver", hook.pk)]
+    received.status = 200
+    with time_machine.travel(later):
+        assert webhook_deliver(delivery_id=hook.pk) is None
+    hook.refresh_from_db()
+    assert hook.state == WebhookDelivery.State.SENT and hook.attempts == 3 and len(received.bodies) == 3
+
+
+def test_a_message_held_by_a_worker_that_died_mid_send_is_queued_again_later(researcher, receiver):
+    received, url = receiver
+    hook = _hook(researcher, url)
+    WebhookDelivery.objects.filter(pk=hook.pk).update(next_try_at=timezone.now() + timedelta(minutes=5))
+    assert webhook_deliver(delivery_id=hook.pk) is None and received.bodies == []  # held
+    assert deliveries_redrive(now=timezone.now() + timedelta(minutes=19)) == []
+    later = timezone.now() + timedelta(minutes=21)  # the hold ran out 15 minutes ago
+    assert deliveries_redrive(now=later) == [("notifications.webhook_deliver", hook.pk)]
+    with time_machine.travel(later):
+        assert webhook_deliver(delivery_id=hook.pk) is None
+    assert len(received.bodies) == 1
+
+
+def test_the_job_retries_after_the_wait_kept_on_the_row(researcher, receiver):
+    received, url = receiver
+    received.status = 503
+    hook = _hook(researcher, url)
+    with mock.patch.object(webhook_job, "retry", side_effect=Retry) as retry, pytest.raises(Retry):
+        webhook_job(hook.pk)  # as a worker runs it, not eagerly
+    retry.assert_called_once_with(countdown=30)
+    hook.refresh_from_db()
+    assert hook.attempts == 1 and hook.next_try_at is not None

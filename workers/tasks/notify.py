@@ -14,15 +14,17 @@ from portal.approvals.services import approvals_remind_waiting
 @shared_task(name="notifications.webhook_deliver", bind=True, ignore_result=True, max_retries=5)
 def webhook_deliver(self, delivery_id: int) -> None:
     """Post one webhook message; a failure short of the last attempt is tried again later."""
-    if deliver(delivery_id=delivery_id) and not self.request.is_eager:
-        raise self.retry(countdown=30 * 2**self.request.retries)
+    retry_in = deliver(delivery_id=delivery_id)
+    if retry_in is not None and not self.request.is_eager:
+        raise self.retry(countdown=retry_in)
 
 
 @shared_task(name="notifications.email_deliver", bind=True, ignore_result=True, max_retries=5)
 def email_deliver(self, delivery_id: int) -> None:
     """Send one e-mail; a failure short of the last attempt is tried again later."""
-    if send(delivery_id=delivery_id) and not self.request.is_eager:
-        raise self.retry(countdown=30 * 2**self.request.retries)
+    retry_in = send(delivery_id=delivery_id)
+    if retry_in is not None and not self.request.is_eager:
+        raise self.retry(countdown=retry_in)
 
 
 @shared_task(name="notifications.redrive", ignore_result=True)
