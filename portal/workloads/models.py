@@ -229,6 +229,11 @@ class Workload(models.Model):
     placement_reason = models.CharField(max_length=300, blank=True)
     namespace = models.CharField(max_length=63, blank=True, db_index=True)
     access = models.CharField(max_length=500, blank=True)
+    access_problem = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Why the worker's last update of its route, quota or SSH keys failed; empty when it went well.",
+    )
 
     # Job state of the reconciler, kept on the row (not in Celery).
     attempts = models.PositiveSmallIntegerField(default=0)

@@ -87,6 +87,7 @@ WORKLOAD_STATUS_FIELDS = [
     "approval",
     "placement",
     "access",
+    "access_problem",
 ]
 
 
@@ -122,6 +123,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
     )
     scaling_from = serializers.SerializerMethodField()
     scaling_to = serializers.SerializerMethodField()
+    access_problem = serializers.SerializerMethodField()
     allowed_actions = serializers.SerializerMethodField()
     lifetime_hours = serializers.DecimalField(
         max_digits=12,
@@ -154,6 +156,12 @@ class WorkloadSerializer(serializers.ModelSerializer):
     def get_scaling_from(self, workload: Workload) -> int | None:
         """While a running deployment is rescaled: the replicas it served before."""
         return workload.scaling_from if workload.is_scaling else None
+
+    @extend_schema_field(StrictCharField())
+    def get_access_problem(self, workload: Workload) -> str:
+        """While it runs: why the worker's last update of its route, quota or SSH keys failed
+        (tried again every 30 s); empty when it went well."""
+        return workload.access_problem if workload.state == WorkloadState.RUNNING else ""
 
     @extend_schema_field(StrictIntegerField(allow_null=True))
     def get_scaling_to(self, workload: Workload) -> int | None:

@@ -10,6 +10,7 @@ import kubernetes_validate
 import pytest
 
 from portal.accounts.ssh_keys import ssh_key_add
+from portal.audit.models import AuditEvent
 from portal.workloads.models import Image
 from tests.accounts.test_ssh_keys import ECDSA, ED25519
 from tests.fakekube import SCHEMA_VERSION, fixtures
@@ -201,6 +202,45 @@ def test_a_failed_refresh_is_logged_and_the_health_reading_stands(
     assert box.state == "running" and "Retrying" not in box.message
     assert box.next_attempt_at is not None  # watched again as usual
     assert "its route or keys" in caplog.text
+    assert box.access_problem == 'secrets "ssh-keys" is forbidden'  # shown on its page, not only logged
+    reconcile._watch_sandbox(Cluster(), box, workload_spec(box), box.started_at)
+    assert [e.detail for e in AuditEvent.objects.filter(action="sandbox.access_failed")] == [
+        box.access_problem
+    ]
+
+
+@pytest.mark.django_db
+def test_a_failed_refresh_shows_on_the_page_and_in_the_api_until_one_goes_well(
+    fleet, researcher, team, researcher_client, monkeypatch
+):
+    from workers.drivers.base import DriverError, WorkloadStatus
+    from workers.reconcile import workloads as reconcile
+
+    failing = ['the cluster rejected patch secrets/ssh-keys: secrets "ssh-keys" is forbidden']
+
+    class Cluster:
+        def workload_status(self, spec):
+            return WorkloadStatus("running", "running")
+
+        def refresh_access(self, spec):
+            if failing:
+                raise DriverError(failing[0], retryable=False)
+
+    monkeypatch.setattr(reconcile, "observe_home", lambda *args: None)
+    gpu = fleet["whole"].gpus.first()
+    box = make_sandbox(owner=researcher, team=team, gpu=gpu, cluster=gpu.node.cluster)
+    reconcile._watch_sandbox(Cluster(), box, workload_spec(box), box.started_at)
+
+    page = researcher_client.get(f"/sandboxes/{box.number}/").content.decode()
+    assert 'id="access-problem"' in page and "is forbidden" in page
+    body = researcher_client.get(f"/api/v1/sandboxes/{box.number}").json()
+    assert body["access_problem"] == failing[0] and body["state"] == "running"
+
+    failing.clear()
+    box.refresh_from_db()
+    reconcile._watch_sandbox(Cluster(), box, workload_spec(box), box.started_at)
+    assert researcher_client.get(f"/api/v1/sandboxes/{box.number}").json()["access_problem"] == ""
+    assert 'id="access-problem"' not in researcher_client.get(f"/sandboxes/{box.number}/").content.decode()
 
 
 @pytest.mark.django_db

@@ -17,6 +17,7 @@ from portal.sandboxes.selectors import sandbox_datasets
 from portal.sandboxes.services import home_attached, home_claim, sandbox_kube_access_revoke
 from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
+    workload_access_observed,
     workload_attempt_failed,
     workload_mark_ended,
     workload_mark_failed,
@@ -304,12 +305,16 @@ def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
 
 def _refresh_access(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec) -> None:
     """Its route and an ssh sandbox's owner's keys as they are now (a key added or removed, a
-    portal upgraded under it, a route deleted by hand), never its pods. A failure is logged and
-    tried again on the next watch: the workload itself is as its health reading says."""
+    portal upgraded under it, a route deleted by hand), never its pods. A failure is shown on its
+    page and tried again on the next watch: the workload itself is as its health reading says."""
     try:
         driver.refresh_access(spec)
     except DriverError as error:
         log.warning("%s %s: its route or keys: %s", workload.kind, workload.pk, error.message)
+        workload_access_observed(workload_id=workload.pk, problem=error.message)
+    else:
+        if workload.access_problem:
+            workload_access_observed(workload_id=workload.pk, problem="")
 
 
 NODE_GONE_AFTER = timedelta(minutes=2)

@@ -339,6 +339,19 @@ def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -
     Workload.objects.filter(pk=workload_id, state=S.RUNNING).update(**fields)
 
 
+def workload_access_observed(*, workload_id: int, problem: str) -> None:
+    """How the worker's update of a running workload's route, quota and SSH keys went: `problem`
+    is "" when it went well. Its page shows the problem until an update goes well; the first one
+    of a run of failures is audited, so an operator finds a missing grant without the worker log."""
+    problem = problem[:500]
+    rows = Workload.objects.filter(pk=workload_id, state=S.RUNNING).exclude(access_problem=problem)
+    if problem:
+        workload = rows.filter(access_problem="").first()
+        if workload is not None:
+            audit_record(actor=None, action=f"{workload.kind}.access_failed", obj=workload, detail=problem)
+    rows.update(access_problem=problem)
+
+
 def workload_mark_waiting(
     *, workload_id: int, message: str, now: datetime, recheck_seconds: float = 1.0
 ) -> None:
