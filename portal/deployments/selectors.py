@@ -172,19 +172,18 @@ def _kserve_example(endpoint: str, serving: Serving) -> str:
     elements = 1
     for size in IMAGE_SHAPE:
         elements *= size
-    shape = ", ".join(str(size) for size in IMAGE_SHAPE)
-    # The zeros are generated in the shell: 150,528 numbers do not belong on a page.
-    zeros = f'$(python3 -c \'print(",".join(["0"] * {elements}))\')'
-    body = (
-        f'{{\\"inputs\\": [{{\\"name\\": \\"input__0\\", \\"shape\\": [{shape}], '
-        f'\\"datatype\\": \\"{datatype}\\", \\"data\\": [{zeros}]}}]}}'
-    )
+    image = {"name": "input__0", "shape": list(IMAGE_SHAPE), "datatype": datatype}
+    # The zeros are made by python3 and piped in: 150,528 numbers belong neither on a page nor in
+    # one argument (Linux refuses an argument over 128 KiB: "Argument list too long").
+    fields = json.dumps(image)[:-1]  # the image's fields but its data, which python3 adds
+    make_body = f'import json; print(json.dumps({{"inputs": [{fields}, "data": [0] * {elements}}}]}}))'
     return (
         f"# Input names and types are in the model's metadata: {_curl(metadata)}\n"
-        f"curl -s {shlex.quote(metadata + '/infer')} \\\n"
+        f"python3 -c {shlex.quote(make_body)} \\\n"
+        f"  | curl -s {shlex.quote(metadata + '/infer')} \\\n"
         f"  {AUTH_HEADER} \\\n"
         "  -H 'Content-Type: application/json' \\\n"
-        f'  -d "{body}"'
+        "  -d @-"
     )
 
 
@@ -202,11 +201,9 @@ def deployment_call_base(workload: Workload) -> str | None:
     return f"{settings.PORTAL_BASE_URL}{reverse('endpoint-simulated', args=[host])}".rstrip("/")
 
 
-def simulated_endpoint_answer(
-    *, workload_id: int, caller: str, method: str, path: str, body_bytes: int
-) -> dict | None:
-    """What a simulated deployment's stand-in answers a call the check let through: the request
-    as its model server would have received it, clearly marked. None off the simulated cluster."""
+def simulated_serving(workload_id: int) -> tuple[Workload, Serving] | None:
+    """A deployment on the simulated cluster and what it serves, for the portal's stand-in for its
+    model server (portal.deployments.simulated); None off the simulated cluster."""
     workload = (
         Workload.objects.select_related("cluster", "serving__model", "serving__runtime")
         .filter(pk=workload_id, kind=WorkloadKind.DEPLOYMENT)
@@ -215,17 +212,7 @@ def simulated_endpoint_answer(
     serving = deployment_serving(workload) if workload is not None else None
     if workload is None or serving is None or not _simulated(workload):
         return None
-    return {
-        "simulated": True,
-        "note": (
-            f"Simulated cluster: no model server runs. On a real cluster {serving.runtime.name} "
-            f"serving {served_model_name(serving)} would answer this request."
-        ),
-        "deployment": workload.number,
-        "model": served_model_name(serving),
-        "caller": caller,
-        "request": {"method": method, "path": path, "body_bytes": body_bytes},
-    }
+    return workload, serving
 
 
 def deployment_example(workload: Workload) -> str | None:

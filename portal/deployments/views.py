@@ -29,10 +29,12 @@ from portal.deployments.selectors import (
     deploy_estimate,
     deployment_row_for,
     deployment_rows,
-    simulated_endpoint_answer,
+    served_model_name,
+    simulated_serving,
 )
 from portal.deployments.services import deployment_request, deployment_request_body, deployment_scale
 from portal.deployments.serving_stats import deployment_serving_now, runtime_label, serving_lines
+from portal.deployments.simulated import StandInCall, stand_in_answer
 from portal.workloads.forms import ExtendForm
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
 from portal.workloads.models import WorkloadKind
@@ -311,23 +313,29 @@ def endpoint_gate_external(request: HttpRequest, path: str = "") -> HttpResponse
 @csrf_exempt
 def endpoint_simulated(request: HttpRequest, host: str, path: str = "") -> HttpResponse:
     """A simulated deployment's model server, answered by the portal behind the same check (the
-    page's example calls it there): what the server would have been asked, marked simulated."""
+    page's example calls it there), in the runtime's own shape and marked simulated."""
     host = host.lower()
     decision = endpoint_decide(host=host, authorization=request.headers.get("Authorization", ""))
     if decision.status != 200:
         return _decision_response(decision)
     door = endpoint_door(host)
     assert door is not None
-    answer = simulated_endpoint_answer(
-        workload_id=door.workload_id,
+    found = simulated_serving(door.workload_id)
+    if found is None:
+        raise Http404("No simulated deployment at this address.")
+    workload, serving = found
+    call = StandInCall(
+        deployment=workload.number,
         caller=decision.username,
         method=request.method or "GET",
         path=f"/{path}",
-        body_bytes=len(request.body),
+        body=request.body,
     )
-    if answer is None:
-        raise Http404("No simulated deployment at this address.")
-    return JsonResponse(answer)
+    answer = stand_in_answer(serving, served_model_name(serving), call)
+    if answer.events:
+        stream = "".join(f"data: {event}\n\n" for event in answer.events)
+        return HttpResponse(stream, status=answer.status, content_type="text/event-stream")
+    return JsonResponse(answer.body, status=answer.status)
 
 
 def _endpoint_answer(host: str, authorization: str) -> HttpResponse:
