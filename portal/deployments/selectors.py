@@ -237,16 +237,32 @@ def deployment_example(workload: Workload) -> str | None:
 
 
 def deployment_client_example(workload: Workload) -> str | None:
-    """For an OpenAI-compatible endpoint, the OpenAI Python client pointed at it: it sends its
-    `api_key` as the bearer token the endpoint check reads."""
+    """For an OpenAI-compatible endpoint, the OpenAI Python client pointed at it (it sends its
+    `api_key` as the bearer token the endpoint check reads) making the curl example's call."""
     base = deployment_call_base(workload)
     serving = deployment_serving(workload)
     if base is None or serving is None or serving.api != Runtime.Api.OPENAI:
         return None
+    model = json.dumps(served_model_name(serving))
+    if serving.model.task == CatalogModel.Task.EMBEDDING:
+        call = (
+            f"vectors = client.embeddings.create(model={model}, input={json.dumps(EXAMPLE_TEXT)})\n"
+            "print(len(vectors.data[0].embedding), vectors.data[0].embedding[:4])"
+        )
+    elif serving.model.task == CatalogModel.Task.TEXT_GENERATION:
+        message = json.dumps({"role": "user", "content": EXAMPLE_PROMPT})
+        call = (
+            f"reply = client.chat.completions.create(\n    model={model},\n"
+            f"    messages=[{message}],\n    max_tokens=64,\n)\n"
+            "print(reply.choices[0].message.content)"
+        )
+    else:
+        call = "print([model.id for model in client.models.list()])"
     return (
         "import os\n"
         "from openai import OpenAI\n\n"
-        f'client = OpenAI(base_url="{base}/v1", api_key=os.environ["{TOKEN_VARIABLE}"])'
+        f'client = OpenAI(base_url="{base}/v1", api_key=os.environ["{TOKEN_VARIABLE}"])\n'
+        f"{call}"
     )
 
 

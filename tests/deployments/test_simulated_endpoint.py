@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 from django.test import Client
@@ -195,11 +196,19 @@ def test_the_openai_client_and_the_pages_examples_work_against_the_stand_in(
     assert text == reply.choices[0].message.content
     assert [model.id for model in client.models.list()] == [LLAMA]
 
-    bge = deployment_client_example(found["bge-large-en-v1.5"]).split('base_url="')[1].split('"')[0]
-    vectors = OpenAI(base_url=bge, api_key=token, max_retries=0).embeddings.create(
-        model=BGE, input=["a", "b"]
-    )
-    assert len(vectors.data) == 2 and len(vectors.data[0].embedding) == 8
+    printed = {}
+    for slug in ("llama-3.1-8b-instruct", "bge-large-en-v1.5"):
+        run = subprocess.run(
+            [sys.executable, "-c", deployment_client_example(found[slug])],
+            env={**os.environ, "SERVING_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, (slug, run.stderr[-2000:])
+        printed[slug] = run.stdout
+    assert printed["llama-3.1-8b-instruct"].endswith("You asked: Say hello in one sentence.\n")
+    assert printed["bge-large-en-v1.5"].startswith("8 [")
 
     if shutil.which("curl") is None:
         pytest.skip("no curl here to run the page's examples")
