@@ -177,6 +177,29 @@ def test_a_running_deployments_watch_refreshes_its_route(fleet, catalog, researc
 
 
 @pytest.mark.django_db
+def test_a_deployments_failed_refresh_speaks_of_its_endpoint(
+    fleet, catalog, researcher, team, researcher_client
+):
+    from workers.drivers.base import DriverError, WorkloadStatus
+    from workers.reconcile import workloads as reconcile
+
+    class Cluster:
+        def workload_status(self, spec):
+            return WorkloadStatus("running", "running", ready_replicas=1)
+
+        def refresh_access(self, spec):
+            raise DriverError('ingresses.networking.k8s.io "model" is forbidden', retryable=False)
+
+    deployment = make_deployment(owner=researcher, team=team, gpu=fleet["whole"].gpus.first())
+    reconcile._watch_serving(Cluster(), deployment, workload_spec(deployment), deployment.started_at)
+
+    page = researcher_client.get(f"/deployments/{deployment.number}/").content.decode()
+    assert "Its endpoint's route could not be updated" in page and '"model" is forbidden' in page.replace(
+        "&quot;", '"'
+    )
+
+
+@pytest.mark.django_db
 def test_a_failed_refresh_is_logged_and_the_health_reading_stands(
     fleet, researcher, team, monkeypatch, caplog
 ):
