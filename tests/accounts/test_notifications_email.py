@@ -71,6 +71,8 @@ def test_a_refusing_mail_server_is_tried_again_then_recorded_and_shown(
     assert delivery.state == EmailDelivery.State.PENDING and delivery.attempts == 1
     assert "refused" in delivery.last_error.lower()
     assert email_deliver(delivery_id=delivery.pk) is None  # its retry is not due: nothing sent
+    waiting = researcher_client.get("/notifications/").content.decode()
+    assert "tried again" in waiting and "seconds from now" in waiting
     delivery.refresh_from_db()
     assert delivery.attempts == 1
     waits = []
@@ -85,6 +87,7 @@ def test_a_refusing_mail_server_is_tried_again_then_recorded_and_shown(
 
     page = researcher_client.get("/notifications/").content.decode()
     assert "Latest e-mails" in page and "Budget alerts" in page and "Failed" in page
+    assert "tried again" not in page
     assert "<td>Hello</td>" in page  # its subject
 
 
