@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from portal.accounts.models import User
 from portal.catalog.models import CatalogModel
@@ -19,7 +19,7 @@ from portal.catalog.selectors import catalog_entries, catalog_search
 from portal.core.errors import ValidationFailed
 from portal.core.selectors import every_word_in
 from portal.workloads.models import Workload, WorkloadKind
-from portal.workloads.selectors import workloads_visible_to
+from portal.workloads.selectors import workload_text_match, workloads_visible_to
 
 MIN_QUERY = 2
 MAX_QUERY = 100
@@ -67,11 +67,7 @@ def workloads_matching(user: User, query: str) -> QuerySet[Workload]:
     visible = workloads_visible_to(user, kind=WorkloadKind.SANDBOX) | workloads_visible_to(
         user, kind=WorkloadKind.DEPLOYMENT
     )
-    match = every_word_in(query, ("name", "project"))
-    number = query.removeprefix("#")
-    if number.isdigit() and len(number) <= 12:  # a number the database's integers hold
-        match |= Q(number=int(number))
-    return visible.filter(match).select_related("team").order_by("-created_at", "-pk")
+    return visible.filter(workload_text_match(query)).select_related("team").order_by("-created_at", "-pk")
 
 
 def users_matching(user: User, query: str) -> QuerySet[User]:

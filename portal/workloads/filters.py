@@ -6,6 +6,7 @@ import django_filters
 from django.db.models import Q, QuerySet
 
 from portal.workloads.models import LIVE_STATES, Workload, WorkloadState
+from portal.workloads.selectors import workload_text_match
 
 
 class WorkloadFilter(django_filters.FilterSet):
@@ -14,7 +15,7 @@ class WorkloadFilter(django_filters.FilterSet):
     owner = django_filters.CharFilter(field_name="owner__username")
     gpu_type = django_filters.CharFilter(field_name="gpu_type__slug")
     project = django_filters.CharFilter(field_name="project", label="Project")
-    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
+    q = django_filters.CharFilter(method="filter_q", label="Name, project or number")
     live = django_filters.BooleanFilter(method="filter_live", label="Live only")
 
     class Meta:
@@ -30,6 +31,10 @@ class WorkloadFilter(django_filters.FilterSet):
         if WorkloadState.RUNNING in value:
             shown |= scaling
         return queryset.filter(shown)
+
+    def filter_q(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+        """Each word in its name or project, or its number (`42`, `#42`), as global search finds them."""
+        return queryset.filter(workload_text_match(value)) if value.strip() else queryset
 
     def filter_live(self, queryset: QuerySet[Workload], name: str, value: bool | None) -> QuerySet[Workload]:
         if value is None:

@@ -18,13 +18,23 @@ from portal.accounts.models import Membership, Team, User
 from portal.accounts.selectors import lead_team_ids
 from portal.audit.models import AuditEvent
 from portal.core.errors import NotFound
-from portal.core.selectors import one_visible
+from portal.core.selectors import every_word_in, one_visible
 from portal.fleet.models import Allocation
 from portal.fleet.selectors import price_per_hour
 from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
 from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadState
 from portal.workloads.policy import budget_left, quota_left, workload_price_per_hour
 from portal.workloads.queue_wait import estimated_waits
+
+
+def workload_text_match(query: str) -> Q:
+    """Workloads whose name or project holds each word of `query`, or whose number within its kind
+    it is (`42` or `#42`): what global search and the lists' search box both find."""
+    match = every_word_in(query, ("name", "project"))
+    number = query.strip().removeprefix("#")
+    if number.isascii() and number.isdigit() and len(number) <= 12:  # a number the database's integers hold
+        match |= Q(number=int(number))
+    return match
 
 
 def workloads_visible_to(user: User, *, kind: str) -> QuerySet[Workload]:

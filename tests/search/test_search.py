@@ -169,3 +169,25 @@ def test_the_nav_carries_the_search_box(researcher_client, workloads):
 
 def test_the_search_needs_a_sign_in(client):
     assert client.get("/search/", {"q": "llama"}).status_code == 302
+
+
+def test_more_than_the_page_shows_links_to_the_lists_which_find_the_same(
+    researcher_client, researcher, team, h100
+):
+    """The lists' search box matches as global search does (each word in the name or project,
+    or the number), so the page's links to them show every match, not the newest ten."""
+    sweeps = [
+        make_sandbox(owner=researcher, team=team, name=f"run-{index}", project="sweep-lr", gpu_type=h100)
+        for index in range(GROUP_LIMIT + 3)
+    ]
+    make_sandbox(owner=researcher, team=team, name="other", gpu_type=h100)
+
+    page = researcher_client.get("/search/", {"q": "sweep lr"}).content.decode()
+    assert 'id="search-workloads-more"' in page
+    assert 'href="/?q=sweep%20lr"' in page and 'href="/deployments/?q=sweep%20lr"' in page
+
+    listed = researcher_client.get("/", {"q": "sweep lr", "page_size": 50}).content.decode()
+    assert all(f"/sandboxes/{sandbox.number}/" in listed for sandbox in sweeps[-10:])
+    assert ">other<" not in listed
+    by_number = researcher_client.get("/", {"q": f"#{sweeps[0].number}"}).content.decode()
+    assert f'href="/sandboxes/{sweeps[0].number}/"' in by_number and ">run-1<" not in by_number
