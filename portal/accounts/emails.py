@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.core.mail import EmailMessage
 
-from portal.accounts.deliveries import delivery_attempt_record, delivery_take
+from portal.accounts.deliveries import delivery_send
 from portal.accounts.models import EmailDelivery, User
 from portal.core.jobs import enqueue
 
@@ -25,14 +25,10 @@ def email_send(*, user: User, subject: str, body: str, kind: str) -> EmailDelive
 
 def email_deliver(*, delivery_id: int) -> int | None:
     """Send one recorded e-mail, unless another job holds it. Returns the seconds until the next
-    try (a failure short of MAX_ATTEMPTS), else None; each failure is kept on the row."""
-    delivery = delivery_take(model=EmailDelivery, delivery_id=delivery_id)
-    if delivery is None:
-        return None
-    try:
+    try (a failure short of MAX_ATTEMPTS), else None; each failure is kept on the row. smtplib's
+    errors are OSErrors, as are refused and timed-out connections."""
+
+    def send(delivery: EmailDelivery) -> None:
         EmailMessage(delivery.subject, delivery.body, None, [delivery.address]).send(fail_silently=False)
-    except OSError as error:  # smtplib's errors are OSErrors, as are refused and timed-out connections
-        return delivery_attempt_record(
-            delivery=delivery, error=str(error) or type(error).__name__, max_attempts=MAX_ATTEMPTS
-        )
-    return delivery_attempt_record(delivery=delivery, max_attempts=MAX_ATTEMPTS)
+
+    return delivery_send(model=EmailDelivery, delivery_id=delivery_id, send=send, max_attempts=MAX_ATTEMPTS)

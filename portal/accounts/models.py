@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -305,14 +306,30 @@ class Delivery(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
     next_try_at = models.DateTimeField(
-        null=True,
-        blank=True,
-        help_text="No job sends it before this: a send under way holds it, a failed one waits for its retry.",
+        null=True, blank=True, help_text="After a failed attempt: when it is tried again."
+    )
+    held_until = models.DateTimeField(
+        null=True, blank=True, help_text="A job is sending it: no other job takes it before this."
     )
 
     class Meta:
         abstract = True
         ordering = ["-created_at", "-id"]
+
+    @property
+    def sending(self) -> bool:
+        """A job holds it and is sending it now."""
+        return (
+            self.state == self.State.PENDING
+            and self.held_until is not None
+            and self.held_until > timezone.now()
+        )
+
+    @property
+    def retry_at(self) -> datetime | None:
+        """After a failed attempt, when it is tried again; None once that time has passed."""
+        waiting = self.state == self.State.PENDING and self.next_try_at is not None
+        return self.next_try_at if waiting and self.next_try_at > timezone.now() else None
 
 
 class WebhookDelivery(Delivery):

@@ -233,7 +233,9 @@ def deliveries_redrive(*, now: datetime | None = None) -> list[tuple[str, int]]:
     they were made or their retry was due), so none waits forever. A job queued twice sends once:
     see portal.accounts.deliveries. Returns the (task, id) pairs queued."""
     before = (now or timezone.now()) - STALLED_AFTER
-    lost = Q(next_try_at__isnull=True, created_at__lt=before) | Q(next_try_at__lt=before)
+    lost = (Q(next_try_at__isnull=True, created_at__lt=before) | Q(next_try_at__lt=before)) & (
+        Q(held_until__isnull=True) | Q(held_until__lt=before)
+    )
     queued = []
     for task, model in ((EMAIL_TASK, EmailDelivery), (WEBHOOK_TASK, WebhookDelivery)):
         stalled = model.objects.filter(lost, state=model.State.PENDING)

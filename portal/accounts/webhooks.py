@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
-from portal.accounts.deliveries import delivery_attempt_record, delivery_take
+from portal.accounts.deliveries import DeliveryRefused, delivery_send
 from portal.accounts.models import WebhookDelivery, WebhookFormat
 from portal.core.errors import ValidationFailed
 
@@ -99,23 +99,23 @@ def webhook_body(*, webhook_format: str, event: dict[str, Any]) -> dict[str, Any
 def webhook_deliver(*, delivery_id: int) -> int | None:
     """Post one recorded message, unless another job holds it. Returns the seconds until the next
     try (a failure short of MAX_ATTEMPTS), else None; each failure is kept on the row for the
-    settings pages to show."""
-    delivery = delivery_take(model=WebhookDelivery, delivery_id=delivery_id)
-    if delivery is None:
-        return None
-    try:
-        webhook_url_check(delivery.url)
+    settings pages to show. A URL the portal no longer posts to is never tried again."""
+
+    def post(delivery: WebhookDelivery) -> None:
+        try:
+            webhook_url_check(delivery.url)
+        except ValidationFailed as refused:
+            raise DeliveryRefused(refused.message) from refused
         response = httpx.post(
             delivery.url, json=delivery.body, timeout=TIMEOUT_SECONDS, follow_redirects=False
         )
         if response.status_code >= 300:
             raise OSError(f"HTTP {response.status_code}: {response.text[:200]}")
-    except ValidationFailed as refused:
-        return delivery_attempt_record(
-            delivery=delivery, error=refused.message, max_attempts=0
-        )  # never worth another try
-    except (httpx.HTTPError, OSError) as error:
-        return delivery_attempt_record(
-            delivery=delivery, error=str(error) or type(error).__name__, max_attempts=MAX_ATTEMPTS
-        )
-    return delivery_attempt_record(delivery=delivery, max_attempts=MAX_ATTEMPTS)
+
+    return delivery_send(
+        model=WebhookDelivery,
+        delivery_id=delivery_id,
+        send=post,
+        max_attempts=MAX_ATTEMPTS,
+        expected=(httpx.HTTPError, OSError),
+    )

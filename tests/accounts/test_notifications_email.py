@@ -88,6 +88,11 @@ def test_a_refusing_mail_server_is_tried_again_then_recorded_and_shown(
     page = researcher_client.get("/notifications/").content.decode()
     assert "Latest e-mails" in page and "Budget alerts" in page and "Failed" in page
     assert "tried again" not in page
+    past = timezone.now() - timedelta(minutes=20)  # its retry's job was lost: nothing was tried then
+    EmailDelivery.objects.filter(pk=delivery.pk).update(state=EmailDelivery.State.PENDING, next_try_at=past)
+    assert "tried again" not in researcher_client.get("/notifications/").content.decode()
+    EmailDelivery.objects.filter(pk=delivery.pk).update(held_until=timezone.now() + timedelta(minutes=5))
+    assert "sending now" in researcher_client.get("/notifications/").content.decode()
     assert "<td>Hello</td>" in page  # its subject
 
 

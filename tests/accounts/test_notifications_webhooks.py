@@ -21,6 +21,7 @@ from django.db import connection
 from django.utils import timezone
 
 from portal.accounts.action_links import action_link_make, action_token_read
+from portal.accounts.deliveries import SENDING_HOLD, delivery_attempt_record, delivery_take
 from portal.accounts.models import NotificationSettings, WebhookDelivery
 from portal.accounts.notifications import deliveries_redrive, notify
 from portal.accounts.webhooks import MAX_ATTEMPTS, webhook_deliver, webhook_url_check
@@ -363,7 +364,7 @@ def test_a_message_waiting_for_its_retry_is_neither_queued_again_nor_sent_by_a_s
 def test_a_message_held_by_a_worker_that_died_mid_send_is_queued_again_later(researcher, receiver):
     received, url = receiver
     hook = _hook(researcher, url)
-    WebhookDelivery.objects.filter(pk=hook.pk).update(next_try_at=timezone.now() + timedelta(minutes=5))
+    WebhookDelivery.objects.filter(pk=hook.pk).update(held_until=timezone.now() + timedelta(minutes=5))
     assert webhook_deliver(delivery_id=hook.pk) is None and received.bodies == []  # held
     assert deliveries_redrive(now=timezone.now() + timedelta(minutes=19)) == []
     later = timezone.now() + timedelta(minutes=21)  # the hold ran out 15 minutes ago
@@ -373,12 +374,49 @@ def test_a_message_held_by_a_worker_that_died_mid_send_is_queued_again_later(res
     assert len(received.bodies) == 1
 
 
-def test_the_job_retries_after_the_wait_kept_on_the_row(researcher, receiver):
+def test_the_job_retries_after_the_wait_the_attempt_sets_and_ends_inside_the_hold(researcher, receiver):
     received, url = receiver
     received.status = 503
     hook = _hook(researcher, url)
+    WebhookDelivery.objects.filter(pk=hook.pk).update(attempts=2)  # its third attempt
     with mock.patch.object(webhook_job, "retry", side_effect=Retry) as retry, pytest.raises(Retry):
         webhook_job(hook.pk)  # as a worker runs it, not eagerly
-    retry.assert_called_once_with(countdown=30)
+    retry.assert_called_once_with(countdown=120)
     hook.refresh_from_db()
-    assert hook.attempts == 1 and hook.next_try_at is not None
+    assert hook.attempts == 3 and hook.held_until is None
+    assert hook.next_try_at == pytest.approx(
+        timezone.now() + timedelta(seconds=120), abs=timedelta(seconds=5)
+    )
+    assert webhook_job.time_limit < SENDING_HOLD.total_seconds()  # a trickling receiver is cut off first
+
+
+def test_a_surprise_while_sending_is_kept_on_the_row_and_tried_again(
+    researcher, receiver, monkeypatch, caplog
+):
+    _, url = receiver
+    hook = _hook(researcher, url)
+
+    def broken(*args, **kwargs):
+        raise ValueError("Invalid header value")
+
+    monkeypatch.setattr("portal.accounts.webhooks.httpx.post", broken)
+    assert webhook_deliver(delivery_id=hook.pk) == 30
+    hook.refresh_from_db()
+    assert hook.state == WebhookDelivery.State.PENDING and hook.attempts == 1
+    assert hook.last_error == "ValueError: Invalid header value" and "sending failed" in caplog.text
+
+
+def test_a_job_whose_hold_ran_out_and_was_taken_over_records_nothing(researcher, receiver):
+    _, url = receiver
+    hook = _hook(researcher, url)
+    slow = delivery_take(model=WebhookDelivery, delivery_id=hook.pk)
+    later = timezone.now() + SENDING_HOLD + timedelta(seconds=1)
+    other = delivery_take(model=WebhookDelivery, delivery_id=hook.pk, now=later)
+    assert slow is not None and other is not None
+
+    assert delivery_attempt_record(delivery=slow, error="timed out", max_attempts=4) is None
+    hook.refresh_from_db()
+    assert hook.attempts == 0 and hook.last_error == ""  # the slow job's word counts for nothing
+    delivery_attempt_record(delivery=other, max_attempts=4)
+    hook.refresh_from_db()
+    assert hook.state == WebhookDelivery.State.SENT and hook.attempts == 1

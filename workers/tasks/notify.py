@@ -10,8 +10,14 @@ from portal.accounts.notifications import deliveries_prune, deliveries_redrive
 from portal.accounts.webhooks import webhook_deliver as deliver
 from portal.approvals.services import approvals_remind_waiting
 
+# A send ends well inside the hold on its message (portal.accounts.deliveries.SENDING_HOLD): a
+# receiver that trickles its answer cannot keep it past the hold and be sent to twice.
+SEND_LIMITS = {"soft_time_limit": 60, "time_limit": 90}
 
-@shared_task(name="notifications.webhook_deliver", bind=True, ignore_result=True, max_retries=5)
+
+@shared_task(
+    name="notifications.webhook_deliver", bind=True, ignore_result=True, max_retries=5, **SEND_LIMITS
+)
 def webhook_deliver(self, delivery_id: int) -> None:
     """Post one webhook message; a failure short of the last attempt is tried again later."""
     retry_in = deliver(delivery_id=delivery_id)
@@ -19,7 +25,7 @@ def webhook_deliver(self, delivery_id: int) -> None:
         raise self.retry(countdown=retry_in)
 
 
-@shared_task(name="notifications.email_deliver", bind=True, ignore_result=True, max_retries=5)
+@shared_task(name="notifications.email_deliver", bind=True, ignore_result=True, max_retries=5, **SEND_LIMITS)
 def email_deliver(self, delivery_id: int) -> None:
     """Send one e-mail; a failure short of the last attempt is tried again later."""
     retry_in = send(delivery_id=delivery_id)
