@@ -43,7 +43,7 @@ WORKLOAD_WORDS = {
     "budget_stopped": "Stopped: budget spent",
     "removal_stuck": "Removal stuck",
     "drift_repaired": "Repaired in the cluster",
-    "access_failed": "Route or SSH keys not updated",
+    "access_failed": "Route, quota or keys not updated",
     "share": "Sharing changed",
     "kubeconfig": "Kubeconfig issued",
 }

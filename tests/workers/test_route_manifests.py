@@ -189,15 +189,15 @@ def test_a_route_deleted_by_hand_comes_back_after_the_re_apply_period(fake_kube)
     driver = KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0), reapply_seconds=60))
     spec = make_serving_spec(replicas=1, access_host=ENDPOINT_HOST)
     driver.apply_workload(spec)
-    driver.refresh_access(spec)
+    assert driver.refresh_access(spec) is True  # applied and read now
     driver.api.delete("Ingress", "model", spec.namespace)
 
-    driver.refresh_access(spec)  # within the period: nothing is read again
+    assert driver.refresh_access(spec) is False  # within the period: nothing is read again
     assert fake_kube.get("Ingress", "model", spec.namespace) is None
 
     later = driver.clock() + timedelta(seconds=61)
     driver.clock = lambda: later
-    driver.refresh_access(spec)
+    assert driver.refresh_access(spec) is True
     assert fake_kube.get("Ingress", "model", spec.namespace)["spec"]["rules"][0]["host"] == ENDPOINT_HOST
 
 

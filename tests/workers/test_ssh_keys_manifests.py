@@ -127,6 +127,7 @@ def test_a_running_sandboxs_watch_refreshes_its_access_never_its_pod(fleet, rese
 
         def refresh_access(self, spec):
             applied.append(spec)
+            return True
 
     monkeypatch.setattr(reconcile, "observe_home", lambda *args: None)
     shell = Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
@@ -168,6 +169,7 @@ def test_a_running_deployments_watch_refreshes_its_route(fleet, catalog, researc
 
         def refresh_access(self, spec):
             refreshed.append(spec.workload_id)
+            return True
 
     deployment = make_deployment(owner=researcher, team=team, gpu=fleet["whole"].gpus.first())
 
@@ -194,8 +196,9 @@ def test_a_deployments_failed_refresh_speaks_of_its_endpoint(
     reconcile._watch_serving(Cluster(), deployment, workload_spec(deployment), deployment.started_at)
 
     page = researcher_client.get(f"/deployments/{deployment.number}/").content.decode()
-    assert "Its endpoint's route could not be updated" in page and '"model" is forbidden' in page.replace(
-        "&quot;", '"'
+    assert (
+        "Its endpoint's route or quota could not be updated" in page
+        and '"model" is forbidden' in page.replace("&quot;", '"')
     )
 
 
@@ -233,37 +236,73 @@ def test_a_failed_refresh_is_logged_and_the_health_reading_stands(
 
 
 @pytest.mark.django_db
-def test_a_failed_refresh_shows_on_the_page_and_in_the_api_until_one_goes_well(
+def test_a_failed_refresh_shows_on_the_page_and_in_the_api_until_a_checked_one_goes_well(
     fleet, researcher, team, researcher_client, monkeypatch
 ):
     from workers.drivers.base import DriverError, WorkloadStatus
     from workers.reconcile import workloads as reconcile
 
-    failing = ['the cluster rejected patch secrets/ssh-keys: secrets "ssh-keys" is forbidden']
+    cluster_says: list = [DriverError('secrets "ssh-keys" is forbidden', retryable=False)]
 
     class Cluster:
         def workload_status(self, spec):
             return WorkloadStatus("running", "running")
 
         def refresh_access(self, spec):
-            if failing:
-                raise DriverError(failing[0], retryable=False)
+            said = cluster_says.pop(0)
+            if isinstance(said, DriverError):
+                raise said
+            return said
+
+    def watch() -> None:
+        box.refresh_from_db()
+        reconcile._watch_sandbox(Cluster(), box, workload_spec(box), box.started_at)
+
+    def problem() -> str:
+        return researcher_client.get(f"/api/v1/sandboxes/{box.number}").json()["access_problem"]
 
     monkeypatch.setattr(reconcile, "observe_home", lambda *args: None)
     gpu = fleet["whole"].gpus.first()
     box = make_sandbox(owner=researcher, team=team, gpu=gpu, cluster=gpu.node.cluster)
-    reconcile._watch_sandbox(Cluster(), box, workload_spec(box), box.started_at)
+    watch()
 
     page = researcher_client.get(f"/sandboxes/{box.number}/").content.decode()
     assert 'id="access-problem"' in page and "is forbidden" in page
     body = researcher_client.get(f"/api/v1/sandboxes/{box.number}").json()
-    assert body["access_problem"] == failing[0] and body["state"] == "running"
+    assert body["access_problem"] == 'secrets "ssh-keys" is forbidden' and body["state"] == "running"
 
-    failing.clear()
-    box.refresh_from_db()
-    reconcile._watch_sandbox(Cluster(), box, workload_spec(box), box.started_at)
-    assert researcher_client.get(f"/api/v1/sandboxes/{box.number}").json()["access_problem"] == ""
+    cluster_says.append(DriverError("the API server timed out", retryable=True))
+    watch()
+    assert problem() == 'secrets "ssh-keys" is forbidden'  # a passing error is only logged
+    cluster_says.append(False)  # skipped as unchanged by a process whose own apply went well
+    watch()
+    assert problem() == 'secrets "ssh-keys" is forbidden'  # its word does not clear another's failure
+    cluster_says.append(True)  # applied and read now
+    watch()
+    assert problem() == ""
     assert 'id="access-problem"' not in researcher_client.get(f"/sandboxes/{box.number}/").content.decode()
+
+
+@pytest.mark.django_db
+def test_a_stale_access_problem_goes_when_it_runs_again_or_serves_nothing(
+    fleet, catalog, researcher, team, monkeypatch
+):
+    from portal.workloads.models import Workload
+    from portal.workloads.services import workload_mark_running
+    from workers.reconcile import workloads as reconcile
+
+    stale = "the cluster rejected patch ingresses/model"
+    deployment = make_deployment(owner=researcher, team=team, gpu=fleet["whole"].gpus.first())
+    Workload.objects.filter(pk=deployment.pk).update(access_problem=stale, state="provisioning")
+    workload_mark_running(workload_id=deployment.pk, access=deployment.access, now=deployment.started_at)
+    deployment.refresh_from_db()
+    assert deployment.state == "running" and deployment.access_problem == ""  # applied whole: route and all
+
+    Workload.objects.filter(pk=deployment.pk).update(access_problem=stale, replicas=0)
+    deployment.refresh_from_db()
+    reconcile._watch_serving(object(), deployment, workload_spec(deployment), deployment.started_at)
+    deployment.refresh_from_db()
+    assert deployment.access_problem == ""  # scaled to zero: nothing is refreshed, nothing to warn of
 
 
 @pytest.mark.django_db

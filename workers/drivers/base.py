@@ -147,10 +147,12 @@ class ClusterDriver(Protocol):
     def apply_workload(self, spec: WorkloadSpec) -> None:
         """Create what the workload needs, or patch what exists; safe to repeat."""
 
-    def refresh_access(self, spec: WorkloadSpec) -> None:
+    def refresh_access(self, spec: WorkloadSpec) -> bool:
         """Apply again, for a running workload, only what its users reach it through (its route,
         an ssh sandbox's keys: `access_objects`), never its pods; skipped while unchanged since
-        this process last applied it, within the driver's re-apply period."""
+        this process last applied it, within the driver's re-apply period. True when all of it
+        was applied or read from the cluster now; False when some was skipped (this process's
+        word that it was fine earlier, which another process's failure since may contradict)."""
 
     def workload_status(self, spec: WorkloadSpec) -> WorkloadStatus:
         """What the cluster says about the workload now."""

@@ -264,7 +264,7 @@ class KubernetesDriver(SandboxPartsMixin):
         if not fresh:
             self._applied[spec.namespace] = (digest, now)
 
-    def refresh_access(self, spec: WorkloadSpec) -> None:
+    def refresh_access(self, spec: WorkloadSpec) -> bool:
         """Its quota and route: applied when they changed, and again (a read of each, a write
         only where one differs or went missing) after `reapply_seconds`. An ssh sandbox's keys:
         read and compared on every call, so that a key removed is gone from the cluster on the
@@ -276,15 +276,15 @@ class KubernetesDriver(SandboxPartsMixin):
         digest = hashlib.sha256(json.dumps(cached, sort_keys=True, default=str).encode()).hexdigest()
         last = self._access_applied.get(spec.namespace)
         now = self.clock()
-        if not (
-            last and last[0] == digest and (now - last[1]).total_seconds() < self.options.reapply_seconds
-        ):
+        fresh = last and last[0] == digest and (now - last[1]).total_seconds() < self.options.reapply_seconds
+        if not fresh:
             for obj in cached:
                 self._apply(obj)
             self._copy_tls_secret(spec)
             self._access_applied[spec.namespace] = (digest, now)
         for obj in keys:
             self._apply(obj)
+        return not fresh
 
     def _apply(self, obj: dict) -> None:
         """Read; create what is missing, and patch (or, for a new roleRef, replace) only what

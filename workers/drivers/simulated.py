@@ -91,16 +91,19 @@ class SimulatedDriver:
             if namespace == spec.namespace and name not in names:
                 self.store.delete(kind="Deployment", namespace=namespace, name=name)
 
-    def refresh_access(self, spec: WorkloadSpec) -> None:
+    def refresh_access(self, spec: WorkloadSpec) -> bool:
+        """True on every call that does not fail: nothing else writes the simulated cluster's
+        objects, so what this process applied is what is there."""
         self._maybe_fail()
         objects = access_objects(spec, self.manifest_options)
         if self._access_applied.get(spec.namespace) == objects:
-            return
+            return True
         for obj in redacted(objects):
             self.store.upsert(
                 kind=obj["kind"], namespace=spec.namespace, name=obj["metadata"]["name"], body=obj
             )
         self._access_applied[spec.namespace] = objects
+        return True
 
     def workload_status(self, spec: WorkloadSpec) -> WorkloadStatus:
         self._maybe_fail()

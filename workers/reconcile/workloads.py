@@ -287,6 +287,8 @@ def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
             deployment_id=workload.pk, ready_replicas=0, now=now, message=SCALED_TO_ZERO,
             recheck_seconds=SERVING_WATCH_SECONDS,
         )  # fmt: skip
+        if workload.access_problem:  # nothing serves, so nothing is refreshed: no stale warning
+            workload_access_observed(workload_id=workload.pk, problem="")
         return
     status = driver.workload_status(spec)
     if status.phase == "failed":
@@ -305,16 +307,20 @@ def _watch_serving(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
 
 def _refresh_access(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec) -> None:
     """Its route and an ssh sandbox's owner's keys as they are now (a key added or removed, a
-    portal upgraded under it, a route deleted by hand), never its pods. A failure is shown on its
-    page and tried again on the next watch: the workload itself is as its health reading says."""
+    portal upgraded under it, a route deleted by hand), never its pods. A failure the cluster
+    will not get over by itself (a missing grant, an object it refuses) is shown on its page until
+    an update the driver checked goes well; a passing one (a timeout, a busy API server) is only
+    logged. Either way it is tried again on the next watch, and the workload itself is as its
+    health reading says."""
     try:
-        driver.refresh_access(spec)
+        checked = driver.refresh_access(spec)
     except DriverError as error:
         log.warning("%s %s: its route or keys: %s", workload.kind, workload.pk, error.message)
-        workload_access_observed(workload_id=workload.pk, problem=error.message)
-    else:
-        if workload.access_problem:
-            workload_access_observed(workload_id=workload.pk, problem="")
+        if not error.retryable:
+            workload_access_observed(workload_id=workload.pk, problem=error.message)
+        return
+    if checked and workload.access_problem:
+        workload_access_observed(workload_id=workload.pk, problem="")
 
 
 NODE_GONE_AFTER = timedelta(minutes=2)

@@ -258,6 +258,7 @@ def workload_mark_running(
             # Running workloads stay watched: replica health, crashes, a node that went away.
             next_attempt_at=now + timedelta(seconds=WATCH_SECONDS),
             last_error="",
+            access_problem="",  # the workload was just applied whole: its route and keys with it
             **fields,
         )
         or not tell_owner
@@ -344,12 +345,12 @@ def workload_access_observed(*, workload_id: int, problem: str) -> None:
     is "" when it went well. Its page shows the problem until an update goes well; the first one
     of a run of failures is audited, so an operator finds a missing grant without the worker log."""
     problem = problem[:500]
-    rows = Workload.objects.filter(pk=workload_id, state=S.RUNNING).exclude(access_problem=problem)
-    if problem:
-        workload = rows.filter(access_problem="").first()
-        if workload is not None:
-            audit_record(actor=None, action=f"{workload.kind}.access_failed", obj=workload, detail=problem)
-    rows.update(access_problem=problem)
+    with transaction.atomic():
+        rows = Workload.objects.filter(pk=workload_id, state=S.RUNNING).exclude(access_problem=problem)
+        first = rows.filter(access_problem="").first() if problem else None
+        rows.update(access_problem=problem)
+        if first is not None:
+            audit_record(actor=None, action=f"{first.kind}.access_failed", obj=first, detail=problem)
 
 
 def workload_mark_waiting(
