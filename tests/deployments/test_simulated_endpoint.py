@@ -5,9 +5,11 @@ parses its answers, and the page's own examples, run in a shell, get 200s."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -151,6 +153,46 @@ def test_the_servers_errors_for_a_wrong_model_a_malformed_body_and_a_path_it_has
 
 
 @pytest.mark.django_db
+def test_what_clients_send_besides_the_basics_is_answered_as_the_api_says(call):
+    llama, bge = call["llama-3.1-8b-instruct"], call["bge-large-en-v1.5"]
+    parts = [{"type": "text", "text": "Describe"}, {"type": "text", "text": "this."}]
+    three = llama.post(
+        "/v1/chat/completions", {"model": LLAMA, "messages": [{"role": "user", "content": parts}], "n": 3}
+    )
+    assert [choice["index"] for choice in three.json()["choices"]] == [0, 1, 2]
+    assert three.json()["choices"][0]["message"]["content"].endswith("You asked: Describe this.")
+    assert llama.post("/v1/chat/completions", {"model": LLAMA, "messages": [{}], "n": 99}).status_code == 400
+    listed = llama.post("/v1/completions", {"model": LLAMA, "prompt": ["Once", "Twice"]})
+    assert listed.json()["choices"][0]["text"].endswith("You asked: Once")
+
+    body = {"model": LLAMA, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    counted = llama.post("/v1/chat/completions", {**body, "stream_options": {"include_usage": True}})
+    events = [line.removeprefix("data: ") for line in counted.content.decode().split("\n\n") if line]
+    usage_chunk = json.loads(events[-2])
+    assert usage_chunk["choices"] == [] and usage_chunk["usage"]["prompt_tokens"] == 1
+    assert all(json.loads(event)["simulated"] is True for event in events[:-1])
+
+    floats = bge.post("/v1/embeddings", {"model": BGE, "input": "x"}).json()["data"][0]["embedding"]
+    packed = bge.post("/v1/embeddings", {"model": BGE, "input": "x", "encoding_format": "base64"})
+    vector = struct.unpack("<8f", base64.b64decode(packed.json()["data"][0]["embedding"]))
+    assert vector == pytest.approx(floats, abs=1e-6)
+    too_many = bge.post("/v1/embeddings", {"model": BGE, "input": ["a"] * 2049})
+    assert too_many.status_code == 400 and "at most 2048" in too_many.json()["error"]["message"]
+    deep = "[" * 100_000 + "]" * 100_000
+    assert bge.post("/v1/embeddings", deep).status_code == 400
+
+
+@pytest.mark.django_db
+def test_tgi_serves_its_one_model_whatever_the_call_names(fleet, catalog, researcher, team):
+    tgi = _deploy(fleet, researcher, team, "mistral-7b-instruct-v0.3", 3)
+    answer = Caller(tgi, serving_token(researcher)).post(
+        "/v1/chat/completions", {"model": "tgi", "messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert answer.status_code == 200, answer.content
+    assert "Text Generation Inference serving" in answer.json()["choices"][0]["message"]["content"]
+
+
+@pytest.mark.django_db
 def test_triton_answers_its_metadata_and_an_inference_in_kserve_v2(call):
     resnet = call["resnet-50"]
     metadata = resnet.get("/v2/models/resnet-50").json()
@@ -163,8 +205,13 @@ def test_triton_answers_its_metadata_and_an_inference_in_kserve_v2(call):
     [output] = answer.json()["outputs"]
     assert answer.json()["id"] == "r1" and output["shape"] == [2, 1000] and len(output["data"]) == 2000
 
-    assert resnet.get("/v2/models/resnet-18").status_code == 404
-    assert resnet.post("/v2/models/resnet-50/infer", {"inputs": []}).status_code == 400
+    unknown = resnet.get("/v2/models/resnet-18")
+    assert (
+        unknown.status_code == 404
+        and unknown.json()["error"] == "Request for unknown model: 'resnet-18' is not found"
+    )
+    refused = resnet.post("/v2/models/resnet-50/infer", {"inputs": []})
+    assert refused.status_code == 400 and refused.json()["error"].startswith("inputs: a non-empty list")
     huge = {**image, "shape": [10**9, 3, 224, 224]}  # the answer would be batch x 1000 numbers
     assert resnet.post("/v2/models/resnet-50/infer", {"inputs": [huge]}).status_code == 400
     assert resnet.post("/v1/chat/completions", {"model": "resnet-50"}).status_code == 404
