@@ -123,6 +123,7 @@ class DeploymentSerializer(WorkloadSerializer):
             "gpu",
             "replicas",
             "ready_replicas",
+            "idle_parked_replicas",
             *WORKLOAD_STATUS_FIELDS,
             "endpoint",
             "example",

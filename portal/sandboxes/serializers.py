@@ -88,7 +88,6 @@ class SandboxSerializer(WorkloadSerializer):
             "shared_with",
             "datasets",
             "open_url",
-            "idle_warned_at",
         ]
         read_only_fields = fields
 

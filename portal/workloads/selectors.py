@@ -280,7 +280,8 @@ def workload_allowed_actions(workload: Workload, *, now: datetime | None = None)
     """What its owner (or a lead) can do to it now and succeed, by its state: a request that has
     not started can be withdrawn (not terminated: nothing runs or is billed) and extended; a
     placed one extended and terminated (a deployment scaled, a running sandbox restarted); a
-    waiting extension withdrawn. Nothing once it is ending, ended, or past its expiry."""
+    waiting extension withdrawn; one warned of idleness kept; a deployment idle reclaim scaled
+    to zero scaled back. Nothing once it is ending, ended, or past its expiry."""
     S = WorkloadState
     if not workload.is_live or workload.state == S.TERMINATING or workload_overdue(workload, now=now):
         return []
@@ -298,6 +299,10 @@ def workload_allowed_actions(workload: Workload, *, now: datetime | None = None)
         elif workload.state == S.RUNNING:
             actions.append("restart")
         actions.append("terminate")
+    if workload.state == S.RUNNING and workload.idle_warned_at is not None:
+        actions.append("keep")
+    if workload.state == S.RUNNING and not workload.replicas and workload.idle_parked_replicas:
+        actions.append("scale_back")
     return actions
 
 

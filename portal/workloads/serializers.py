@@ -18,7 +18,7 @@ from portal.workloads.selectors import (
     workload_latest_approval,
 )
 
-ACTIONS = ["withdraw", "withdraw_extension", "extend", "scale", "restart", "terminate"]
+ACTIONS = ["withdraw", "withdraw_extension", "extend", "scale", "restart", "terminate", "keep", "scale_back"]
 
 
 class ExtendSerializer(serializers.Serializer):
@@ -83,6 +83,8 @@ WORKLOAD_STATUS_FIELDS = [
     "created_at",
     "started_at",
     "degraded_since",
+    "idle_warned_at",
+    "idle_reclaim_at",
     "ended_at",
     "approval",
     "placement",
@@ -124,6 +126,14 @@ class WorkloadSerializer(serializers.ModelSerializer):
     scaling_from = serializers.SerializerMethodField()
     scaling_to = serializers.SerializerMethodField()
     access_problem = serializers.SerializerMethodField()
+    idle_reclaim_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "Warned of idleness (idle_warned_at): when a sandbox is ended, or a deployment scaled to "
+            "zero, unless kept (POST .../keep); null otherwise."
+        ),
+    )
     allowed_actions = serializers.SerializerMethodField()
     lifetime_hours = serializers.DecimalField(
         max_digits=12,

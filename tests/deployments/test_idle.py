@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -126,6 +126,14 @@ def test_the_page_and_the_api_warn_keep_and_scale_back(run_jobs, serving, resear
     client.force_login(researcher)
     page = client.get(f"/deployments/{deployment.number}/").content.decode()
     assert 'id="idle-warning"' in page and "scaled to\n      zero at" in page and ">Keep it</button>" in page
+    api = APIClient()
+    api.force_authenticate(researcher)
+    warned = api.get(f"/api/v1/deployments/{deployment.number}").json()  # what the page says, a client reads
+    assert warned["idle_warned_at"] is not None and "keep" in warned["allowed_actions"]
+    reclaim_at = datetime.fromisoformat(warned["idle_reclaim_at"].replace("Z", "+00:00"))
+    assert reclaim_at - datetime.fromisoformat(warned["idle_warned_at"].replace("Z", "+00:00")) == timedelta(
+        minutes=15
+    )
     assert client.post(f"/deployments/{deployment.number}/keep/").status_code == 302
     deployment.refresh_from_db()
     assert deployment.idle_warned_at is None
@@ -139,10 +147,10 @@ def test_the_page_and_the_api_warn_keep_and_scale_back(run_jobs, serving, resear
     page = client.get(f"/deployments/{deployment.number}/").content.decode()
     assert 'id="scaled-to-zero"' in page and "Scale back to 1 replica</button>" in page
     assert "scaled to zero" in page  # the replicas fact
-    api = APIClient()
-    api.force_authenticate(researcher)
     shown = api.get(f"/api/v1/deployments/{deployment.number}").json()
-    assert (shown["replicas"], shown["ready_replicas"]) == (0, 0)
+    assert (shown["replicas"], shown["ready_replicas"], shown["idle_parked_replicas"]) == (0, 0, 1)
+    assert "scale_back" in shown["allowed_actions"] and "keep" not in shown["allowed_actions"]
+    assert shown["idle_warned_at"] is None and shown["idle_reclaim_at"] is None
     back = run_jobs(lambda: api.post(f"/api/v1/deployments/{deployment.number}/scale-back"))
     assert back.status_code == 200 and back.json()["replicas"] == 1
     assert api.post(f"/api/v1/deployments/{deployment.number}/scale-back").status_code == 409
