@@ -25,15 +25,18 @@ from portal.accounts.serializers import (
     NotificationSerializer,
     SshKeyCreateSerializer,
     SshKeySerializer,
+    TeamSettingsChangeSerializer,
+    TeamSettingsSerializer,
     TokenCreatedSerializer,
     TokenCreateSerializer,
     TokenSerializer,
 )
 from portal.accounts.services import token_create, token_revoke
 from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
+from portal.accounts.team_settings import team_settings_of, team_settings_set
 from portal.core.errors import ValidationFailed
 from portal.core.parsers import JSONParser
-from portal.core.serializers import PAGING, refuse_other_parameters
+from portal.core.serializers import PAGING, refuse_other_parameters, validated
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -189,3 +192,21 @@ class NotificationPreferencesView(generics.GenericAPIView):
             webhook_format=body.validated_data.get("webhook_format"),
         )
         return Response(self._data(prefs))
+
+
+class TeamSettingsView(generics.GenericAPIView):
+    """A team's settings, for its leads and platform admins: GET them; PATCH what changes (with a
+    token, the admin scope: a webhook or a Hugging Face token set with a leaked token would
+    outlive it)."""
+
+    serializer_class = TeamSettingsSerializer
+    parser_classes = [JSONParser]
+
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(TeamSettingsSerializer(team_settings_of(user=request.user, slug=slug)).data)
+
+    @extend_schema(request=TeamSettingsChangeSerializer, responses={200: TeamSettingsSerializer})
+    def patch(self, request: Request, slug: str) -> Response:
+        change = validated(TeamSettingsChangeSerializer(data=request.data))
+        team = team_settings_set(user=request.user, slug=slug, **change)
+        return Response(TeamSettingsSerializer(team).data)

@@ -4,15 +4,19 @@ token does all its user may; a `serving` token calls model endpoints only, never
 
 from __future__ import annotations
 
+import re
+
 from rest_framework import authentication, exceptions
 from rest_framework.permissions import SAFE_METHODS
 
 from portal.accounts.models import ApiToken
 from portal.accounts.services import token_authenticate
 
-# Credentials that outlive the token that makes them: tokens, and SSH keys (a key planted with a
-# leaked token would keep opening its user's ssh sandboxes after the token is revoked).
+# Credentials that outlive the token that makes them: tokens, SSH keys (a key planted with a
+# leaked token would keep opening its user's ssh sandboxes after the token is revoked), and a
+# team's settings (its webhook and its Hugging Face token).
 TOKEN_PATHS = ("/api/v1/tokens", "/api/v1/ssh-keys")
+TEAM_SETTINGS_PATH = re.compile(r"^/api/v1/teams/[^/]+/settings/?$")
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -38,9 +42,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         writes = request.method not in SAFE_METHODS
         if writes and token.scope == ApiToken.Scope.READ:
             raise exceptions.PermissionDenied("This token is read-only (scope read).")
-        if writes and token.scope != ApiToken.Scope.ADMIN and request.path.startswith(TOKEN_PATHS):
+        guarded = request.path.startswith(TOKEN_PATHS) or TEAM_SETTINGS_PATH.match(request.path)
+        if writes and token.scope != ApiToken.Scope.ADMIN and guarded:
             raise exceptions.PermissionDenied(
-                "Managing tokens and SSH keys needs a token with the admin scope."
+                "Managing tokens, SSH keys and team settings needs a token with the admin scope."
             )
         return (token.user, token)
 

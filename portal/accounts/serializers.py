@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.utils import timezone
 from rest_framework import serializers
 
@@ -140,3 +142,36 @@ class NotificationPreferencesSerializer(serializers.Serializer):
 
 class MarkedReadSerializer(serializers.Serializer):
     marked = serializers.IntegerField(help_text="How many notifications were unread and are read now.")
+
+
+class TeamSettingsSerializer(serializers.Serializer):
+    """A team's settings as its leads see them: never the Hugging Face token itself."""
+
+    team = StrictCharField(source="slug")
+    hf_token_set = serializers.SerializerMethodField(help_text="Whether the team has a Hugging Face token.")
+    hf_token_ends_in = serializers.SerializerMethodField(help_text="Its last 4 characters, or null.")
+    webhook_url = StrictCharField(help_text='Where the team\'s events are posted; "" for none.')
+    webhook_format = serializers.ChoiceField(choices=WebhookFormat.choices)
+    approval_reminder_hours = StrictIntegerField(
+        help_text="Hours a request waits before its leads are reminded; 0: never."
+    )
+
+    def get_hf_token_set(self, team: Any) -> bool:
+        return bool(team.hf_token)
+
+    def get_hf_token_ends_in(self, team: Any) -> str | None:
+        return team.hf_token[-4:] if team.hf_token else None
+
+
+class TeamSettingsChangeSerializer(serializers.Serializer):
+    """What a lead changes; what is left out stays."""
+
+    hf_token = StrictCharField(
+        required=False, allow_blank=True, max_length=200, write_only=True,
+        help_text='A Hugging Face access token (hf_...) new model servers of the team get as HF_TOKEN; "" removes it.',
+    )  # fmt: skip
+    webhook_url = StrictCharField(
+        required=False, allow_blank=True, max_length=500, help_text='https URL to post to; "" for none.'
+    )
+    webhook_format = serializers.ChoiceField(choices=WebhookFormat.choices, required=False)
+    approval_reminder_hours = StrictIntegerField(required=False, min_value=0, max_value=720)

@@ -8,38 +8,35 @@ from django.contrib.auth.views import LoginView
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.accounts.forms import PortalAuthenticationForm, SshKeyForm, TokenCreateForm
 from portal.accounts.models import (
     ApiToken,
-    Membership,
     NotificationChannel,
     NotificationKind,
     SshKey,
-    Team,
     WebhookFormat,
 )
 from portal.accounts.notifications import (
     is_muted,
     notification_settings_of,
     notification_settings_update,
-    team_notifications_set,
 )
 from portal.accounts.selectors import (
     email_deliveries_of,
     notifications_of,
     recent_notifications,
     tokens_of,
-    user_role,
     user_teams,
     webhook_deliveries_of,
 )
-from portal.accounts.services import notifications_mark_read, team_hf_token_set, token_create, token_revoke
+from portal.accounts.services import notifications_mark_read, token_create, token_revoke
 from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
-from portal.core.errors import DomainError, NotFound
+from portal.accounts.team_settings import team_settings_of, team_settings_set
+from portal.core.errors import DomainError, NotAllowed, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
 
@@ -179,20 +176,21 @@ def notifications_read(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
-    """A team's settings for its leads (and platform admins): the Hugging Face token."""
-    team = get_object_or_404(Team, slug=slug)
-    role = user_role(user=request.user, team=team)
-    if role is None and not request.user.is_platform_admin:
-        raise Http404("No such team.")  # as for a team that does not exist: never that it does
-    if not (request.user.is_platform_admin or role == Membership.Role.LEAD):
-        raise PermissionDenied("Team settings are for the team's leads and platform admins.")
+    """A team's settings for its leads (and platform admins): the Hugging Face token, the team's
+    webhook and its approval reminders."""
+    try:
+        team = team_settings_of(user=request.user, slug=slug)
+    except NotFound as error:
+        raise Http404(error.message) from error  # as for a team that does not exist: never that it does
+    except NotAllowed as error:
+        raise PermissionDenied(error.message) from error
     errors: list[str] = []
     notification_errors: list[str] = []
     if request.method == "POST" and request.POST.get("section") == "notifications":
         try:
-            team_notifications_set(
+            team_settings_set(
                 user=request.user,
-                team_slug=team.slug,
+                slug=team.slug,
                 webhook_url=request.POST.get("webhook_url", ""),
                 webhook_format=request.POST.get("webhook_format", WebhookFormat.GENERIC),
                 approval_reminder_hours=request.POST.get("approval_reminder_hours", ""),
@@ -208,7 +206,7 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
     elif request.method == "POST":
         token = "" if request.POST.get("clear") else request.POST.get("token", "")
         try:
-            team_hf_token_set(user=request.user, team_slug=team.slug, token=token)
+            team_settings_set(user=request.user, slug=team.slug, hf_token=token)
         except DomainError as error:
             errors = [message for messages in error.fields.values() for message in messages] or [
                 error.message

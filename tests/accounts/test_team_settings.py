@@ -1,13 +1,15 @@
 """A team's leads set its Hugging Face token in the portal: encrypted at rest, audited without
-the token, never shown again; researchers and other teams' leads may not."""
+the token, never shown again; researchers and other teams' leads may not. The API reads and
+changes the team's settings as the page does, all or nothing, writes with an admin-scoped token."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
+from rest_framework.test import APIClient
 
 from portal.accounts.models import Team
-from portal.accounts.services import team_hf_token_set
+from portal.accounts.services import team_hf_token_set, token_create
 from portal.audit.models import AuditEvent
 from portal.core.errors import NotAllowed, ValidationFailed
 from tests.conftest import signed_in
@@ -61,3 +63,78 @@ def test_the_token_never_shows_in_the_admin_or_in_printed_manifests(lead, team, 
 
     shown = redacted([{"kind": "Secret", "data": {"HF_TOKEN": "aGZf"}}, {"kind": "Service"}])
     assert shown == [{"kind": "Secret", "data": {"HF_TOKEN": "<redacted>"}}, {"kind": "Service"}]
+
+
+# The API: what the Team settings page does, for automation.
+
+URL = "/api/v1/teams/vision/settings"
+
+
+def _client(user, scope: str) -> APIClient:
+    _, raw = token_create(user=user, name=f"t-{scope}", scope=scope)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+def test_a_lead_reads_and_changes_the_teams_settings_through_the_api(bob, lead, team, settings):
+    settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True  # the hook's host is this machine
+    assert bob.get(URL).json() == {
+        "team": "vision",
+        "hf_token_set": False,
+        "hf_token_ends_in": None,
+        "webhook_url": "",
+        "webhook_format": "generic",
+        "approval_reminder_hours": team.approval_reminder_hours,
+    }
+    changed = bob.patch(URL, {"hf_token": "hf_SecretToken1234", "approval_reminder_hours": 8}, format="json")
+    assert changed.status_code == 200, changed.content
+    assert "hf_SecretToken1234" not in changed.content.decode()  # never shown again
+    assert changed.json()["hf_token_set"] is True and changed.json()["hf_token_ends_in"] == "1234"
+    team.refresh_from_db()
+    assert team.hf_token == "hf_SecretToken1234" and team.approval_reminder_hours == 8
+
+    hook = bob.patch(
+        URL, {"webhook_url": "https://127.0.0.1/vision", "webhook_format": "slack"}, format="json"
+    )
+    assert hook.json()["webhook_url"] == "https://127.0.0.1/vision"
+    assert (
+        hook.json()["approval_reminder_hours"] == 8 and hook.json()["hf_token_set"] is True
+    )  # the rest stays
+    cleared = bob.patch(URL, {"hf_token": ""}, format="json").json()
+    assert cleared["hf_token_set"] is False and cleared["webhook_format"] == "slack"
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"team.hf_token_set", "team.hf_token_cleared", "team.notifications_set"} <= actions
+
+
+def test_a_refused_value_changes_nothing_even_beside_a_good_one(bob, team):
+    refused = bob.patch(
+        URL, {"hf_token": "hf_SecretToken1234", "webhook_url": "http://plain.example.com/x"}, format="json"
+    )
+    assert refused.status_code == 400, refused.content
+    assert "webhook_url" in refused.json()["error"]["fields"], refused.json()
+    bad_token = bob.patch(URL, {"hf_token": "not a token"}, format="json")
+    assert bad_token.status_code == 400 and "hf_token" in bad_token.json()["error"]["fields"]
+    assert bob.patch(URL, {"approval_reminder_hours": 721}, format="json").status_code == 400
+    assert (
+        bob.patch(URL, {"approval_reminder_hours": "8"}, format="json").status_code == 400
+    )  # types are strict
+    team.refresh_from_db()
+    assert not team.hf_token and team.webhook_url == ""
+    assert not AuditEvent.objects.filter(action__startswith="team.").exists()
+
+
+def test_members_are_refused_outsiders_told_nothing_and_writes_need_the_admin_scope(
+    alice, carol, admin, lead, team
+):
+    assert alice.get(URL).status_code == 403  # a researcher of the team
+    assert carol.get(URL).status_code == 404  # another team's: as for a team that does not exist
+    assert admin.get(URL).status_code == 200
+    assert _client(lead, "read").get(URL).status_code == 200
+    for scope in ("read", "workloads"):
+        refused = _client(lead, scope).patch(URL, {"approval_reminder_hours": 2}, format="json")
+        assert refused.status_code == 403, scope
+    assert (
+        "admin scope" in _client(lead, "workloads").patch(URL, {}, format="json").json()["error"]["message"]
+    )
+    assert _client(lead, "admin").patch(URL, {"approval_reminder_hours": 2}, format="json").status_code == 200
