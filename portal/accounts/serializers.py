@@ -155,6 +155,13 @@ class TeamSettingsSerializer(serializers.Serializer):
     approval_reminder_hours = StrictIntegerField(
         help_text="Hours a request waits before its leads are reminded; 0: never."
     )
+    idle_reclaim_minutes = StrictIntegerField(
+        help_text="Minutes of idle GPUs before the owner is warned; 0: off."
+    )
+    idle_threshold_percent = StrictIntegerField(help_text="GPU utilization under this counts as idle.")
+    idle_grace_minutes = StrictIntegerField(
+        help_text="From the warning to the end (a sandbox) or to zero replicas."
+    )
 
     def get_hf_token_set(self, team: Any) -> bool:
         return bool(team.hf_token)
@@ -175,3 +182,6 @@ class TeamSettingsChangeSerializer(serializers.Serializer):
     )
     webhook_format = serializers.ChoiceField(choices=WebhookFormat.choices, required=False)
     approval_reminder_hours = StrictIntegerField(required=False, min_value=0, max_value=720)
+    idle_reclaim_minutes = StrictIntegerField(required=False, help_text="0 (off) or 10 to 10080.")
+    idle_threshold_percent = StrictIntegerField(required=False, help_text="1 to 100.")
+    idle_grace_minutes = StrictIntegerField(required=False, help_text="5 to 1440.")

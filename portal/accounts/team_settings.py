@@ -1,8 +1,11 @@
 """A team's settings its leads keep: the Hugging Face token its model servers download gated
-models with, its webhook, and how long a request waits before its leads are reminded. The
-*Team settings* page and `/api/v1/teams/{slug}/settings` both go through here."""
+models with, its webhook, how long a request waits before its leads are reminded, and idle
+reclaim (when idle GPUs are warned of and taken back). The *Team settings* page and
+`/api/v1/teams/{slug}/settings` both go through here."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from django.db import transaction
 
@@ -10,6 +13,7 @@ from portal.accounts.models import Membership, Team, User
 from portal.accounts.notifications import team_notifications_set
 from portal.accounts.selectors import user_role
 from portal.accounts.services import team_hf_token_set
+from portal.audit.services import audit_record
 from portal.core.errors import NotAllowed, NotFound, ValidationFailed
 
 
@@ -34,6 +38,7 @@ def team_settings_set(
     webhook_url: str | None = None,
     webhook_format: str | None = None,
     approval_reminder_hours: int | str | None = None,
+    idle: IdleReclaim | None = None,
 ) -> Team:
     """Change what is given ("" clears the token or the webhook); what is left out stays. All of it
     or nothing: a refused value changes nothing. Audited as each part is."""
@@ -53,5 +58,69 @@ def team_settings_set(
                 team.approval_reminder_hours if approval_reminder_hours is None else approval_reminder_hours
             ),
         )
+    if idle is not None:
+        _idle_reclaim_set(user=user, team=team, idle=idle)
     team.refresh_from_db()
     return team
+
+
+@dataclass(frozen=True)
+class IdleReclaim:
+    """A change to a team's idle reclaim; None leaves a part as it is. Text (a form's) is read as
+    whole numbers."""
+
+    minutes: int | str | None = None  # warned after its GPUs sit idle this long; 0: off
+    threshold_percent: int | str | None = None  # utilization under this is idle
+    grace_minutes: int | str | None = None  # from the warning to the end, to keep it
+
+
+IDLE_BOUNDS = {  # field: (smallest, largest, what it means)
+    "idle_reclaim_minutes": (
+        0,
+        10080,
+        "minutes of idle GPUs before the warning: 0 (off) or 10 to 10080 (a week)",
+    ),
+    "idle_threshold_percent": (1, 100, "percent GPU utilization under which it counts as idle: 1 to 100"),
+    "idle_grace_minutes": (5, 1440, "minutes from the warning to the end: 5 to 1440 (a day)"),
+}
+
+
+def _idle_reclaim_set(*, user: User, team: Team, idle: IdleReclaim) -> None:
+    given = {
+        "idle_reclaim_minutes": idle.minutes,
+        "idle_threshold_percent": idle.threshold_percent,
+        "idle_grace_minutes": idle.grace_minutes,
+    }
+    changes: dict[str, int] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        smallest, largest, meaning = IDLE_BOUNDS[name]
+        number = _whole(value)
+        if (
+            number is None
+            or not smallest <= number <= largest
+            or (name == "idle_reclaim_minutes" and 0 < number < 10)
+        ):
+            raise ValidationFailed(f"Idle reclaim: {meaning}.", fields={name: [f"{meaning.capitalize()}."]})
+        changes[name] = number
+    if not changes:
+        return
+    Team.objects.filter(pk=team.pk).update(**changes)
+    team.refresh_from_db()
+    detail = (
+        f"warned after {team.idle_reclaim_minutes} min under {team.idle_threshold_percent} % utilization, "
+        f"ended {team.idle_grace_minutes} min later"
+        if team.idle_reclaim_minutes
+        else "off"
+    )
+    audit_record(actor=user, action="team.idle_reclaim_set", obj=team, detail=detail)
+
+
+def _whole(value: int | str) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    return int(text) if text.isascii() and text.isdigit() else None

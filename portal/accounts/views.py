@@ -35,7 +35,7 @@ from portal.accounts.selectors import (
 )
 from portal.accounts.services import notifications_mark_read, token_create, token_revoke
 from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
-from portal.accounts.team_settings import team_settings_of, team_settings_set
+from portal.accounts.team_settings import IdleReclaim, team_settings_of, team_settings_set
 from portal.core.errors import DomainError, NotAllowed, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import run_service
@@ -186,7 +186,23 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
         raise PermissionDenied(error.message) from error
     errors: list[str] = []
     notification_errors: list[str] = []
-    if request.method == "POST" and request.POST.get("section") == "notifications":
+    idle_errors: list[str] = []
+    if request.method == "POST" and request.POST.get("section") == "idle":
+        idle = IdleReclaim(
+            minutes=request.POST.get("idle_reclaim_minutes", ""),
+            threshold_percent=request.POST.get("idle_threshold_percent", ""),
+            grace_minutes=request.POST.get("idle_grace_minutes", ""),
+        )
+        try:
+            team_settings_set(user=request.user, slug=team.slug, idle=idle)
+        except DomainError as error:
+            idle_errors = [message for messages in error.fields.values() for message in messages] or [
+                error.message
+            ]
+        else:
+            messages.success(request, "Idle reclaim saved.")
+            return redirect("team-settings", slug=team.slug)
+    elif request.method == "POST" and request.POST.get("section") == "notifications":
         try:
             team_settings_set(
                 user=request.user,
@@ -218,10 +234,12 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
         "team": team,
         "errors": errors,
         "notification_errors": notification_errors,
+        "idle_errors": idle_errors,
+        "idle_posted": request.POST if idle_errors else None,
         "webhook_formats": WebhookFormat.choices,
         "deliveries": webhook_deliveries_of(team=team),
     }
-    status = 400 if notification_errors else 200
+    status = 400 if notification_errors or idle_errors else 200
     return page(request, "accounts/team_settings.html", context, status=status)
 
 

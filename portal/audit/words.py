@@ -71,6 +71,7 @@ ACTION_WORDS = {
     "team.target_budget_stop_set": "Project budget stop set",
     "team.target_budget_stop_lifted": "Project budget stop lifted",
     "team.notifications_set": "Team notifications changed",
+    "team.idle_reclaim_set": "Idle reclaim changed",
     "user.sso_sign_in": "Signed in with SSO",
     "user.sso_refused": "SSO sign-in refused",
     "user.sso_link": "SSO account linked",

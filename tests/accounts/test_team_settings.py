@@ -86,6 +86,9 @@ def test_a_lead_reads_and_changes_the_teams_settings_through_the_api(bob, lead, 
         "webhook_url": "",
         "webhook_format": "generic",
         "approval_reminder_hours": team.approval_reminder_hours,
+        "idle_reclaim_minutes": 0,
+        "idle_threshold_percent": 5,
+        "idle_grace_minutes": 30,
     }
     changed = bob.patch(URL, {"hf_token": "hf_SecretToken1234", "approval_reminder_hours": 8}, format="json")
     assert changed.status_code == 200, changed.content
@@ -138,3 +141,51 @@ def test_members_are_refused_outsiders_told_nothing_and_writes_need_the_admin_sc
         "admin scope" in _client(lead, "workloads").patch(URL, {}, format="json").json()["error"]["message"]
     )
     assert _client(lead, "admin").patch(URL, {"approval_reminder_hours": 2}, format="json").status_code == 200
+
+
+def test_idle_reclaim_is_switched_on_and_tuned_from_the_api_and_the_page(bob, lead, team):
+    on = bob.patch(URL, {"idle_reclaim_minutes": 60, "idle_grace_minutes": 15}, format="json")
+    assert on.status_code == 200, on.content
+    assert (on.json()["idle_reclaim_minutes"], on.json()["idle_grace_minutes"]) == (60, 15)
+    assert on.json()["idle_threshold_percent"] == 5  # left as it was
+    event = AuditEvent.objects.get(action="team.idle_reclaim_set")
+    assert event.detail == "warned after 60 min under 5 % utilization, ended 15 min later"
+
+    for body, field in (
+        ({"idle_reclaim_minutes": 5}, "idle_reclaim_minutes"),  # too soon to call a GPU idle
+        ({"idle_threshold_percent": 0}, "idle_threshold_percent"),
+        ({"idle_grace_minutes": 2}, "idle_grace_minutes"),
+        ({"idle_reclaim_minutes": 90, "idle_grace_minutes": 100000}, "idle_grace_minutes"),
+    ):
+        refused = bob.patch(URL, body, format="json")
+        assert refused.status_code == 400 and field in refused.json()["error"]["fields"], body
+    team.refresh_from_db()
+    assert (team.idle_reclaim_minutes, team.idle_grace_minutes) == (60, 15)  # nothing changed
+
+    page_client = signed_in(lead)
+    page = page_client.get("/teams/vision/settings/").content.decode()
+    assert 'id="team-idle-reclaim"' in page and "warned after 60 minutes under 5 % utilization" in page
+    bad = page_client.post(
+        "/teams/vision/settings/",
+        {
+            "section": "idle",
+            "idle_reclaim_minutes": "abc",
+            "idle_threshold_percent": "5",
+            "idle_grace_minutes": "15",
+        },
+    )
+    assert bad.status_code == 400 and "0 (off) or 10 to 10080" in bad.content.decode()
+    assert 'value="abc"' in bad.content.decode()  # what was typed stays to be mended
+    off = page_client.post(
+        "/teams/vision/settings/",
+        {
+            "section": "idle",
+            "idle_reclaim_minutes": "0",
+            "idle_threshold_percent": "5",
+            "idle_grace_minutes": "15",
+        },
+    )
+    assert off.status_code == 302
+    team.refresh_from_db()
+    assert team.idle_reclaim_minutes == 0
+    assert '<span class="tag warn">off</span>' in page_client.get("/teams/vision/settings/").content.decode()
