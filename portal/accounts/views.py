@@ -38,7 +38,7 @@ from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
 from portal.accounts.team_settings import IdleReclaim, team_settings_of, team_settings_set
 from portal.core.errors import DomainError, NotAllowed, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
-from portal.core.web import run_service
+from portal.core.web import error_messages, run_service
 
 TOKEN_FIELDS = ("name", "expires_days", "scope", "team")
 
@@ -196,9 +196,7 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             team_settings_set(user=request.user, slug=team.slug, idle=idle)
         except DomainError as error:
-            idle_errors = [message for messages in error.fields.values() for message in messages] or [
-                error.message
-            ]
+            idle_errors = error_messages(error)
         else:
             messages.success(request, "Idle reclaim saved.")
             return redirect("team-settings", slug=team.slug)
@@ -212,9 +210,7 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
                 approval_reminder_hours=request.POST.get("approval_reminder_hours", ""),
             )
         except DomainError as error:
-            notification_errors = [message for messages in error.fields.values() for message in messages] or [
-                error.message
-            ]
+            notification_errors = error_messages(error)
             team.refresh_from_db()
         else:
             messages.success(request, "Team notifications saved.")
@@ -224,9 +220,7 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             team_settings_set(user=request.user, slug=team.slug, hf_token=token)
         except DomainError as error:
-            errors = [message for messages in error.fields.values() for message in messages] or [
-                error.message
-            ]
+            errors = error_messages(error)
         else:
             messages.success(request, "Hugging Face token saved." if token else "Hugging Face token removed.")
             return redirect("team-settings", slug=team.slug)
@@ -310,7 +304,7 @@ def notification_preferences(request: HttpRequest) -> HttpResponse:
             webhook_format=request.POST.get("webhook_format", WebhookFormat.GENERIC),
         )
     except DomainError as error:
-        errors = [message for messages in error.fields.values() for message in messages] or [error.message]
+        errors = error_messages(error)
         return page(request, "notifications/index.html", _notifications_context(request, errors), status=400)
     messages.success(request, "Notification preferences saved.")
     return redirect("notifications")

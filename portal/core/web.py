@@ -12,6 +12,11 @@ from django.http import Http404, HttpRequest
 from portal.core.errors import DomainError, NotFound
 
 
+def error_messages(error: DomainError) -> list[str]:
+    """A refusal's messages for a page to list: one per field it names, else its own."""
+    return [message for messages in error.fields.values() for message in messages] or [error.message]
+
+
 def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, str] | None = None) -> None:
     """Put a service's field errors next to the form's fields (`mapping`: the service's field
     names to the form's, where they differ); anything else becomes a form-wide error."""
