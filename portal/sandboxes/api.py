@@ -15,6 +15,7 @@ from portal.sandboxes.selectors import (
     kube_access_status,
     sandbox_insight_for,
     sandbox_kube_access_for,
+    sandboxes_shared_with,
 )
 from portal.sandboxes.serializers import (
     EstimateSerializer,
@@ -25,6 +26,7 @@ from portal.sandboxes.serializers import (
     KubeconfigSerializer,
     SandboxRequestSerializer,
     SandboxSerializer,
+    SharedSandboxSerializer,
     SharingSerializer,
 )
 from portal.sandboxes.services import (
@@ -210,6 +212,17 @@ class SandboxKubeconfigView(ByNumber, generics.GenericAPIView):
     def post(self, request: Request, pk: int) -> Response:
         sandbox_kube_access_request(user=request.user, sandbox_id=pk)
         return self._answer(request, pk, 202)
+
+
+class SharedSandboxListView(generics.ListAPIView):
+    """Running sandboxes their owners share with you, newest first: each with where to open it
+    (its page and actions stay its owner's)."""
+
+    serializer_class = SharedSandboxSerializer
+    queryset = Workload.objects.none()  # for the schema
+
+    def get_queryset(self) -> QuerySet[Workload]:
+        return sandboxes_shared_with(self.request.user)
 
 
 class HomeView(generics.GenericAPIView):

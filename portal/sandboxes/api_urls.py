@@ -6,6 +6,7 @@ urlpatterns = [
     path("sandboxes", api.SandboxListView.as_view(), name="api-sandboxes"),
     path("home", api.HomeView.as_view(), name="api-home"),
     path("sandboxes/estimate", api.SandboxEstimateView.as_view(), name="api-sandbox-estimate"),
+    path("sandboxes/shared", api.SharedSandboxListView.as_view(), name="api-sandboxes-shared"),
     path("sandboxes/<int:pk>", api.SandboxDetailView.as_view(), name="api-sandbox"),
     path(
         "sandboxes/<int:pk>/request-body",

@@ -163,14 +163,12 @@ def sandbox_inside(*, workload_id: int, username: str) -> SandboxInside:
     return SandboxInside(sandbox, placement, gpus, environment, mounts)
 
 
-def sandboxes_shared_with(user: User) -> list[Workload]:
-    """Running sandboxes their owners share with `user`, for the dashboard."""
-    return list(
-        workloads_with_details(
-            Workload.objects.filter(kind=WorkloadKind.SANDBOX, shared_with=user, state=WorkloadState.RUNNING)
-            .select_related("team", "owner", "image", "cluster", "gpu_type")
-            .order_by("-started_at")
-        )
+def sandboxes_shared_with(user: User) -> QuerySet[Workload]:
+    """Running sandboxes their owners share with `user`, newest first (the dashboard, the API)."""
+    return workloads_with_details(
+        Workload.objects.filter(kind=WorkloadKind.SANDBOX, shared_with=user, state=WorkloadState.RUNNING)
+        .select_related("team", "owner", "image", "cluster", "gpu_type")
+        .order_by("-started_at", "-pk")
     )
 
 

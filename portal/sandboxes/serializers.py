@@ -114,6 +114,29 @@ class EstimateSerializer(serializers.Serializer):
     )
 
 
+class SharedSandboxSerializer(serializers.ModelSerializer):
+    """A running sandbox its owner shares with you: what it is and where to open it."""
+
+    id = serializers.IntegerField(
+        source="number", read_only=True, help_text="Its number: the {id} of its paths."
+    )
+    team = StrictCharField(source="team.slug", read_only=True)
+    owner = StrictCharField(source="owner.username", read_only=True)
+    gpu = StrictCharField(source="gpu_label", read_only=True, help_text="What it holds, as its pages say it.")
+    open_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workload
+        fields = ["id", "name", "team", "owner", "gpu", "started_at", "expires_at", "open_url"]
+        read_only_fields = fields
+
+    @extend_schema_field(StrictCharField(allow_null=True))
+    def get_open_url(self, sandbox: Workload) -> str | None:
+        """Its app (JupyterLab, VS Code) through the portal's sign-in check, which lets you in."""
+        path = sandbox_app_url(sandbox)
+        return f"{settings.PORTAL_BASE_URL}{path}" if path else None
+
+
 class SharingSerializer(serializers.Serializer):
     users = serializers.ListField(
         child=StrictCharField(max_length=150),

@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_datetime
 
 from portal.fleet.models import Gpu
 from portal.workloads.models import Approval, Workload
+from tests.factories import MembershipFactory, UserFactory
 from tests.rows import make_hold, make_sandbox
 
 URL = "/api/v1/sandboxes"
@@ -396,6 +397,31 @@ def test_the_owner_shares_a_sandbox_through_the_api_and_it_shows_who_and_where_t
     assert carol.put(f"{URL}/{created['id']}/sharing", {"users": []}, format="json").status_code == 404
     assert alice.put(f"{URL}/{created['id']}/sharing", {"users": "bob"}, format="json").status_code == 400
     assert alice.get(f"{URL}/{created['id']}").json()["shared_with"] == ["bob"]  # nothing changed
+
+
+def test_a_teammate_finds_what_is_shared_with_them_and_where_to_open_it(
+    run_jobs, fleet, alice, carol, client_for, team, slice_body
+):
+    dave = UserFactory(username="dave")
+    MembershipFactory(user=dave, team=team)
+    as_dave = client_for(dave)
+    created = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()
+    assert as_dave.get(f"{URL}/shared").json()["results"] == []
+
+    alice.put(f"{URL}/{created['id']}/sharing", {"users": ["dave"]}, format="json")
+    [shared] = as_dave.get(f"{URL}/shared").json()["results"]
+    assert (shared["id"], shared["owner"], shared["team"], shared["gpu"]) == (
+        created["id"],
+        "alice",
+        "vision",
+        "h100-80gb 1g.10gb",
+    )
+    assert shared["open_url"].startswith("http://127.0.0.1:8000/auth/sandbox/signin/?rd=")
+    assert as_dave.get(f"{URL}/{created['id']}").status_code == 404  # its page and actions stay alice's
+    assert carol.get(f"{URL}/shared").json()["results"] == []
+
+    alice.put(f"{URL}/{created['id']}/sharing", {"users": []}, format="json")
+    assert as_dave.get(f"{URL}/shared").json()["results"] == []
 
 
 def test_restart_and_insight_through_the_api(run_jobs, fleet, alice, carol, slice_body):

@@ -72,7 +72,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context["live_version"] = version
     if not wants_fragment(request):
         context["notifications"] = recent_notifications(request.user)
-        context["shared_with_me"] = sandbox_rows(sandboxes_shared_with(request.user))
+        context["shared_with_me"] = sandbox_rows(list(sandboxes_shared_with(request.user)))
         context["in_no_team"] = not request.user.is_platform_admin and not user_teams(request.user)
     return page(
         request, "sandboxes/dashboard.html", context, fragment="sandboxes/partials/sandbox_table.html"
