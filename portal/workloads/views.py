@@ -13,10 +13,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from portal.accounts.models import Team, User
 from portal.accounts.selectors import lead_team_ids
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import login_required, wants_fragment
 from portal.core.web import form_refused, run_service
+from portal.fleet.models import GpuType
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
@@ -46,7 +48,8 @@ def workload_list_context(
     list is mostly empty, unless they ask for theirs with ?scope=mine; researchers: theirs),
     the filter, one page of rows from `listed(user=, scope=)`, and whether to poll for changes."""
     user = request.user
-    can_see_team = user.is_platform_admin or bool(lead_team_ids(user))
+    led = lead_team_ids(user)
+    can_see_team = user.is_platform_admin or bool(led)
     scope = "team" if can_see_team and request.GET.get("scope") != "mine" else "mine"
     workload_filter = WorkloadFilter(request.GET, queryset=listed(user=user, scope=scope))
     page_obj = Paginator(workload_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -55,11 +58,21 @@ def workload_list_context(
         "scope": scope,
         "can_see_team": can_see_team,
         "filter": workload_filter,
+        "filter_teams": _filter_teams(user, led) if scope == "team" else [],
+        # read only where the filter form is drawn (not for the table a filter redraws)
+        "filter_gpu_types": GpuType.objects.order_by("slug").values_list("slug", flat=True),
         "states": WorkloadState.choices,
         "page_obj": page_obj,
         "rows": rows(workloads),
         "polling": any_live(workloads),
     }
+
+
+def _filter_teams(user: User, led: list[int]) -> QuerySet:
+    """The teams a list in team scope can be narrowed to: the ones the user leads (`led`; all, for
+    an admin), as (slug, name), read when the filter form is drawn."""
+    teams = Team.objects.all() if user.is_platform_admin else Team.objects.filter(pk__in=led)
+    return teams.order_by("name").values_list("slug", "name")
 
 
 def workload_id_or_404(request: HttpRequest, *, kind: str, number: int) -> int:

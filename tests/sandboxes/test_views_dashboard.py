@@ -155,11 +155,32 @@ def test_dashboard_queries_stay_bounded_with_many_sandboxes(
         make_sandbox(owner=researcher, team=team, state=WorkloadState.TERMINATED, gpu_type=h100)
 
     # 15 for the page (one: whether the user is in a team), and for its list and the shared-with-you list who each is shared with and
-    # which datasets each mounts, and the shared list itself; the live version (1) and the queued
-    # rows' estimated waits (4): bounded, the same for 2 or 25 rows
-    with django_assert_max_num_queries(27) as many:
+    # which datasets each mounts, and the shared list itself; the live version (1), the queued
+    # rows' estimated waits (4) and the filter's teams and GPU types (2): bounded, the same for 2
+    # or 25 rows
+    with django_assert_max_num_queries(29) as many:
         response = lead_client.get("/?scope=team")
 
     assert response.content.decode().count('id="sandbox-row-') == 25
     assert response.content.decode().count("by alice ·") == 8  # all shared with bob
     assert len(many) == len(few)
+
+
+def test_the_list_narrows_to_a_team_a_project_or_a_gpu_type_from_its_form(
+    lead_client, researcher, lead, team, other_team, h100
+):
+    from portal.accounts.models import Membership
+
+    Membership.objects.create(user=lead, team=other_team, role=Membership.Role.LEAD)
+    make_sandbox(owner=researcher, team=team, name="eval-run", project="llm-eval", gpu_type=h100)
+    make_sandbox(owner=researcher, team=team, name="other-run", gpu_type=h100)
+    make_sandbox(owner=lead, team=other_team, name="nlp-run", gpu_type=h100)
+
+    page = lead_client.get("/?scope=team").content.decode()
+    assert '<select name="team">' in page and f'<option value="{other_team.slug}"' in page
+    assert 'name="project"' in page
+    by_project = lead_client.get("/?scope=team&project=llm-eval").content.decode()
+    assert "eval-run" in by_project and "other-run" not in by_project
+    by_team = lead_client.get(f"/?scope=team&team={other_team.slug}").content.decode()
+    assert "nlp-run" in by_team and "eval-run" not in by_team
+    assert f'<option value="{other_team.slug}" selected>' in by_team
