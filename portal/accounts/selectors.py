@@ -43,6 +43,15 @@ def team_leads(team: Team) -> list[User]:
     return [m.user for m in team.memberships.filter(role=Membership.Role.LEAD).select_related("user")]
 
 
+def team_leads_by_team(team_ids: list[int]) -> dict[int, list[User]]:
+    """The leads of each of these teams, by team id, in one query."""
+    leads: dict[int, list[User]] = {}
+    memberships = Membership.objects.filter(team_id__in=team_ids, role=Membership.Role.LEAD)
+    for membership in memberships.select_related("user").order_by("user__username"):
+        leads.setdefault(membership.team_id, []).append(membership.user)
+    return leads
+
+
 def team_members(team: Team) -> list[User]:
     """The team's active members, leads included, by name."""
     return list(User.objects.filter(memberships__team=team, is_active=True).order_by("username"))

@@ -7,6 +7,7 @@ from portal.workloads.views import (
     action_view,
     extend_posted,
     extension_withdraw_posted,
+    my_teams,
     terminate_posted,
     withdraw_posted,
 )
@@ -30,6 +31,7 @@ def action_urls(kind: str, prefix: str) -> list[URLPattern]:
 
 
 urlpatterns = [
+    path("teams/", my_teams, name="my-teams"),
     path("presets/", presets_page, name="presets"),
     path("presets/<int:pk>/delete/", preset_delete_posted, name="preset-delete"),
 ]

@@ -11,12 +11,12 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from portal.accounts.models import Team, User
-from portal.accounts.selectors import lead_team_ids
+from portal.accounts.selectors import lead_team_ids, team_leads_by_team
 from portal.core.errors import DomainError, NotFound
-from portal.core.views import login_required, wants_fragment
+from portal.core.views import login_required, page, wants_fragment
 from portal.core.web import form_refused, run_service
 from portal.fleet.models import GpuType
 from portal.workloads.filters import WorkloadFilter
@@ -26,6 +26,7 @@ from portal.workloads.presets import preset_body_for_use, preset_get_for, preset
 from portal.workloads.selectors import (
     any_live,
     pending_extension,
+    user_standing,
     workload_id_for,
 )
 from portal.workloads.services import (
@@ -226,3 +227,14 @@ def save_form_as_preset(request: HttpRequest, form: Any, *, kind: str, body: dic
     )
     if preset is not None:
         messages.success(request, f"Saved preset {preset.name} ({preset.scope}).")
+
+
+@login_required
+@require_GET
+def my_teams(request: HttpRequest) -> HttpResponse:
+    """The user's teams as the request form weighs them: quota and budget left this month, what is
+    approved at once and what waits for a lead, the longest lifetime, idle reclaim, and its leads."""
+    standings = user_standing(request.user)
+    leads = team_leads_by_team([standing.team.pk for standing in standings])
+    rows = [(standing, leads.get(standing.team.pk, [])) for standing in standings]
+    return page(request, "workloads/my_teams.html", {"rows": rows})

@@ -66,6 +66,8 @@ def pages(fleet, researcher, lead, team, whole_gpus) -> dict[str, list[str]]:
             "/spend/",
             "/notifications/",
             "/teams/vision/settings/",
+            "/teams/",
+            "/ssh-keys/",
             "/home/",
             "/tokens/",
             "/presets/",

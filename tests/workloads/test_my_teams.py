@@ -1,0 +1,61 @@
+"""My teams: each of the user's teams with its quota and budget left, what is approved at once,
+the longest lifetime, idle reclaim and its leads; a lead's link to the team's settings."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from tests.conftest import signed_in
+from tests.factories import MembershipFactory
+from tests.rows import make_sandbox
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_researcher_sees_what_each_team_has_left_and_what_needs_a_lead(
+    researcher, lead, team, other_team, fleet
+):
+    MembershipFactory(user=researcher, team=other_team)
+    team.quota_gpus, team.auto_approve_max_gpus, team.auto_approve_max_hours = Decimal("8"), 2, Decimal("12")
+    team.idle_reclaim_minutes, team.idle_grace_minutes = 30, 15
+    team.save()
+    make_sandbox(owner=researcher, team=team, gpu=fleet["whole"].gpus.first(), hours_ago=2)  # holds 1 GPU
+
+    page = signed_in(researcher).get("/teams/").content.decode()
+
+    assert page.index(f'id="team-{other_team.slug}"') < page.index('id="team-vision"')  # by short name
+    vision = page[page.index('id="team-vision"') :]
+    assert "<strong>7</strong> of 8 GPU equivalents left" in vision
+    assert "up to 2 whole GPUs (any single MIG slice) for up to 12 h" in vision
+    assert "warned after 30 min under 5 % GPU utilization, ended 15 min later" in vision
+    assert "Bob" in vision or "bob" in vision  # its lead
+    assert "Team settings" not in vision  # a researcher's
+    assert f'id="team-{other_team.slug}"' in page
+    assert "$" in vision and "spent since the 1st" in vision
+
+
+def test_a_lead_gets_the_settings_link_and_nobody_sees_another_teams(lead, other_team, team):
+    page = signed_in(lead).get("/teams/").content.decode()
+    assert 'href="/teams/vision/settings/"' in page
+    assert f'id="team-{other_team.slug}"' not in page
+    assert 'href="/teams/"' in page  # in the user menu
+
+
+def test_without_a_team_the_page_says_what_to_do(client, django_user_model):
+    loner = django_user_model.objects.create_user(username="loner", password="x")
+    client.force_login(loner)
+    assert "not a member of any team yet" in client.get("/teams/").content.decode()
+
+
+def test_the_page_reads_a_few_queries_per_team(researcher, team, other_team, django_assert_max_num_queries):
+    """Each team's quota and budget are read for it (a user is in a few teams), nothing per row."""
+    client = signed_in(researcher)
+    client.get("/teams/")  # the session and the nav warmed up
+    with django_assert_max_num_queries(20) as one:
+        client.get("/teams/")
+    MembershipFactory(user=researcher, team=other_team)
+    with django_assert_max_num_queries(20) as two:
+        client.get("/teams/")
+    assert len(two.captured_queries) - len(one.captured_queries) <= 5
