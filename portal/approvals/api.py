@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
@@ -9,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.approvals.filters import ApprovalFilter
-from portal.approvals.selectors import approval_get_for, approvals_visible_to
+from portal.approvals.selectors import approval_get_for, approval_rows, approvals_visible_to
 from portal.approvals.serializers import ApprovalSerializer, ApproveSerializer, RejectSerializer
 from portal.approvals.services import approval_decide
 from portal.workloads.models import Approval
@@ -18,7 +20,7 @@ from portal.workloads.models import Approval
 def _approval(request: Request, approval_id: int) -> Response:
     """The approval as the caller may see it now (fresh after a decision)."""
     approval = approval_get_for(user=request.user, approval_id=approval_id)
-    return Response(ApprovalSerializer(approval).data)
+    return Response(ApprovalSerializer(approval, context={"request": request}).data)
 
 
 class ApprovalListView(generics.ListAPIView):
@@ -30,6 +32,12 @@ class ApprovalListView(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[Approval]:
         return approvals_visible_to(self.request.user)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        rows = {row.approval.pk: row for row in approval_rows(page, user=request.user)}
+        serializer = self.get_serializer(page, many=True, context={"request": request, "rows": rows})
+        return self.get_paginated_response(serializer.data)
 
 
 class ApprovalDetailView(generics.GenericAPIView):

@@ -7,6 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal.approvals.selectors import ApprovalRow, approval_rows
 from portal.core.serializers import StrictCharField, StrictIntegerField
 from portal.workloads.models import Approval
 from portal.workloads.serializers import GpuSerializer, gpu_summary
@@ -37,6 +38,12 @@ class ApprovalSerializer(serializers.ModelSerializer):
     requested_by = StrictCharField(source="requested_by.username")
     decided_by = StrictCharField(source="decided_by.username", allow_null=True, default=None)
     summary = serializers.SerializerMethodField()
+    purpose = StrictCharField(
+        source="workload.purpose", help_text="What it is for, in the requester's words."
+    )
+    lifetime_hours = serializers.SerializerMethodField()
+    estimated_cost = serializers.SerializerMethodField()
+    can_decide = serializers.SerializerMethodField()
 
     class Meta:
         model = Approval
@@ -51,6 +58,10 @@ class ApprovalSerializer(serializers.ModelSerializer):
             "extend_hours",
             "replicas",
             "summary",
+            "purpose",
+            "lifetime_hours",
+            "estimated_cost",
+            "can_decide",
             "decided_by",
             "comment",
             "created_at",
@@ -71,6 +82,33 @@ class ApprovalSerializer(serializers.ModelSerializer):
             "expires_at": serializers.DateTimeField().to_representation(sandbox.expires_at),
             "gpu": gpu_summary(sandbox),
         }
+
+    def _row(self, approval: Approval) -> ApprovalRow:
+        """The inbox's reading of it (hours, cost, whether the caller may decide): the list reads
+        them for its page at once; one approval alone is read here."""
+        rows = self.context.get("rows")
+        if rows is not None and approval.pk in rows:
+            return rows[approval.pk]
+        return approval_rows([approval], user=self.context["request"].user)[0]
+
+    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=2))
+    def get_lifetime_hours(self, approval: Approval) -> str:
+        """A new request's lifetime, or an extension's added hours."""
+        return f"{self._row(approval).hours:.2f}"
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True))
+    def get_estimated_cost(self, approval: Approval) -> str | None:
+        """What those hours cost at today's prices (USD); null for a scale, whose added replicas'
+        cost the deployment's estimate gives."""
+        if approval.kind == Approval.Kind.SCALE:
+            return None
+        return f"{self._row(approval).estimated_cost:.2f}"
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_can_decide(self, approval: Approval) -> bool:
+        """Whether you may approve or reject it now (a pending request of a team you lead, not
+        your own; any, for an admin)."""
+        return self._row(approval).can_decide
 
     @extend_schema_field(StrictCharField())
     def get_summary(self, approval: Approval) -> str:

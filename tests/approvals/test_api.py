@@ -146,3 +146,19 @@ def test_one_approval_can_be_read_by_the_lead_but_not_by_another_team(pending, b
     approval_id = pending["approval"]["id"]
     assert bob.get(f"{URL}/{approval_id}").json()["sandbox"]["name"] == "big-train"
     assert carol.get(f"{URL}/{approval_id}").status_code == 404
+
+
+def test_an_approval_carries_what_the_inbox_weighs_cost_lifetime_purpose_and_who_may_decide(
+    pending, run_jobs, alice, bob
+):
+    [seen_by_lead] = bob.get(URL, {"state": "pending"}).json()["results"]
+    assert seen_by_lead["lifetime_hours"] == "48.00"
+    assert seen_by_lead["estimated_cost"] == "1320.96"  # 4 x $6.88 x 48 h, as the page and e-mail say
+    assert seen_by_lead["can_decide"] is True
+    assert seen_by_lead["purpose"] == Workload.objects.get(name="big-train").purpose
+    [own] = alice.get(URL).json()["results"]
+    assert own["can_decide"] is False  # her own request
+    one = bob.get(f"{URL}/{pending['approval']['id']}").json()
+    assert (one["estimated_cost"], one["can_decide"]) == ("1320.96", True)
+    decided = run_jobs(lambda: bob.post(f"{URL}/{pending['approval']['id']}/approve", format="json")).json()
+    assert decided["can_decide"] is False  # decided
