@@ -31,6 +31,7 @@ from portal.workloads.api import (
     WorkloadDetailView,
     WorkloadExtendView,
     WorkloadExtensionWithdrawView,
+    WorkloadHistoryView,
     WorkloadListView,
     WorkloadTerminateView,
     WorkloadUtilizationView,
@@ -196,3 +197,7 @@ class DeploymentServingView(_Deployment, WorkloadApi):
             "points": points,
         }
         return Response(ServingSerializer(body).data)
+
+
+class DeploymentHistoryView(_Deployment, WorkloadHistoryView):
+    pass

@@ -11,6 +11,7 @@ urlpatterns = [
         name="api-deployment-request-body",
     ),
     path("deployments/<int:pk>/cost", api.DeploymentCostView.as_view(), name="api-deployment-cost"),
+    path("deployments/<int:pk>/history", api.DeploymentHistoryView.as_view(), name="api-deployment-history"),
     path(
         "deployments/<int:pk>/utilization",
         api.DeploymentUtilizationView.as_view(),

@@ -48,6 +48,7 @@ from portal.workloads.api import (
     WorkloadDetailView,
     WorkloadExtendView,
     WorkloadExtensionWithdrawView,
+    WorkloadHistoryView,
     WorkloadListView,
     WorkloadTerminateView,
     WorkloadUtilizationView,
@@ -267,3 +268,7 @@ class SandboxKeepView(_Sandbox, WorkloadApi):
     def post(self, request: Request, pk: int) -> Response:
         sandbox_keep(user=request.user, sandbox_id=pk)
         return self.shown(request, pk)
+
+
+class SandboxHistoryView(_Sandbox, WorkloadHistoryView):
+    pass

@@ -29,5 +29,6 @@ urlpatterns = [
         "sandboxes/<int:pk>/utilization", api.SandboxUtilizationView.as_view(), name="api-sandbox-utilization"
     ),
     path("sandboxes/<int:pk>/cost", api.SandboxCostView.as_view(), name="api-sandbox-cost"),
+    path("sandboxes/<int:pk>/history", api.SandboxHistoryView.as_view(), name="api-sandbox-history"),
     path("sandboxes/<int:pk>/kubeconfig", api.SandboxKubeconfigView.as_view(), name="api-sandbox-kubeconfig"),
 ]

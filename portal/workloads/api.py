@@ -14,6 +14,8 @@ from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from portal.audit.models import AuditEvent
+from portal.audit.words import action_words, detail_words
 from portal.core.api import StrictFilterBackend, idempotent_create
 from portal.core.errors import ValidationFailed
 from portal.core.serializers import refuse_other_parameters, validated
@@ -22,7 +24,13 @@ from portal.spend.workload_cost import workload_cost_series
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.models import Workload
 from portal.workloads.queue_wait import estimated_waits
-from portal.workloads.selectors import queue_positions, user_standing, workload_detail_for, workload_id_for
+from portal.workloads.selectors import (
+    queue_positions,
+    user_standing,
+    workload_audit_trail,
+    workload_detail_for,
+    workload_id_for,
+)
 from portal.workloads.serializers import ExtendSerializer, MeSerializer, WorkloadSerializer
 from portal.workloads.services import (
     workload_extend,
@@ -227,3 +235,37 @@ class WorkloadCostView(WorkloadApi):
             )
         points = workload_cost_series(workload=workload, step=int(raw))
         return Response(CostPointSerializer(points, many=True).data)
+
+
+class HistoryEventSerializer(serializers.Serializer):
+    """One event of a workload's life or of its approvals, as its page's audit trail shows it."""
+
+    at = serializers.DateTimeField(source="created_at")
+    actor = serializers.CharField(
+        source="actor.username", allow_null=True, default=None, help_text="null: the portal."
+    )
+    action = serializers.CharField(help_text="The audit action code, as /api/v1/audit-events names it.")
+    words = serializers.SerializerMethodField(help_text="The action in words, as the page says it.")
+    from_state = serializers.CharField()
+    to_state = serializers.CharField()
+    detail = serializers.SerializerMethodField()
+
+    def get_words(self, event: AuditEvent) -> str:
+        return action_words(event.action)
+
+    def get_detail(self, event: AuditEvent) -> str:
+        return detail_words(event.detail)
+
+
+class WorkloadHistoryView(WorkloadApi):
+    """A sandbox's or deployment's audit trail, oldest first: its request, decisions, placement,
+    starts, extensions, scales, health and end, for whoever may see it (its owner included). A
+    subclass names its `kind`."""
+
+    queryset = Workload.objects.none()  # for the schema's path parameter
+
+    @extend_schema(responses={200: HistoryEventSerializer(many=True)})
+    def get(self, request: Request, pk: int) -> Response:
+        refuse_other_parameters(request.query_params, ())
+        events = workload_audit_trail(self.get_workload(request, pk))
+        return Response(HistoryEventSerializer(events, many=True).data)

@@ -162,3 +162,22 @@ def test_an_approval_carries_what_the_inbox_weighs_cost_lifetime_purpose_and_who
     assert (one["estimated_cost"], one["can_decide"]) == ("1320.96", True)
     decided = run_jobs(lambda: bob.post(f"{URL}/{pending['approval']['id']}/approve", format="json")).json()
     assert decided["can_decide"] is False  # decided
+
+
+def test_the_requester_reads_the_whole_story_of_their_request_as_its_page_tells_it(
+    pending, run_jobs, alice, bob, carol
+):
+    run_jobs(lambda: bob.post(f"{URL}/{pending['approval']['id']}/approve", {"comment": "go"}, format="json"))
+    history = alice.get(f"/api/v1/sandboxes/{pending['id']}/history")
+    assert history.status_code == 200, history.content
+    events = history.json()
+    actions = [event["action"] for event in events]
+    assert actions[0] == "sandbox.request" and "approval.approve" in actions and "sandbox.running" in actions
+    approve = events[actions.index("approval.approve")]
+    assert approve["actor"] == "bob" and approve["words"] == "Request approved"
+    started = events[actions.index("sandbox.running")]
+    assert started["actor"] is None and started["words"] == "Started running"
+    assert started["to_state"] == "running"
+    assert [e["at"] for e in events] == sorted(e["at"] for e in events)  # oldest first
+    assert carol.get(f"/api/v1/sandboxes/{pending['id']}/history").status_code == 404
+    assert alice.get(f"/api/v1/sandboxes/{pending['id']}/history", {"x": 1}).status_code == 400

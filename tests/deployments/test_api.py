@@ -255,3 +255,15 @@ def test_the_schema_describes_the_deployment_endpoints(db):
         "/api/v1/deployments/{id}/terminate",
     ]:
         assert path in paths, path
+
+
+def test_a_deployments_history_is_its_audit_trail(run_jobs, fleet, catalog, alice, carol):
+    made = run_jobs(
+        lambda: alice.post(
+            URL, {"name": "chat", "team": "vision", "model": "llama-3.1-8b-instruct"}, format="json"
+        )
+    ).json()
+    events = alice.get(f"{URL}/{made['id']}/history").json()
+    assert [e["action"] for e in events][:1] == ["deployment.request"]
+    assert "deployment.running" in [e["action"] for e in events]
+    assert carol.get(f"{URL}/{made['id']}/history").status_code == 404
