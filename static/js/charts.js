@@ -1,6 +1,7 @@
-// GPU utilization charts: an element with data-series-url gets the series from the API (the
-// browser's session signs the request) and draws utilization (%) and memory (GB) with uPlot,
-// again every 30 s while data-live is "true". Nothing loads from the internet.
+// Workload charts: an element with data-series-url gets the series from the API (the browser's
+// session signs the request) and draws GPU utilization (%) and memory (GB) with uPlot, again
+// every 30 s while data-live is "true"; data-cost-url the cost over time, data-serving-url what a
+// deployment served. Nothing loads from the internet.
 (function () {
   "use strict";
 
@@ -137,6 +138,75 @@
       .catch(function () { /* the next refresh tries again */ });
   }
 
+  // Serving over time: the throughput (generated tokens per second, or requests per second where
+  // the runtime reports no tokens) and the mean latency, per minute, and the same as table rows.
+  function fixed(value, digits) { return value === null || value === undefined ? "–" : Number(value).toFixed(digits); }
+
+  function drawServing(element, points) {
+    const rows = element.parentNode.querySelector("[data-serving-rows]");
+    if (rows) {
+      const shown = points.filter(function (p) { return p.requests_per_second !== null || p.tokens_per_second !== null; });
+      rows.replaceChildren.apply(rows, shown.slice().reverse().map(function (p) {
+        const tr = document.createElement("tr");
+        [p.at.replace("T", " ").slice(0, 16), fixed(p.requests_per_second, 2), fixed(p.tokens_per_second, 1),
+         fixed(p.request_latency_seconds, 2)].forEach(function (text, i) {
+          const td = document.createElement("td");
+          td.textContent = text;
+          if (i) td.className = "num";
+          tr.appendChild(td);
+        });
+        return tr;
+      }));
+      if (!shown.length) {
+        const tr = document.createElement("tr");
+        const td = document.createElement("td");
+        td.colSpan = 4;
+        td.className = "muted";
+        td.textContent = "Nothing served in its last day.";
+        tr.appendChild(td);
+        rows.replaceChildren(tr);
+      }
+    }
+    // generated tokens where the model generates any (an embedding model, Triton: requests)
+    const tokens = points.some(function (p) { return p.tokens_per_second > 0; });
+    if (!points.length || typeof uPlot === "undefined") return;
+    const empty = element.querySelector(".chart-empty");
+    if (empty) empty.remove();
+    const data = [
+      points.map(function (p) { return Date.parse(p.at) / 1000; }),
+      points.map(function (p) { return tokens ? p.tokens_per_second : p.requests_per_second; }),
+      points.map(function (p) { return p.request_latency_seconds; }),
+    ];
+    if (element.chart) {
+      element.chart.setData(data);
+      return;
+    }
+    element.chart = new uPlot({
+      width: Math.max(320, element.clientWidth),
+      height: 220,
+      tzDate: utcDate,
+      scales: {
+        x: { time: true, range: function (u, min, max) { return [Math.min(min, max - 3600), max + 60]; } },
+        rate: { range: function (u, min, max) { return [0, Math.max(1, max * 1.2)]; } },
+        sec: { range: function (u, min, max) { return [0, Math.max(0.1, max * 1.2)]; } },
+      },
+      series: [
+        {},
+        { label: tokens ? "Tokens/s" : "Requests/s", scale: "rate", stroke: "#2f5bd3", width: 2, spanGaps: false },
+        { label: "Latency s", scale: "sec", stroke: "#a15c00", width: 1.5, spanGaps: false },
+      ],
+      axes: [themed({}), themed({ scale: "rate", label: tokens ? "tokens/s" : "requests/s" }),
+             themed({ scale: "sec", side: 1, label: "s", grid: { show: false } })],
+    }, data, element);
+  }
+
+  function loadServing(element) {
+    fetch(element.getAttribute("data-serving-url"), { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : { points: [] }; })
+      .then(function (body) { drawServing(element, body.points || []); })
+      .catch(function () { /* the next refresh tries again */ });
+  }
+
   // Refresh a live chart every so often, until it leaves the page (a refresh swapped it out).
   function every(element, seconds, load) {
     if (element.getAttribute("data-live") !== "true") return;
@@ -154,6 +224,12 @@
       element.started = true;
       loadCost(element);
       every(element, 60, loadCost);
+    });
+    root.querySelectorAll("[data-serving-url]").forEach(function (element) {
+      if (element.started) return;
+      element.started = true;
+      loadServing(element);
+      every(element, 60, loadServing);
     });
     if (typeof uPlot === "undefined") return;
     root.querySelectorAll("[data-series-url]").forEach(function (element) {

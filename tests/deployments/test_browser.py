@@ -85,6 +85,8 @@ def test_a_researcher_sizes_70b_deploys_8b_scales_it_and_ends_it(
     expect(state).to_have_text("running", timeout=10_000)
     expect(page.locator("#deployment-cost canvas")).to_have_count(1)  # its charts, swapped in
     expect(page.locator("#deployment-utilization")).to_have_count(1)
+    # what it served, from the same API a script reads: nothing yet, said so (not "Loading…")
+    expect(page.locator("#deployment-serving-chart [data-serving-rows]")).to_contain_text("Nothing served")
     assert page.evaluate("window.__notReloaded") is True
     workload.refresh_from_db()
     expect(page.locator("#endpoint code")).to_have_text(workload.access)
