@@ -63,32 +63,35 @@
       .catch(function () { /* the next refresh tries again */ });
   }
 
+  // A chart's table: one row of cells per record (the first cell a time, the others numbers), or
+  // one row saying `nothing` when there is none.
+  function fillRows(rows, records, nothing, columns) {
+    if (!rows) return;
+    if (!records.length) records = [[nothing]];
+    rows.replaceChildren.apply(rows, records.map(function (cells) {
+      const tr = document.createElement("tr");
+      cells.forEach(function (text, i) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        if (cells.length === 1) {
+          td.colSpan = columns;
+          td.className = "muted";
+        } else if (i) {
+          td.className = "num";
+        }
+        tr.appendChild(td);
+      });
+      return tr;
+    }));
+  }
+
   // Cost over time: the running total (a line) and each hour's cost (steps), and the same figures
   // as rows of the table beside it, for screen readers and for anyone who wants the numbers.
   function drawCost(element, points) {
     const nothing = element.getAttribute("data-empty") || "Nothing billed yet.";
-    const rows = element.parentElement.querySelector("[data-cost-rows]");
-    if (rows) {
-      rows.replaceChildren.apply(rows, points.slice().reverse().map(function (p) {
-        const tr = document.createElement("tr");
-        [p.at.replace("T", " ").slice(0, 16), "$" + p.cost, "$" + p.total].forEach(function (text, i) {
-          const td = document.createElement("td");
-          td.textContent = text;
-          if (i) td.className = "num";
-          tr.appendChild(td);
-        });
-        return tr;
-      }));
-      if (!points.length) {
-        const tr = document.createElement("tr");
-        const td = document.createElement("td");
-        td.colSpan = 3;
-        td.className = "muted";
-        td.textContent = nothing;
-        tr.appendChild(td);
-        rows.replaceChildren(tr);
-      }
-    }
+    fillRows(element.parentElement.querySelector("[data-cost-rows]"), points.slice().reverse().map(function (p) {
+      return [p.at.replace("T", " ").slice(0, 16), "$" + p.cost, "$" + p.total];
+    }), nothing, 3);
     const empty = element.querySelector(".chart-empty");
     // what is true for its state: "Nothing billed yet." while it lives, "Nothing was billed." after
     if (!points.length) {
@@ -143,30 +146,11 @@
   function fixed(value, digits) { return value === null || value === undefined ? "–" : Number(value).toFixed(digits); }
 
   function drawServing(element, points) {
-    const rows = element.parentNode.querySelector("[data-serving-rows]");
-    if (rows) {
-      const shown = points.filter(function (p) { return p.requests_per_second !== null || p.tokens_per_second !== null; });
-      rows.replaceChildren.apply(rows, shown.slice().reverse().map(function (p) {
-        const tr = document.createElement("tr");
-        [p.at.replace("T", " ").slice(0, 16), fixed(p.requests_per_second, 2), fixed(p.tokens_per_second, 1),
-         fixed(p.request_latency_seconds, 2)].forEach(function (text, i) {
-          const td = document.createElement("td");
-          td.textContent = text;
-          if (i) td.className = "num";
-          tr.appendChild(td);
-        });
-        return tr;
-      }));
-      if (!shown.length) {
-        const tr = document.createElement("tr");
-        const td = document.createElement("td");
-        td.colSpan = 4;
-        td.className = "muted";
-        td.textContent = "Nothing served in its last day.";
-        tr.appendChild(td);
-        rows.replaceChildren(tr);
-      }
-    }
+    const served = points.filter(function (p) { return p.requests_per_second !== null || p.tokens_per_second !== null; });
+    fillRows(element.parentNode.querySelector("[data-serving-rows]"), served.slice().reverse().map(function (p) {
+      return [p.at.replace("T", " ").slice(0, 16), fixed(p.requests_per_second, 2), fixed(p.tokens_per_second, 1),
+              fixed(p.request_latency_seconds, 2)];
+    }), "Nothing served in its last day.", 4);
     // generated tokens where the model generates any (an embedding model, Triton: requests)
     const tokens = points.some(function (p) { return p.tokens_per_second > 0; });
     if (!points.length || typeof uPlot === "undefined") return;
