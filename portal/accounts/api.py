@@ -203,10 +203,12 @@ class TeamSettingsView(generics.GenericAPIView):
     parser_classes = [JSONParser]
 
     def get(self, request: Request, slug: str) -> Response:
+        refuse_other_parameters(request.query_params, ())
         return Response(TeamSettingsSerializer(team_settings_of(user=request.user, slug=slug)).data)
 
     @extend_schema(request=TeamSettingsChangeSerializer, responses={200: TeamSettingsSerializer})
     def patch(self, request: Request, slug: str) -> Response:
+        team_settings_of(user=request.user, slug=slug)  # whose team it is, before what the body says
         change = dict(validated(TeamSettingsChangeSerializer(data=request.data)))
         idle = IdleReclaim(
             minutes=change.pop("idle_reclaim_minutes", None),

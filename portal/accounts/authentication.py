@@ -12,10 +12,11 @@ from rest_framework.permissions import SAFE_METHODS
 from portal.accounts.models import ApiToken
 from portal.accounts.services import token_authenticate
 
-# Credentials that outlive the token that makes them: tokens, SSH keys (a key planted with a
-# leaked token would keep opening its user's ssh sandboxes after the token is revoked), and a
-# team's settings (its webhook and its Hugging Face token).
-TOKEN_PATHS = ("/api/v1/tokens", "/api/v1/ssh-keys")
+# Writes a leaked token must not make unless it has the admin scope: credentials that outlive it
+# (tokens; SSH keys, which would keep opening their user's ssh sandboxes after it is revoked; a
+# team's webhook and Hugging Face token) and a platform admin's fleet actions (removing objects
+# from a cluster, taking over a node's MIG layout).
+TOKEN_PATHS = ("/api/v1/tokens", "/api/v1/ssh-keys", "/api/v1/fleet/")
 TEAM_SETTINGS_PATH = re.compile(r"^/api/v1/teams/[^/]+/settings/?$")
 
 
@@ -42,10 +43,11 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         writes = request.method not in SAFE_METHODS
         if writes and token.scope == ApiToken.Scope.READ:
             raise exceptions.PermissionDenied("This token is read-only (scope read).")
-        guarded = request.path.startswith(TOKEN_PATHS) or TEAM_SETTINGS_PATH.match(request.path)
+        path = request.path_info  # without a prefix the portal may be mounted under
+        guarded = path.startswith(TOKEN_PATHS) or TEAM_SETTINGS_PATH.match(path)
         if writes and token.scope != ApiToken.Scope.ADMIN and guarded:
             raise exceptions.PermissionDenied(
-                "Managing tokens, SSH keys and team settings needs a token with the admin scope."
+                "Managing tokens, SSH keys, team settings and the fleet needs a token with the admin scope."
             )
         return (token.user, token)
 

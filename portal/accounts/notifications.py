@@ -219,7 +219,10 @@ def team_notifications_set(
     if webhook_format not in WebhookFormat.values:
         message = f"One of {', '.join(WebhookFormat.values)}."
         raise ValidationFailed(f"webhook_format: {message}", fields={"webhook_format": [message]})
-    team.webhook_url = webhook_url_check(webhook_url.strip())
+    url = webhook_url.strip()
+    # checked when it changes (a post checks it again anyway): an unchanged one whose host does not
+    # resolve this minute must not refuse a change of the reminder hours
+    team.webhook_url = url if url == team.webhook_url else webhook_url_check(url)
     team.webhook_format = webhook_format
     team.approval_reminder_hours = hours
     team.save(update_fields=["webhook_url", "webhook_format", "approval_reminder_hours"])

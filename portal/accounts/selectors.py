@@ -99,3 +99,10 @@ def webhook_deliveries_of(
         else WebhookDelivery.objects.filter(team=team)
     )
     return list(rows.order_by("-created_at", "-id")[:limit])
+
+
+def teams_led_or_all(user: User, led: list[int]) -> QuerySet:
+    """(slug, name) of the teams `user` leads (`led`, their ids), or of every team for a platform
+    admin, by name; read when iterated."""
+    teams = Team.objects.all() if user.is_platform_admin else Team.objects.filter(pk__in=led)
+    return teams.order_by("name").values_list("slug", "name")

@@ -74,7 +74,8 @@ class TokenCreateSerializer(serializers.Serializer):
     scope = serializers.ChoiceField(
         choices=ApiToken.Scope.choices,
         default=ApiToken.Scope.WORKLOADS,
-        help_text="read: reads only; workloads: all but tokens and SSH keys; admin: all; serving: calls "
+        help_text="read: reads only; workloads: all but tokens, SSH keys, team settings and the fleet; admin: "
+        "all; serving: calls "
         "the endpoints of one team's deployments (`team`) and nothing of this API. A token making a "
         "token needs admin, and the new one may not outlive it.",
     )
@@ -182,6 +183,17 @@ class TeamSettingsChangeSerializer(serializers.Serializer):
     )
     webhook_format = serializers.ChoiceField(choices=WebhookFormat.choices, required=False)
     approval_reminder_hours = StrictIntegerField(required=False, min_value=0, max_value=720)
-    idle_reclaim_minutes = StrictIntegerField(required=False, help_text="0 (off) or 10 to 10080.")
-    idle_threshold_percent = StrictIntegerField(required=False, help_text="1 to 100.")
-    idle_grace_minutes = StrictIntegerField(required=False, help_text="5 to 1440.")
+    idle_reclaim_minutes = StrictIntegerField(
+        required=False, min_value=0, max_value=10080, help_text="0 (off) or 10 to 10080."
+    )
+    idle_threshold_percent = StrictIntegerField(required=False, min_value=1, max_value=100)
+    idle_grace_minutes = StrictIntegerField(required=False, min_value=5, max_value=1440)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A key that is no setting (`token` for `hf_token`, say) is refused, not left unsaid."""
+        unknown = sorted(set(getattr(self, "initial_data", {}) or {}) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {key: [f"Not a team setting; one of {', '.join(self.fields)}."] for key in unknown}
+            )
+        return attrs

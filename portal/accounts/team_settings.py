@@ -43,6 +43,7 @@ def team_settings_set(
     """Change what is given ("" clears the token or the webhook); what is left out stays. All of it
     or nothing: a refused value changes nothing. Audited as each part is."""
     team = team_settings_of(user=user, slug=slug)
+    team = Team.objects.select_for_update().get(pk=team.pk)  # what is left out is kept as it is now
     if hf_token is not None:
         try:
             team_hf_token_set(user=user, team_slug=team.slug, token=hf_token)

@@ -233,7 +233,7 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
         "webhook_formats": WebhookFormat.choices,
         "deliveries": webhook_deliveries_of(team=team),
     }
-    status = 400 if notification_errors or idle_errors else 200
+    status = 400 if errors or notification_errors or idle_errors else 200
     return page(request, "accounts/team_settings.html", context, status=status)
 
 

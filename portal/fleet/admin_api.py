@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.core.serializers import refuse_other_parameters
+from portal.core.serializers import PAGING, refuse_other_parameters
 from portal.fleet.api import IsPlatformAdmin
 from portal.fleet.models import ClusterOrphan, Node
 from portal.fleet.orphans import orphan_confirm, orphan_keep, orphan_removal_at, orphans_open
@@ -97,6 +97,10 @@ class FleetNodeListView(generics.ListAPIView):
     permission_classes = ADMINS
     filter_backends: list = []
 
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        refuse_other_parameters(request.query_params, PAGING)
+        return super().list(request, *args, **kwargs)
+
     def get_queryset(self) -> QuerySet[Node]:
         return Node.objects.select_related("cluster", "gpu_type").order_by("cluster__name", "name")
 
@@ -136,6 +140,10 @@ class FleetOrphanListView(generics.ListAPIView):
     serializer_class = OrphanSerializer
     permission_classes = ADMINS
     filter_backends: list = []
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        refuse_other_parameters(request.query_params, PAGING)
+        return super().list(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[ClusterOrphan]:
         return orphans_open()

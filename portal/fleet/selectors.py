@@ -481,3 +481,8 @@ def share_rule_text(shape: ProfileShape | None = None, *, per_replica: bool = Fa
         rule, example = f"its compute slices / {COMPUTE_SLICES}", f"a {name} is {compute}/{COMPUTE_SLICES}"
     each = ", for every replica" if per_replica else ""
     return f"Quota is counted in GPU equivalents: a whole GPU is 1, a MIG slice {rule} ({example}){each}."
+
+
+def gpu_type_slugs() -> QuerySet:
+    """Every GPU type's slug, by slug, read when iterated (a list filter's choices)."""
+    return GpuType.objects.order_by("slug").values_list("slug", flat=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics
@@ -10,7 +12,7 @@ from rest_framework.response import Response
 
 from portal.core.api import IDEMPOTENCY_KEY
 from portal.core.errors import NotFound
-from portal.core.serializers import validated
+from portal.core.serializers import PAGING, refuse_other_parameters, validated
 from portal.sandboxes.selectors import (
     kube_access_status,
     sandbox_insight_for,
@@ -221,6 +223,11 @@ class SharedSandboxListView(generics.ListAPIView):
 
     serializer_class = SharedSandboxSerializer
     queryset = Workload.objects.none()  # for the schema
+    filter_backends: list = []
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        refuse_other_parameters(request.query_params, PAGING)
+        return super().list(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Workload]:
         return sandboxes_shared_with(self.request.user)

@@ -164,9 +164,15 @@ def sandbox_inside(*, workload_id: int, username: str) -> SandboxInside:
 
 
 def sandboxes_shared_with(user: User) -> QuerySet[Workload]:
-    """Running sandboxes their owners share with `user`, newest first (the dashboard, the API)."""
+    """Running sandboxes their owners share with `user`, newest first (the dashboard, the API):
+    only while `user` is in the sandbox's team, as the sign-in check lets them in."""
     return workloads_with_details(
-        Workload.objects.filter(kind=WorkloadKind.SANDBOX, shared_with=user, state=WorkloadState.RUNNING)
+        Workload.objects.filter(
+            kind=WorkloadKind.SANDBOX,
+            shared_with=user,
+            state=WorkloadState.RUNNING,
+            team__memberships__user=user,
+        )
         .select_related("team", "owner", "image", "cluster", "gpu_type")
         .order_by("-started_at", "-pk")
     )

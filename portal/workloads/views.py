@@ -13,12 +13,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
-from portal.accounts.models import Team, User
-from portal.accounts.selectors import lead_team_ids, team_leads_by_team
+from portal.accounts.selectors import lead_team_ids, team_leads_by_team, teams_led_or_all
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import login_required, page, wants_fragment
 from portal.core.web import form_refused, run_service
-from portal.fleet.models import GpuType
+from portal.fleet.selectors import gpu_type_slugs
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
@@ -59,21 +58,14 @@ def workload_list_context(
         "scope": scope,
         "can_see_team": can_see_team,
         "filter": workload_filter,
-        "filter_teams": _filter_teams(user, led) if scope == "team" else [],
+        "filter_teams": teams_led_or_all(user, led) if scope == "team" else [],
         # read only where the filter form is drawn (not for the table a filter redraws)
-        "filter_gpu_types": GpuType.objects.order_by("slug").values_list("slug", flat=True),
+        "filter_gpu_types": gpu_type_slugs(),
         "states": WorkloadState.choices,
         "page_obj": page_obj,
         "rows": rows(workloads),
         "polling": any_live(workloads),
     }
-
-
-def _filter_teams(user: User, led: list[int]) -> QuerySet:
-    """The teams a list in team scope can be narrowed to: the ones the user leads (`led`; all, for
-    an admin), as (slug, name), read when the filter form is drawn."""
-    teams = Team.objects.all() if user.is_platform_admin else Team.objects.filter(pk__in=led)
-    return teams.order_by("name").values_list("slug", "name")
 
 
 def workload_id_or_404(request: HttpRequest, *, kind: str, number: int) -> int:

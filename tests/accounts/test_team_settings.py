@@ -189,3 +189,14 @@ def test_idle_reclaim_is_switched_on_and_tuned_from_the_api_and_the_page(bob, le
     team.refresh_from_db()
     assert team.idle_reclaim_minutes == 0
     assert '<span class="tag warn">off</span>' in page_client.get("/teams/vision/settings/").content.decode()
+
+
+def test_a_misnamed_setting_is_refused_and_an_unresolvable_stored_hook_blocks_nothing(bob, team):
+    refused = bob.patch(URL, {"token": "hf_SecretToken1234"}, format="json")  # the page's field name
+    assert refused.status_code == 400 and "token" in refused.json()["error"]["fields"]
+    team.webhook_url = "https://hooks.invalid/vision"  # stored earlier; its host no longer resolves
+    team.save(update_fields=["webhook_url"])
+    changed = bob.patch(URL, {"approval_reminder_hours": 3}, format="json")
+    assert changed.status_code == 200, changed.content
+    assert changed.json()["webhook_url"] == "https://hooks.invalid/vision"
+    assert bob.get(URL, {"x": "1"}).status_code == 400

@@ -170,7 +170,7 @@ def test_the_requester_reads_the_whole_story_of_their_request_as_its_page_tells_
     run_jobs(lambda: bob.post(f"{URL}/{pending['approval']['id']}/approve", {"comment": "go"}, format="json"))
     history = alice.get(f"/api/v1/sandboxes/{pending['id']}/history")
     assert history.status_code == 200, history.content
-    events = history.json()
+    events = history.json()["results"]
     actions = [event["action"] for event in events]
     assert actions[0] == "sandbox.request" and "approval.approve" in actions and "sandbox.running" in actions
     approve = events[actions.index("approval.approve")]
@@ -181,3 +181,11 @@ def test_the_requester_reads_the_whole_story_of_their_request_as_its_page_tells_
     assert [e["at"] for e in events] == sorted(e["at"] for e in events)  # oldest first
     assert carol.get(f"/api/v1/sandboxes/{pending['id']}/history").status_code == 404
     assert alice.get(f"/api/v1/sandboxes/{pending['id']}/history", {"x": 1}).status_code == 400
+
+
+def test_a_lead_may_not_decide_their_own_request_and_the_api_says_so(fleet, bob, admin, big_body):
+    made = bob.post("/api/v1/sandboxes", big_body, format="json").json()
+    [own] = [a for a in bob.get(URL).json()["results"] if a["id"] == made["approval"]["id"]]
+    assert own["state"] == "pending" and own["can_decide"] is False  # a lead of the team, but their own
+    [for_admin] = [a for a in admin.get(URL).json()["results"] if a["id"] == made["approval"]["id"]]
+    assert for_admin["can_decide"] is True

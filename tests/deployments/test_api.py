@@ -263,7 +263,7 @@ def test_a_deployments_history_is_its_audit_trail(run_jobs, fleet, catalog, alic
             URL, {"name": "chat", "team": "vision", "model": "llama-3.1-8b-instruct"}, format="json"
         )
     ).json()
-    events = alice.get(f"{URL}/{made['id']}/history").json()
+    events = alice.get(f"{URL}/{made['id']}/history").json()["results"]
     assert [e["action"] for e in events][:1] == ["deployment.request"]
     assert "deployment.running" in [e["action"] for e in events]
     assert carol.get(f"{URL}/{made['id']}/history").status_code == 404

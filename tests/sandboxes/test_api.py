@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from portal.accounts.models import Membership
 from portal.fleet.models import Gpu
 from portal.workloads.models import Approval, Workload
 from tests.factories import MembershipFactory, UserFactory
@@ -421,6 +422,11 @@ def test_a_teammate_finds_what_is_shared_with_them_and_where_to_open_it(
     assert carol.get(f"{URL}/shared").json()["results"] == []
 
     alice.put(f"{URL}/{created['id']}/sharing", {"users": []}, format="json")
+    assert as_dave.get(f"{URL}/shared").json()["results"] == []
+    assert as_dave.get(f"{URL}/shared", {"x": "1"}).status_code == 400
+
+    alice.put(f"{URL}/{created['id']}/sharing", {"users": ["dave"]}, format="json")
+    Membership.objects.filter(user=dave).delete()  # dave leaves the team: the check lets him in no more
     assert as_dave.get(f"{URL}/shared").json()["results"] == []
 
 

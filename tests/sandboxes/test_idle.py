@@ -102,3 +102,23 @@ def test_keep_through_the_api_and_only_by_those_who_manage_it(idle_box, alice, c
     assert carol.post(f"/api/v1/sandboxes/{sandbox.number}/keep").status_code == 404
     kept = alice.post(f"/api/v1/sandboxes/{sandbox.number}/keep")
     assert kept.status_code == 200 and kept.json()["idle_warned_at"] is None
+
+
+def test_switching_idle_reclaim_off_clears_a_warning_and_on_again_starts_with_a_new_one(idle_box, team):
+    sandbox, now = idle_box
+    assert workloads_idle_sweep(now=now).warned == [sandbox.pk]
+    team.idle_reclaim_minutes = 0  # a lead switches it off while it is warned
+    team.save()
+    assert workloads_idle_sweep(now=now + timedelta(minutes=1)).cleared == [sandbox.pk]
+    sandbox.refresh_from_db()
+    assert sandbox.idle_warned_at is None
+    assert AuditEvent.objects.filter(
+        action="sandbox.idle_cleared", detail__contains="switched idle reclaim off"
+    )
+
+    team.idle_reclaim_minutes = 60  # on again, long after the old warning's grace
+    team.save()
+    later = now + timedelta(hours=2)
+    minutes(sandbox.allocations.get().gpu, now, 120, utilization=0.0)
+    result = workloads_idle_sweep(now=later)
+    assert result.warned == [sandbox.pk] and result.reclaimed == []  # warned first, never ended at once

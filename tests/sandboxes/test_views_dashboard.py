@@ -6,9 +6,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from portal.accounts.models import Notification
+from portal.fleet.models import GpuType
 from portal.workloads.models import Approval, WorkloadState
 from tests.conftest import signed_in
-from tests.factories import UserFactory
+from tests.factories import GpuTypeFactory, UserFactory
 from tests.rows import HTMX, make_sandbox
 
 
@@ -184,3 +185,9 @@ def test_the_list_narrows_to_a_team_a_project_or_a_gpu_type_from_its_form(
     by_team = lead_client.get(f"/?scope=team&team={other_team.slug}").content.decode()
     assert "nlp-run" in by_team and "eval-run" not in by_team
     assert f'<option value="{other_team.slug}" selected>' in by_team
+    GpuTypeFactory(slug="a100-80gb")
+    make_sandbox(owner=researcher, team=team, name="a100-run", gpu_type=GpuType.objects.get(slug="a100-80gb"))
+    with_types = lead_client.get("/?scope=team").content.decode()
+    assert '<select name="gpu_type">' in with_types and '<option value="a100-80gb"' in with_types
+    by_type = lead_client.get("/?scope=team&gpu_type=a100-80gb").content.decode()
+    assert "a100-run" in by_type and "eval-run" not in by_type

@@ -80,6 +80,18 @@ def workloads_idle_sweep(
     now = now or timezone.now()
     reclaim = reclaim or _end_sandbox
     warned, reclaimed, cleared = [], [], []
+    # warned before its team switched idle reclaim off: no longer warned, so that switching it on
+    # again starts with a warning, never with a reclaim whose grace ran out meanwhile
+    switched_off = Workload.objects.filter(
+        kind=kind, state=WorkloadState.RUNNING, team__idle_reclaim_minutes=0, idle_warned_at__isnull=False
+    ).select_related("team")
+    for workload in switched_off:
+        Workload.objects.filter(pk=workload.pk).update(idle_warned_at=None)
+        detail = "its team switched idle reclaim off"
+        audit_record(
+            actor=None, action=f"{kind}.idle_cleared", obj=workload, team=workload.team, detail=detail
+        )
+        cleared.append(workload.pk)
     running = Workload.objects.filter(
         kind=kind, state=WorkloadState.RUNNING, team__idle_reclaim_minutes__gt=0, replicas__gt=0
     ).select_related("team", "owner")
