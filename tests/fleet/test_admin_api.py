@@ -67,3 +67,16 @@ def test_an_admin_confirms_an_orphans_removal_and_takes_it_back(admin, admin_use
 def test_nobody_but_platform_admins_gets_in(bob, alice, method, path, answer):
     for client in (alice, bob):
         assert getattr(client, method)(path).status_code == answer
+
+
+def test_an_admins_fleet_writes_need_a_token_of_the_admin_scope(admin_user, cluster):
+    from rest_framework.test import APIClient
+
+    from portal.accounts.services import token_create
+
+    _, raw = token_create(user=admin_user, name="ops", scope="workloads")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert client.get("/api/v1/fleet/nodes").status_code == 200  # reads: any scope
+    refused = client.post("/api/v1/fleet/discover")
+    assert refused.status_code == 403 and "admin scope" in refused.json()["error"]["message"]
