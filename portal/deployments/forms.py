@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.utils import timezone
 
 from portal.accounts.models import Team
 from portal.catalog.models import CatalogModel
@@ -13,7 +15,15 @@ from portal.catalog.selectors import MAX_CONCURRENCY, default_request
 from portal.catalog.sizing import Sizing
 from portal.deployments.selectors import fit_label, fit_value, parse_fit_value
 from portal.deployments.services import DEFAULT_TTL_HOURS
-from portal.workloads.forms import ServiceForm, name_field, number_input, start_at_field
+from portal.workloads.forms import (
+    ServiceForm,
+    expires_at_field,
+    lifetime_errors,
+    lifetime_mode_field,
+    name_field,
+    number_input,
+    start_at_field,
+)
 from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH
 from portal.workloads.services import MAX_REPLICAS
 
@@ -31,7 +41,7 @@ SERVICE_FIELDS = {
     "gpu.mig_profile": "gpu",
     "replicas": "replicas",
     "ttl_hours": "ttl_hours",
-    "expires_at": "ttl_hours",
+    "expires_at": "expires_at",
     "start_at": "start_at",
     "purpose": "purpose",
     "project": "project",
@@ -67,11 +77,16 @@ class DeployForm(ServiceForm):
         max_value=MAX_REPLICAS,
         widget=number_input({"min": 1, "max": MAX_REPLICAS}, mode="numeric"),
     )
+    lifetime_mode = lifetime_mode_field()
+    # Needed only for a lifetime in hours (not with an end time), so checked in clean(); marked required.
     ttl_hours = forms.DecimalField(
-        label="Lifetime in hours",
+        label="Hours",
+        required=False,
         initial=DEFAULT_TTL_HOURS,
         widget=forms.NumberInput(attrs={"min": "0", "step": "any", "inputmode": "decimal"}),
     )
+    ttl_hours.shown_required = True
+    expires_at = expires_at_field()
     start_at = start_at_field()
     purpose = forms.CharField(
         max_length=300,
@@ -94,6 +109,8 @@ class DeployForm(ServiceForm):
             (entry.slug, f"{entry.name} · {entry.parameters_label} B · {entry.get_task_display().lower()}")
             for entry in entries
         ]
+        in_a_day = timezone.now().replace(second=0, microsecond=0) + timedelta(hours=float(DEFAULT_TTL_HOURS))
+        self.initial.setdefault("expires_at", in_a_day)
         entry = self.entry
         if entry is None:
             self.fields["dtype"].choices = []
@@ -129,11 +146,32 @@ class DeployForm(ServiceForm):
         chosen = self.value("gpu") or ""
         self.gpu_chosen = chosen if any(value == chosen for value, _ in self.gpu_options) else ""
 
-    def clean_ttl_hours(self) -> Decimal:
+    def clean_ttl_hours(self) -> Decimal | None:
         hours = self.cleaned_data["ttl_hours"]
-        if hours <= 0:
+        if hours is not None and hours <= 0:
             raise forms.ValidationError("Must be a number of hours above zero.")
         return hours
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        lifetime_errors(self, data)
+        if (
+            data.get("lifetime_mode") == "until"
+            and data.get("expires_at") is not None
+            and self.lifetime_hours() <= 0
+        ):
+            self.add_error("expires_at", "Pick a time after it starts.")
+        return data
+
+    def lifetime_hours(self) -> Decimal:
+        """The hours it runs: given, or from its start (now, or the scheduled start) to its end."""
+        data = self.cleaned_data
+        if data.get("lifetime_mode") != "until":
+            return data["ttl_hours"]
+        start = data.get("start_at") or timezone.now()
+        return (Decimal((data["expires_at"] - start).total_seconds()) / Decimal(3600)).quantize(
+            Decimal("0.01")
+        )
 
     def service_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `deployment_request` from the cleaned data."""
@@ -150,7 +188,11 @@ class DeployForm(ServiceForm):
             "count": count,
             "mig_profile": mig_profile,
             "replicas": data["replicas"],
-            "ttl_hours": data["ttl_hours"],
+            **(
+                {"expires_at": data["expires_at"]}
+                if data.get("lifetime_mode") == "until"
+                else {"ttl_hours": data["ttl_hours"]}
+            ),
             "start_at": data.get("start_at"),
             "purpose": data.get("purpose") or "",
             "project": (data.get("project") or "").strip(),
@@ -186,7 +228,7 @@ def body_from_form(form: DeployForm) -> dict[str, Any]:
         "team": kwargs["team"],
         "model": kwargs["model"],
         "replicas": kwargs["replicas"],
-        "ttl_hours": str(kwargs["ttl_hours"]),
+        "ttl_hours": str(form.lifetime_hours()),  # an end time is kept as its hours
         "purpose": kwargs["purpose"],
         "project": kwargs["project"],
     }

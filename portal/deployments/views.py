@@ -197,7 +197,7 @@ def deployment_estimate_panel(request: HttpRequest) -> HttpResponse:
                     team=form.cleaned_data["team"],
                     fit=fit,
                     replicas=form.cleaned_data["replicas"],
-                    lifetime_hours=form.cleaned_data["ttl_hours"],
+                    lifetime_hours=form.lifetime_hours(),
                 )
             except DomainError as error:
                 form.add_service_errors(error)

@@ -13,7 +13,16 @@ from portal.accounts.models import Team
 from portal.fleet.models import GpuType
 from portal.fleet.selectors import share_rule_text
 from portal.sandboxes.selectors import RequestChoices
-from portal.workloads.forms import ServiceForm, name_field, number_input, radio_field, start_at_field
+from portal.workloads.forms import (
+    ServiceForm,
+    expires_at_field,
+    lifetime_errors,
+    lifetime_mode_field,
+    name_field,
+    number_input,
+    radio_field,
+    start_at_field,
+)
 from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH, Image
 
 # Keys of DomainError.fields (the API's names) -> form fields.
@@ -72,21 +81,13 @@ class SandboxRequestForm(ServiceForm):
     )
     count.shown_required = True
     mig_profile = forms.ChoiceField(label="MIG profile", required=False)
-    lifetime_mode = radio_field(
-        label="Lifetime",
-        choices=[("hours", "For a number of hours"), ("until", "Until a time")],
-        initial="hours",
-    )
+    lifetime_mode = lifetime_mode_field()
     # Needed only for a lifetime in hours (not with an end time), so checked in clean(); marked required.
     ttl_hours = forms.DecimalField(
         label="Hours", required=False, initial=8, widget=number_input({"min": "0", "step": "any"})
     )
     ttl_hours.shown_required = True
-    expires_at = forms.DateTimeField(
-        label="Expires at (UTC)",
-        required=False,
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-    )
+    expires_at = expires_at_field()
     start_at = start_at_field()
     purpose = forms.CharField(
         max_length=300,
@@ -169,11 +170,7 @@ class SandboxRequestForm(ServiceForm):
             self.add_error("mig_profile", "Choose a MIG profile.")
         elif data.get("gpu_mode") != "mig" and data.get("count") is None and "count" not in self.errors:
             self.add_error("count", "Give the number of GPUs (1 or more).")
-        if data.get("lifetime_mode") == "until":
-            if data.get("expires_at") is None and "expires_at" not in self.errors:
-                self.add_error("expires_at", "Pick the time it should end.")
-        elif data.get("ttl_hours") is None and "ttl_hours" not in self.errors:
-            self.add_error("ttl_hours", "Give the number of hours it should live.")
+        lifetime_errors(self, data)
         return data
 
     def service_kwargs(self) -> dict[str, Any]:

@@ -68,10 +68,41 @@ def start_at_field() -> forms.DateTimeField:
         required=False,
         help_text=f"Start later: {START_MIN_AHEAD.seconds // 60} minutes to {START_MAX_AHEAD.days} days ahead."
         " The quota is held from now; the lifetime counts from the start.",
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        widget=datetime_local(),
     )
+
+
+def datetime_local() -> forms.DateTimeInput:
+    """The browser's date and time picker, in the form's UTC wording."""
+    return forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
 
 
 def radio_field(*, label: str, choices: list[tuple[str, str]], initial: str) -> forms.ChoiceField:
     """One of a few modes, shown as radio buttons."""
     return forms.ChoiceField(label=label, choices=choices, initial=initial, widget=forms.RadioSelect)
+
+
+def lifetime_mode_field() -> forms.ChoiceField:
+    """How the lifetime is given: a number of hours, or an end time; the same on every request form.
+    Left out (a post from before the end time was offered), it is hours."""
+    field = radio_field(
+        label="Lifetime",
+        choices=[("hours", "For a number of hours"), ("until", "Until a time")],
+        initial="hours",
+    )
+    field.required = False
+    return field
+
+
+def expires_at_field() -> forms.DateTimeField:
+    """The end time of a lifetime given "until a time" (UTC)."""
+    return forms.DateTimeField(label="Expires at (UTC)", required=False, widget=datetime_local())
+
+
+def lifetime_errors(form: forms.Form, data: dict) -> None:
+    """The lifetime a request form's mode needs: an end time, or a number of hours."""
+    if data.get("lifetime_mode") == "until":
+        if data.get("expires_at") is None and "expires_at" not in form.errors:
+            form.add_error("expires_at", "Pick the time it should end.")
+    elif data.get("ttl_hours") is None and "ttl_hours" not in form.errors:
+        form.add_error("ttl_hours", "Give the number of hours it should live.")

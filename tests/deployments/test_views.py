@@ -347,6 +347,34 @@ def test_a_pending_deployment_says_extending_applies_at_once_in_good_grammar(
 
 def test_a_blank_name_is_said_beside_the_other_errors_at_once(alice, fleet, catalog):
     page = alice.post("/deployments/new/", {**LLAMA_8B_ON_H100, "name": "", "ttl_hours": ""}).content.decode()
-    assert "This field is required." in field_html(page, "ttl_hours")
+    assert "Give the number of hours it should live." in field_html(page, "ttl_hours")
     assert "lowercase letters, digits and hyphens" in field_html(page, "name")
     assert not Workload.objects.exists()
+
+
+def test_a_deployment_may_be_asked_for_until_a_time_as_a_sandbox_can(alice, fleet, catalog, run_jobs):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    end = (timezone.now() + timedelta(hours=6)).replace(second=0, microsecond=0)
+    until = {
+        **LLAMA_8B_ON_H100,
+        "lifetime_mode": "until",
+        "ttl_hours": "",
+        "expires_at": end.strftime("%Y-%m-%dT%H:%M"),
+    }
+    estimate = alice.get("/deployments/new/estimate/", until, **HTMX).content.decode()
+    assert 'id="estimate-hourly">$6.88<' in estimate and "$41.2" in estimate  # about 6 h at $6.88
+
+    page = alice.get("/deployments/new/").content.decode()
+    assert 'name="lifetime_mode" value="until"' in page and 'name="expires_at"' in page
+    missing = alice.post("/deployments/new/", {**until, "expires_at": ""}).content.decode()
+    assert "Pick the time it should end." in field_html(missing, "expires_at")
+    past = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
+    assert "Pick a time after it starts." in field_html(
+        alice.post("/deployments/new/", {**until, "expires_at": past}).content.decode(), "expires_at"
+    )
+    response = run_jobs(lambda: alice.post("/deployments/new/", until))
+    assert response.status_code == 302, response.content.decode()[:500]
+    assert Workload.objects.get(name=LLAMA_8B_ON_H100["name"]).expires_at == end
