@@ -168,7 +168,9 @@ class DeployForm(ServiceForm):
         data = self.cleaned_data
         if data.get("lifetime_mode") != "until":
             return data["ttl_hours"]
-        start = data.get("start_at") or timezone.now()
+        start = data.get("start_at") or timezone.now().replace(
+            second=0, microsecond=0
+        )  # the picker's minutes
         return (Decimal((data["expires_at"] - start).total_seconds()) / Decimal(3600)).quantize(
             Decimal("0.01")
         )
