@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -148,6 +148,8 @@ class DeployForm(ServiceForm):
 
     def clean_ttl_hours(self) -> Decimal | None:
         hours = self.cleaned_data["ttl_hours"]
+        if self.data.get("lifetime_mode") == "until":
+            return None  # hidden then: a value left in it counts for nothing
         if hours is not None and hours <= 0:
             raise forms.ValidationError("Must be a number of hours above zero.")
         return hours
@@ -162,6 +164,11 @@ class DeployForm(ServiceForm):
         ):
             self.add_error("expires_at", "Pick a time after it starts.")
         return data
+
+    def ends_at(self) -> datetime | None:
+        """The end time asked for, when the lifetime is given as one."""
+        data = self.cleaned_data
+        return data.get("expires_at") if data.get("lifetime_mode") == "until" else None
 
     def lifetime_hours(self) -> Decimal:
         """The hours it runs: given, or from its start (now, or the scheduled start) to its end."""

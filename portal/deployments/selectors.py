@@ -385,6 +385,7 @@ class DeployEstimate(PolicyEstimate):
     lifetime_hours: Decimal
     capacity_free_now: bool = False
     quota_rule: str = ""  # how quota counts, with the chosen slice as its example
+    ends_at: datetime | None = None  # the end the request names, if it names one
 
     @property
     def fit_what(self) -> str:
@@ -392,7 +393,14 @@ class DeployEstimate(PolicyEstimate):
 
 
 def deploy_estimate(
-    *, user: User, team: str, fit: Fit, replicas: int, lifetime_hours: Decimal, now: datetime | None = None
+    *,
+    user: User,
+    team: str,
+    fit: Fit,
+    replicas: int,
+    lifetime_hours: Decimal,
+    ends_at: datetime | None = None,
+    now: datetime | None = None,
 ) -> DeployEstimate:
     """The fit's price x replicas, and the verdict `deployment_request` will act on (the same
     policy call, on the same price-book price)."""
@@ -403,7 +411,7 @@ def deploy_estimate(
         raise ValidationFailed(message, fields={"team": [message]})
     if not within_max_lifetime(team=team_obj, lifetime_hours=lifetime_hours):
         message = f"Team {team_obj.slug} allows at most {team_obj.max_lifetime_hours.normalize():f} hours."
-        raise ValidationFailed(message, fields={"ttl_hours": [message]})
+        raise ValidationFailed(message, fields={"expires_at" if ends_at else "ttl_hours": [message]})
     gpu_type = GpuType.objects.get(slug=fit.gpu_type)
     shape = gpu_type.model.profile(fit.mig_profile) if fit.mig_profile and gpu_type.model else None
     share = request_share(count=fit.gpus, shape=shape, replicas=replicas)
@@ -426,6 +434,7 @@ def deploy_estimate(
         fit=fit,
         replicas=replicas,
         lifetime_hours=lifetime_hours,
+        ends_at=ends_at,
         hourly_cost=to_cents(hourly),
         total_cost=to_cents(hourly * lifetime_hours),
         gpu_equivalents=fraction_to_decimal(share),

@@ -272,6 +272,9 @@ def _scale_down(workload: Workload, *, replicas: int, actor: User | None, now: d
 
 def _rescaled(workload: Workload, *, replicas: int, actor: User | None, now: datetime) -> None:
     previous = workload.replicas
+    if workload.idle_warned_at is not None:  # a scale is its owner's word on it, as Keep it is
+        Workload.objects.filter(pk=workload.pk).update(idle_warned_at=None, idle_kept_at=now)
+        workload.idle_warned_at, workload.idle_kept_at = None, now
     if replicas and workload.idle_parked_replicas is not None:
         Workload.objects.filter(pk=workload.pk).update(idle_parked_replicas=None)  # serving again
         workload.idle_parked_replicas = None

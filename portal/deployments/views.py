@@ -198,6 +198,7 @@ def deployment_estimate_panel(request: HttpRequest) -> HttpResponse:
                     fit=fit,
                     replicas=form.cleaned_data["replicas"],
                     lifetime_hours=form.lifetime_hours(),
+                    ends_at=form.ends_at(),
                 )
             except DomainError as error:
                 form.add_service_errors(error)

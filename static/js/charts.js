@@ -153,8 +153,12 @@
     }), "Nothing served in its last day.", 4);
     // generated tokens where the model generates any (an embedding model, Triton: requests)
     const tokens = points.some(function (p) { return p.tokens_per_second > 0; });
-    if (!points.length || typeof uPlot === "undefined") return;
     const empty = element.querySelector(".chart-empty");
+    if (!served.length) return;
+    if (typeof uPlot === "undefined") {
+      if (empty) empty.textContent = "The figures are in the table below.";
+      return;
+    }
     if (empty) empty.remove();
     const data = [
       points.map(function (p) { return Date.parse(p.at) / 1000; }),

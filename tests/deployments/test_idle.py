@@ -155,3 +155,14 @@ def test_the_page_and_the_api_warn_keep_and_scale_back(run_jobs, serving, resear
     assert back.status_code == 200 and back.json()["replicas"] == 1
     assert api.post(f"/api/v1/deployments/{deployment.number}/scale-back").status_code == 409
     assert api.post(f"/api/v1/deployments/{deployment.number}/keep").status_code == 200
+
+
+def test_scaling_a_warned_deployment_by_hand_is_its_owners_word_on_it(run_jobs, serving, researcher):
+    """Scaled to zero by hand while warned, then up again: no reclaim follows without a new warning."""
+    deployment, now = serving
+    deployments_idle_sweep(now=now)
+    run_jobs(lambda: deployment_scale(user=researcher, deployment_id=deployment.pk, replicas=0))
+    deployment.refresh_from_db()
+    assert deployment.idle_warned_at is None and deployment.idle_kept_at is not None
+    run_jobs(lambda: deployment_scale(user=researcher, deployment_id=deployment.pk, replicas=1))
+    assert deployments_idle_sweep(now=now + timedelta(minutes=20)).reclaimed == []

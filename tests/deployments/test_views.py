@@ -366,6 +366,11 @@ def test_a_deployment_may_be_asked_for_until_a_time_as_a_sandbox_can(alice, flee
     }
     estimate = alice.get("/deployments/new/estimate/", until, **HTMX).content.decode()
     assert 'id="estimate-hourly">$6.88<' in estimate and "$41.2" in estimate  # about 6 h at $6.88
+    assert f"until {end:%Y-%m-%d %H:%M} UTC, as asked" in estimate  # the end is fixed: waiting counts
+    stale_hours = alice.get(
+        "/deployments/new/estimate/", {**until, "ttl_hours": "0"}, **HTMX
+    ).content.decode()
+    assert 'id="estimate-hourly">$6.88<' in stale_hours  # a hidden hours field left at 0 counts for nothing
 
     page = alice.get("/deployments/new/").content.decode()
     assert 'name="lifetime_mode" value="until"' in page and 'name="expires_at"' in page

@@ -19,6 +19,9 @@ def create_again(apps, schema_editor):
                 f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {hold_changes._on(columns, table, 'IS NOT')} "  # noqa: S608 (constants)
                 f"BEGIN INSERT INTO {hold_changes.CHANGE_TABLE} ({noted}) VALUES (OLD.id); END"
             )
+    # an expiry moved while the trigger was missing went unnoted: every open hold is looked at once
+    for statement in hold_changes.NOTE_ALL_OPEN:
+        schema_editor.execute(statement)
 
 
 class Migration(migrations.Migration):
