@@ -33,7 +33,7 @@ from portal.accounts.serializers import (
 )
 from portal.accounts.services import token_create, token_revoke
 from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
-from portal.accounts.team_settings import IdleReclaim, team_settings_of, team_settings_set
+from portal.accounts.team_settings import team_settings_of, team_settings_set
 from portal.core.errors import ValidationFailed
 from portal.core.parsers import JSONParser
 from portal.core.serializers import PAGING, refuse_other_parameters, validated
@@ -209,11 +209,6 @@ class TeamSettingsView(generics.GenericAPIView):
     @extend_schema(request=TeamSettingsChangeSerializer, responses={200: TeamSettingsSerializer})
     def patch(self, request: Request, slug: str) -> Response:
         team_settings_of(user=request.user, slug=slug)  # whose team it is, before what the body says
-        change = dict(validated(TeamSettingsChangeSerializer(data=request.data)))
-        idle = IdleReclaim(
-            minutes=change.pop("idle_reclaim_minutes", None),
-            threshold_percent=change.pop("idle_threshold_percent", None),
-            grace_minutes=change.pop("idle_grace_minutes", None),
-        )
-        team = team_settings_set(user=request.user, slug=slug, idle=idle, **change)
+        change = validated(TeamSettingsChangeSerializer(data=request.data))
+        team = team_settings_set(user=request.user, slug=slug, **change)
         return Response(TeamSettingsSerializer(team).data)

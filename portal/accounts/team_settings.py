@@ -5,8 +5,6 @@ reclaim (when idle GPUs are warned of and taken back). The *Team settings* page 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django.db import transaction
 
 from portal.accounts.models import Membership, Team, User
@@ -38,10 +36,13 @@ def team_settings_set(
     webhook_url: str | None = None,
     webhook_format: str | None = None,
     approval_reminder_hours: int | str | None = None,
-    idle: IdleReclaim | None = None,
+    idle_reclaim_minutes: int | str | None = None,
+    idle_threshold_percent: int | str | None = None,
+    idle_grace_minutes: int | str | None = None,
 ) -> Team:
     """Change what is given ("" clears the token or the webhook); what is left out stays. All of it
-    or nothing: a refused value changes nothing. Audited as each part is."""
+    or nothing: a refused value changes nothing. Audited as each part is. Numbers may come as a
+    form's text."""
     team = team_settings_of(user=user, slug=slug)
     team = Team.objects.select_for_update().get(pk=team.pk)  # what is left out is kept as it is now
     if hf_token is not None:
@@ -59,20 +60,14 @@ def team_settings_set(
                 team.approval_reminder_hours if approval_reminder_hours is None else approval_reminder_hours
             ),
         )
-    if idle is not None:
-        _idle_reclaim_set(user=user, team=team, idle=idle)
+    idle = {
+        "idle_reclaim_minutes": idle_reclaim_minutes,
+        "idle_threshold_percent": idle_threshold_percent,
+        "idle_grace_minutes": idle_grace_minutes,
+    }
+    _idle_reclaim_set(user=user, team=team, given=idle)
     team.refresh_from_db()
     return team
-
-
-@dataclass(frozen=True)
-class IdleReclaim:
-    """A change to a team's idle reclaim; None leaves a part as it is. Text (a form's) is read as
-    whole numbers."""
-
-    minutes: int | str | None = None  # warned after its GPUs sit idle this long; 0: off
-    threshold_percent: int | str | None = None  # utilization under this is idle
-    grace_minutes: int | str | None = None  # from the warning to the end, to keep it
 
 
 IDLE_BOUNDS = {  # field: (smallest, largest, what it means)
@@ -86,12 +81,8 @@ IDLE_BOUNDS = {  # field: (smallest, largest, what it means)
 }
 
 
-def _idle_reclaim_set(*, user: User, team: Team, idle: IdleReclaim) -> None:
-    given = {
-        "idle_reclaim_minutes": idle.minutes,
-        "idle_threshold_percent": idle.threshold_percent,
-        "idle_grace_minutes": idle.grace_minutes,
-    }
+def _idle_reclaim_set(*, user: User, team: Team, given: dict[str, int | str | None]) -> None:
+    """Idle reclaim's parts that are given (not None), each within IDLE_BOUNDS; audited if any."""
     changes: dict[str, int] = {}
     for name, value in given.items():
         if value is None:

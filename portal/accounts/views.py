@@ -35,7 +35,7 @@ from portal.accounts.selectors import (
 )
 from portal.accounts.services import notifications_mark_read, token_create, token_revoke
 from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
-from portal.accounts.team_settings import IdleReclaim, team_settings_of, team_settings_set
+from portal.accounts.team_settings import IDLE_BOUNDS, team_settings_of, team_settings_set
 from portal.core.errors import DomainError, NotAllowed, NotFound
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import error_messages, run_service
@@ -188,13 +188,9 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
     notification_errors: list[str] = []
     idle_errors: list[str] = []
     if request.method == "POST" and request.POST.get("section") == "idle":
-        idle = IdleReclaim(
-            minutes=request.POST.get("idle_reclaim_minutes", ""),
-            threshold_percent=request.POST.get("idle_threshold_percent", ""),
-            grace_minutes=request.POST.get("idle_grace_minutes", ""),
-        )
+        idle = {name: request.POST.get(name, "") for name in IDLE_BOUNDS}
         try:
-            team_settings_set(user=request.user, slug=team.slug, idle=idle)
+            team_settings_set(user=request.user, slug=team.slug, **idle)
         except DomainError as error:
             idle_errors = error_messages(error)
         else:
