@@ -29,22 +29,32 @@
       element.chart.setData(data);
       return;
     }
-    element.chart = new uPlot({
+    element.chart = twoAxisChart(element, data,
+      { label: "Utilization %", scale: "pct", unit: "%", range: [0, 100] },
+      { label: "Memory GB", scale: "gb", unit: "GB", least: 1 });
+  }
+
+  // A chart over time of two series on two axes (left and right), each from 0; the time axis
+  // shows at least the last hour: a workload a few minutes old is not a dot in a year.
+  function twoAxisChart(element, data, left, right) {
+    function scale(side) {
+      return side.range ? { range: side.range } : { range: function (u, min, max) { return [0, Math.max(side.least, max * 1.2)]; } };
+    }
+    const scales = { x: { time: true, range: function (u, min, max) { return [Math.min(min, max - 3600), max + 60]; } } };
+    scales[left.scale] = scale(left);
+    scales[right.scale] = scale(right);
+    return new uPlot({
       width: Math.max(320, element.clientWidth),
       height: 220,
       tzDate: utcDate,
-      scales: {
-        // at least the last hour on the time axis: a sandbox a few minutes old is not a dot in a year
-        x: { time: true, range: function (u, min, max) { return [Math.min(min, max - 3600), max + 60]; } },
-        pct: { range: [0, 100] },
-        gb: { range: function (u, min, max) { return [0, Math.max(1, max * 1.2)]; } },
-      },
+      scales: scales,
       series: [
         {},
-        { label: "Utilization %", scale: "pct", stroke: "#2f5bd3", width: 2, spanGaps: false },
-        { label: "Memory GB", scale: "gb", stroke: "#a15c00", width: 1.5 },
+        { label: left.label, scale: left.scale, stroke: "#2f5bd3", width: 2, spanGaps: false },
+        { label: right.label, scale: right.scale, stroke: "#a15c00", width: 1.5, spanGaps: false },
       ],
-      axes: [themed({}), themed({ scale: "pct", label: "%" }), themed({ scale: "gb", side: 1, label: "GB", grid: { show: false } })],
+      axes: [themed({}), themed({ scale: left.scale, label: left.unit }),
+             themed({ scale: right.scale, side: 1, label: right.unit, grid: { show: false } })],
     }, data, element);
   }
 
@@ -169,23 +179,9 @@
       element.chart.setData(data);
       return;
     }
-    element.chart = new uPlot({
-      width: Math.max(320, element.clientWidth),
-      height: 220,
-      tzDate: utcDate,
-      scales: {
-        x: { time: true, range: function (u, min, max) { return [Math.min(min, max - 3600), max + 60]; } },
-        rate: { range: function (u, min, max) { return [0, Math.max(1, max * 1.2)]; } },
-        sec: { range: function (u, min, max) { return [0, Math.max(0.1, max * 1.2)]; } },
-      },
-      series: [
-        {},
-        { label: tokens ? "Tokens/s" : "Requests/s", scale: "rate", stroke: "#2f5bd3", width: 2, spanGaps: false },
-        { label: "Latency s", scale: "sec", stroke: "#a15c00", width: 1.5, spanGaps: false },
-      ],
-      axes: [themed({}), themed({ scale: "rate", label: tokens ? "tokens/s" : "requests/s" }),
-             themed({ scale: "sec", side: 1, label: "s", grid: { show: false } })],
-    }, data, element);
+    element.chart = twoAxisChart(element, data,
+      { label: tokens ? "Tokens/s" : "Requests/s", scale: "rate", unit: tokens ? "tokens/s" : "requests/s", least: 1 },
+      { label: "Latency s", scale: "sec", unit: "s", least: 0.1 });
   }
 
   function loadServing(element) {
