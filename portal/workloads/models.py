@@ -340,6 +340,12 @@ class Workload(models.Model):
         """The state its pages and the API show: running while a running deployment is rescaled."""
         return WorkloadState.RUNNING if self.is_scaling else self.state
 
+    @property
+    def shown_access_problem(self) -> str:
+        """The failed update of its route, quota or keys its page and the API show: only while it
+        runs (an ended workload's last one is history)."""
+        return self.access_problem if self.shown_state == WorkloadState.RUNNING else ""
+
 
 class WorkloadInsight(models.Model):
     """What the cluster last said about a workload's pod, read by a worker when someone asks:

@@ -171,7 +171,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
     def get_access_problem(self, workload: Workload) -> str:
         """While it runs: why the worker's last update of its route, quota or SSH keys failed
         (tried again every 30 s); empty when it went well."""
-        return workload.access_problem if workload.shown_state == WorkloadState.RUNNING else ""
+        return workload.shown_access_problem
 
     @extend_schema_field(StrictIntegerField(allow_null=True))
     def get_scaling_to(self, workload: Workload) -> int | None:
