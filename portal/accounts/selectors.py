@@ -101,6 +101,11 @@ def webhook_deliveries_of(
     return list(rows.order_by("-created_at", "-id")[:limit])
 
 
+def teams_by_id(team_ids: QuerySet | list[int]) -> QuerySet:
+    """(slug, name) of the teams with these ids (a subquery is fine), by name; read when iterated."""
+    return Team.objects.filter(pk__in=team_ids).order_by("name").values_list("slug", "name")
+
+
 def teams_led_or_all(user: User, led: list[int]) -> QuerySet:
     """(slug, name) of the teams `user` leads (`led`, their ids), or of every team for a platform
     admin, by name; read when iterated."""

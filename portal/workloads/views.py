@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
-from portal.accounts.selectors import lead_team_ids, team_leads_by_team, teams_led_or_all
+from portal.accounts.selectors import lead_team_ids, team_leads_by_team, teams_by_id, teams_led_or_all
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import login_required, page, wants_fragment
 from portal.core.web import form_refused, run_service
@@ -51,14 +51,17 @@ def workload_list_context(
     led = lead_team_ids(user)
     can_see_team = user.is_platform_admin or bool(led)
     scope = "team" if can_see_team and request.GET.get("scope") != "mine" else "mine"
-    workload_filter = WorkloadFilter(request.GET, queryset=listed(user=user, scope=scope))
+    mine_or_team = listed(user=user, scope=scope)
+    workload_filter = WorkloadFilter(request.GET, queryset=mine_or_team)
     page_obj = Paginator(workload_filter.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     workloads = list(page_obj.object_list)
     return {
         "scope": scope,
         "can_see_team": can_see_team,
         "filter": workload_filter,
-        "filter_teams": teams_led_or_all(user, led) if scope == "team" else [],
+        "filter_teams": (
+            teams_led_or_all(user, led) if scope == "team" else teams_by_id(mine_or_team.values("team_id"))
+        ),
         # read only where the filter form is drawn (not for the table a filter redraws)
         "filter_gpu_types": gpu_type_slugs(),
         "states": WorkloadState.choices,

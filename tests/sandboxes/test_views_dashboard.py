@@ -191,3 +191,19 @@ def test_the_list_narrows_to_a_team_a_project_or_a_gpu_type_from_its_form(
     assert '<select name="gpu_type">' in with_types and '<option value="a100-80gb"' in with_types
     by_type = lead_client.get("/?scope=team&gpu_type=a100-80gb").content.decode()
     assert "a100-run" in by_type and "eval-run" not in by_type
+
+
+def test_a_researcher_in_two_teams_narrows_their_own_list_to_one(
+    researcher_client, researcher, team, other_team, h100
+):
+    from portal.accounts.models import Membership
+
+    Membership.objects.create(user=researcher, team=other_team, role=Membership.Role.RESEARCHER)
+    make_sandbox(owner=researcher, team=team, name="first-run", gpu_type=h100)
+    make_sandbox(owner=researcher, team=other_team, name="second-run", gpu_type=h100)
+
+    page = researcher_client.get("/").content.decode()
+    assert '<select name="team">' in page and f'<option value="{other_team.slug}"' in page
+    narrowed = researcher_client.get(f"/?team={other_team.slug}").content.decode()
+    assert "second-run" in narrowed and "first-run" not in narrowed
+    assert f'<option value="{other_team.slug}" selected>' in narrowed  # the select says what narrows it
