@@ -12,7 +12,7 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.accounts.models import ApiToken, Notification, NotificationSettings, SshKey
+from portal.accounts.models import ApiToken, Notification, NotificationSettings, SshKey, Team
 from portal.accounts.notifications import (
     notification_settings_of,
     notification_settings_update,
@@ -34,6 +34,7 @@ from portal.accounts.serializers import (
 from portal.accounts.services import token_create, token_revoke
 from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
 from portal.accounts.team_settings import team_settings_of, team_settings_set
+from portal.accounts.webhooks import webhook_url_masked
 from portal.core.errors import ValidationFailed
 from portal.core.parsers import JSONParser
 from portal.core.serializers import PAGING, refuse_other_parameters, validated
@@ -164,6 +165,13 @@ class NotificationReadAllView(generics.GenericAPIView):
         return Response({"marked": notifications_mark_read(user=request.user)})
 
 
+def webhook_url_shown(request: Request, url: str) -> str:
+    """A webhook's address in full to the signed-in page's session and to admin-scoped tokens;
+    to other tokens its scheme and host, so a leaked read token does not hand out the channel."""
+    token = request.auth if isinstance(request.auth, ApiToken) else None
+    return url if token is None or token.scope == ApiToken.Scope.ADMIN else webhook_url_masked(url)
+
+
 class NotificationPreferencesView(generics.GenericAPIView):
     """Your notification preferences: the kinds each channel leaves out, and your webhook."""
 
@@ -173,7 +181,7 @@ class NotificationPreferencesView(generics.GenericAPIView):
     def _data(self, prefs: NotificationSettings) -> dict[str, Any]:
         data = {
             "muted": prefs.muted or {},
-            "webhook_url": prefs.webhook_url,
+            "webhook_url": webhook_url_shown(self.request, prefs.webhook_url),
             "webhook_format": prefs.webhook_format,
         }
         return NotificationPreferencesSerializer(data).data | {"muted": data["muted"]}
@@ -202,13 +210,17 @@ class TeamSettingsView(generics.GenericAPIView):
     serializer_class = TeamSettingsSerializer
     parser_classes = [JSONParser]
 
+    def _data(self, team: Team) -> dict[str, Any]:
+        data = TeamSettingsSerializer(team).data
+        return data | {"webhook_url": webhook_url_shown(self.request, data["webhook_url"])}
+
     def get(self, request: Request, slug: str) -> Response:
         refuse_other_parameters(request.query_params, ())
-        return Response(TeamSettingsSerializer(team_settings_of(user=request.user, slug=slug)).data)
+        return Response(self._data(team_settings_of(user=request.user, slug=slug)))
 
     @extend_schema(request=TeamSettingsChangeSerializer, responses={200: TeamSettingsSerializer})
     def patch(self, request: Request, slug: str) -> Response:
         team_settings_of(user=request.user, slug=slug)  # whose team it is, before what the body says
         change = validated(TeamSettingsChangeSerializer(data=request.data))
         team = team_settings_set(user=request.user, slug=slug, **change)
-        return Response(TeamSettingsSerializer(team).data)
+        return Response(self._data(team))

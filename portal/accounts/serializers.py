@@ -128,7 +128,11 @@ class NotificationPreferencesSerializer(serializers.Serializer):
         help_text='Per channel (portal, email, webhook), the kinds it leaves out: {"email": ["running"]}.',
     )
     webhook_url = serializers.CharField(
-        required=False, allow_blank=True, max_length=500, help_text='https URL to post to; "" for none.'
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        help_text='https URL to post to; "" for none. Read with a token of scope read or workloads: '
+        "only its scheme and host, then /….",
     )
     webhook_format = serializers.ChoiceField(choices=WebhookFormat.choices, required=False)
     kinds = serializers.SerializerMethodField(help_text="Every kind of notification, with its label.")
@@ -151,7 +155,10 @@ class TeamSettingsSerializer(serializers.Serializer):
     team = StrictCharField(source="slug")
     hf_token_set = serializers.SerializerMethodField(help_text="Whether the team has a Hugging Face token.")
     hf_token_ends_in = serializers.SerializerMethodField(help_text="Its last 4 characters, or null.")
-    webhook_url = StrictCharField(help_text='Where the team\'s events are posted; "" for none.')
+    webhook_url = StrictCharField(
+        help_text='Where the team\'s events are posted; "" for none. Read with a token of scope read or '
+        "workloads: only its scheme and host, then /…."
+    )
     webhook_format = serializers.ChoiceField(choices=WebhookFormat.choices)
     approval_reminder_hours = StrictIntegerField(
         help_text="Hours a request waits before its leads are reminded; 0: never."

@@ -32,12 +32,24 @@ def _refuse(message: str, field: str) -> ValidationFailed:
     return ValidationFailed(f"Webhook URL: {message}", fields={field: [message]})
 
 
+MASKED_PATH = "/…"
+
+
+def webhook_url_masked(url: str) -> str:
+    """What a token that may not change a webhook reads of it: its scheme and host. The rest of a
+    Slack or Teams webhook address is the secret that lets anyone post to the channel."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{MASKED_PATH}" if url else ""
+
+
 def webhook_url_check(url: str, *, field: str = "webhook_url") -> str:
     """The URL, if the portal may post to it ("" clears a webhook); else ValidationFailed."""
     if not url:
         return ""
     if len(url) > 500:
         raise _refuse("At most 500 characters.", field)
+    if url.endswith(MASKED_PATH):
+        raise _refuse("That is the shortened address the API shows; send the whole URL.", field)
     parts = urlsplit(url)
     allow_private = _allow_private()
     if parts.scheme not in ("https", "http") or not parts.hostname:

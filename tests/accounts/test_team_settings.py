@@ -200,3 +200,26 @@ def test_a_misnamed_setting_is_refused_and_an_unresolvable_stored_hook_blocks_no
     assert changed.status_code == 200, changed.content
     assert changed.json()["webhook_url"] == "https://hooks.invalid/vision"
     assert bob.get(URL, {"x": "1"}).status_code == 400
+
+
+def test_a_token_that_may_not_change_a_webhook_reads_only_its_host(bob, lead, team, settings):
+    """The address of a Slack or Teams webhook is itself the right to post to the channel."""
+    settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True
+    hook = "https://127.0.0.1:8443/services/T000/B000/SecretPart"
+    assert (
+        bob.patch(URL, {"webhook_url": hook}, format="json").json()["webhook_url"] == hook
+    )  # the page's session
+    assert _client(lead, "admin").get(URL).json()["webhook_url"] == hook
+    for scope in ("read", "workloads"):
+        assert _client(lead, scope).get(URL).json()["webhook_url"] == "https://127.0.0.1:8443/…", scope
+
+    sent_back = _client(lead, "admin").patch(URL, {"webhook_url": "https://127.0.0.1:8443/…"}, format="json")
+    assert (
+        sent_back.status_code == 400 and "whole URL" in sent_back.json()["error"]["fields"]["webhook_url"][0]
+    )
+    assert Team.objects.get(pk=team.pk).webhook_url == hook  # nothing changed
+
+    prefs = "/api/v1/notifications/preferences"
+    assert bob.put(prefs, {"webhook_url": hook}, format="json").json()["webhook_url"] == hook
+    assert _client(lead, "read").get(prefs).json()["webhook_url"] == "https://127.0.0.1:8443/…"
+    assert _client(lead, "admin").get(prefs).json()["webhook_url"] == hook
