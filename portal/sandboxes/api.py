@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from portal.core.api import IDEMPOTENCY_KEY
 from portal.core.errors import NotFound
 from portal.core.serializers import PAGING, refuse_other_parameters, validated
+from portal.fleet.selectors import storage_price
 from portal.sandboxes.selectors import (
     kube_access_status,
     sandbox_insight_for,
@@ -243,7 +244,10 @@ class HomeView(generics.GenericAPIView):
         home = home_of(user=request.user)
         if home is None:
             raise NotFound("You have no home yet: your first sandbox makes it.")
-        return Response(HomeSerializer(home).data)
+        return Response(self._serialized(home))
+
+    def _serialized(self, home: Any) -> dict[str, Any]:
+        return HomeSerializer(home, context={"price_per_gb_month": storage_price()}).data
 
     def get(self, request: Request) -> Response:
         return self._shown(request)
@@ -256,7 +260,7 @@ class HomeView(generics.GenericAPIView):
     @extend_schema(request=HomeDeleteSerializer, responses={200: HomeSerializer})
     def delete(self, request: Request) -> Response:
         confirm = validated(HomeDeleteSerializer(data=request.data))["confirm"]
-        return Response(HomeSerializer(home_delete(user=request.user, confirm=confirm)).data)
+        return Response(self._serialized(home_delete(user=request.user, confirm=confirm)))
 
 
 class SandboxCostView(_Sandbox, WorkloadCostView):

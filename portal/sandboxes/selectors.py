@@ -285,7 +285,12 @@ class HomeFacts:
 
     @property
     def monthly_cost(self) -> Decimal:
-        return (self.price_per_gb_month * self.size_gb).quantize(Decimal("0.01"))
+        return home_monthly_cost(price_per_gb_month=self.price_per_gb_month, size_gb=self.size_gb)
+
+
+def home_monthly_cost(*, price_per_gb_month: Decimal, size_gb: int) -> Decimal:
+    """What a home of this size costs a month at this price, to the cent."""
+    return (price_per_gb_month * size_gb).quantize(Decimal("0.01"))
 
 
 def _homes_of(user_id: int) -> QuerySet[Home]:

@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from portal.core.serializers import StrictBooleanField, StrictCharField, StrictIntegerField, money, validated
 from portal.sandboxes.gate import sandbox_app_url
+from portal.sandboxes.selectors import home_monthly_cost
 from portal.workloads.models import Workload
 from portal.workloads.selectors import (
     workload_placement,
@@ -193,6 +194,19 @@ class HomeSerializer(serializers.Serializer):
         help_text="The number of the sandbox it was last mounted in (its `id`).",
     )
     created_at = serializers.DateTimeField()
+    price_per_gb_month = serializers.SerializerMethodField(
+        help_text="Today's storage price in USD per GB-month, a decimal string."
+    )
+    monthly_cost = serializers.SerializerMethodField(
+        help_text="What its size costs a month at today's price, USD with cents."
+    )
+
+    def get_price_per_gb_month(self, home: Any) -> str:
+        return str(self.context["price_per_gb_month"])
+
+    def get_monthly_cost(self, home: Any) -> str:
+        price = self.context["price_per_gb_month"]
+        return str(home_monthly_cost(price_per_gb_month=price, size_gb=home.size_gb))
 
 
 class HomeResizeSerializer(serializers.Serializer):

@@ -3,7 +3,10 @@ growing it within policy, deleting it on a typed confirmation, and what a sandbo
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
+from django.utils import timezone
 
 from portal.sandboxes.gate import sandbox_app_url
 from portal.sandboxes.models import Home
@@ -95,7 +98,12 @@ def test_the_home_through_the_api(run_jobs, alice, carol, fleet, slice_body):
         200,
         created["id"],
     )
-    assert alice.patch("/api/v1/home", {"size_gb": 60}, format="json").json()["size_gb"] == 60
+    assert (home["price_per_gb_month"], home["monthly_cost"]) == ("0.10", "5.00")  # the default price
+    from portal.fleet.models import StoragePrice
+
+    StoragePrice.objects.create(price_per_gb_month=Decimal("0.0725"), effective_from=timezone.now())
+    grown = alice.patch("/api/v1/home", {"size_gb": 60}, format="json").json()
+    assert (grown["size_gb"], grown["price_per_gb_month"], grown["monthly_cost"]) == (60, "0.0725", "4.35")
     shrink = alice.patch("/api/v1/home", {"size_gb": 10}, format="json")
     assert shrink.status_code == 400 and shrink.json()["error"]["fields"] == {"size_gb": ["more than 60"]}
     assert alice.delete("/api/v1/home", {"confirm": "alice"}, format="json").status_code == 409  # in use
