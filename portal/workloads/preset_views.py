@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 from portal.accounts.selectors import lead_team_ids
 from portal.core.views import login_required, page
 from portal.core.web import run_service
-from portal.workloads.presets import preset_delete, presets_visible_to
+from portal.workloads.presets import preset_delete, preset_summary, presets_visible_to
 
 
 @login_required
@@ -20,6 +20,7 @@ def presets_page(request: HttpRequest) -> HttpResponse:
     rows = [
         {
             "preset": preset,
+            "summary": preset_summary(preset.body),
             "can_delete": preset.owner_id == request.user.pk
             or preset.team_id in led
             or request.user.is_platform_admin,

@@ -43,6 +43,40 @@ def preset_check(*, user: User, kind: str, body: object) -> dict[str, Any]:
     return _CHECKS[kind](user, body)
 
 
+def _gpu_words(gpu: object) -> str:
+    if not isinstance(gpu, dict) or not gpu.get("type"):
+        return "the cheapest GPU that fits"
+    if gpu.get("mig_profile"):
+        return f"one {gpu['mig_profile']} slice of {gpu['type']}"
+    count = gpu.get("count") or 1
+    return f"{count} {gpu['type']} GPU{'s' if count != 1 else ''}"
+
+
+def preset_summary(body: dict[str, Any]) -> list[str]:
+    """What a preset fills in, in a few words each, for its row on the presets page (a body is a
+    request body: the words follow the API's field names)."""
+    words = [f"team {body['team']}"] if body.get("team") else []
+    if body.get("model"):
+        words.append(f"model {body['model']}")
+    words.append(_gpu_words(body.get("gpu")))
+    if (body.get("replicas") or 1) != 1:
+        words.append(f"{body['replicas']} replicas")
+    if body.get("ttl_hours") not in (None, ""):
+        words.append(f"{body['ttl_hours']} h")
+    elif body.get("expires_at"):
+        words.append(f"until {body['expires_at']}")
+    for key, label in (("image", "image"), ("project", "project"), ("dtype", "dtype")):
+        if body.get(key):
+            words.append(f"{label} {body[key]}")
+    for key, unit in (("cpu", "CPUs"), ("memory_gb", "GB memory"), ("storage_gb", "GB scratch"),
+                      ("context", "tokens context"), ("concurrency", "concurrent sequences")):  # fmt: skip
+        if body.get(key):
+            words.append(f"{body[key]} {unit}")
+    if body.get("datasets"):
+        words.append("datasets " + ", ".join(body["datasets"]))
+    return words
+
+
 def presets_visible_to(user: User) -> QuerySet[Preset]:
     """The user's own presets and those of their teams."""
     team_ids = Membership.objects.filter(user=user).values("team_id")

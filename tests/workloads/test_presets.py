@@ -115,3 +115,45 @@ def test_the_preset_choice_starts_empty_and_shows_the_one_used(fleet, alice, res
     filled = researcher_client.get(f"/sandboxes/new/?preset={preset_id}").content.decode()
     picker = filled.split('id="preset-choice"')[1].split("</select>")[0]
     assert f'<option value="{preset_id}" selected>' in picker
+
+
+def test_the_presets_page_says_what_each_preset_fills_in(fleet, alice, bob, researcher_client):
+    _save(alice, body={**SLICE, "project": "llm-eval", "purpose": "Quick evals", "datasets": []})
+    whole = {"team": "vision", "gpu": {"type": "h100-80gb", "count": 2}, "ttl_hours": 6}
+    assert _save(alice, name="pair", body=whole).status_code == 201
+    page = researcher_client.get("/presets/").content.decode()
+    small = page.split("small</a>")[1].split("</tr>")[0]
+    assert "team vision · one 1g.10gb slice of h100-80gb · 2 h · project llm-eval · 4 CPUs" in small
+    assert "Quick evals" in small
+    pair = page.split("pair</a>")[1].split("</tr>")[0]
+    assert "team vision · 2 h100-80gb GPUs · 6 h" in pair
+
+
+def test_a_deployment_preset_names_its_model_and_replicas():
+    from portal.workloads.presets import preset_summary
+
+    body = {
+        "team": "nlp",
+        "model": "llama-3.1-8b-instruct",
+        "replicas": 2,
+        "ttl_hours": "24",
+        "context": 4096,
+    }
+    assert preset_summary(body) == [
+        "team nlp",
+        "model llama-3.1-8b-instruct",
+        "the cheapest GPU that fits",
+        "2 replicas",
+        "24 h",
+        "4096 tokens context",
+    ]
+    fixed_end = {
+        "team": "nlp",
+        "gpu": {"type": "a100-80gb", "mig_profile": "3g.40gb"},
+        "expires_at": "2030-01-01T00:00Z",
+    }
+    assert preset_summary(fixed_end) == [
+        "team nlp",
+        "one 3g.40gb slice of a100-80gb",
+        "until 2030-01-01T00:00Z",
+    ]
