@@ -14,8 +14,10 @@ from portal.catalog.selectors import (
     catalog_entries,
     catalog_entry,
     default_sizings,
+    entry_sizing,
     fleet_offers,
-    model_sizing,
+    serve_command,
+    sizing_request,
 )
 from portal.catalog.serializers import CatalogModelSerializer, SizingQuerySerializer, SizingSerializer
 from portal.core.api import StrictFilterBackend
@@ -81,5 +83,8 @@ class CatalogModelSizingView(generics.GenericAPIView):
         query = SizingQuerySerializer(data=request.query_params)
         if not query.is_valid():
             raise serializers.ValidationError(query.errors)
-        sizing = model_sizing(slug=slug, **query.validated_data)
-        return Response(SizingSerializer(sizing).data)
+        entry = catalog_entry(slug=slug)
+        asked = sizing_request(entry, **query.validated_data)
+        sizing = entry_sizing(entry, asked, fleet_offers())
+        command = serve_command(entry, asked, sizing)
+        return Response(SizingSerializer(sizing, context={"serve_command": command}).data)

@@ -10,6 +10,7 @@ from decimal import Decimal
 from django.db.models import Count, QuerySet
 
 from portal.catalog.models import CatalogModel
+from portal.catalog.runtimes import UnsupportedChoice, container_command
 from portal.catalog.sizing import GpuOffer, MigOffer, Sizing, size_model
 from portal.core.errors import NotFound, ValidationFailed
 from portal.core.selectors import every_word_in
@@ -140,6 +141,19 @@ def model_sizing(
     entry = catalog_entry(slug=slug)
     request = sizing_request(entry, dtype=dtype, context=context, concurrency=concurrency)
     return entry_sizing(entry, request, fleet_offers())
+
+
+def serve_command(entry: CatalogModel, request: SizingRequest, sizing: Sizing) -> str:
+    """The runtime's command line for the cheapest fit, for people to read; "" when nothing fits."""
+    if not sizing.fits:
+        return ""
+    choice = entry.serving_choice(
+        precision=request.precision, tensor_parallel=sizing.fits[0].gpus, context=request.context
+    )
+    try:
+        return " ".join(container_command(entry.runtime.spec(), choice))
+    except UnsupportedChoice:
+        return ""
 
 
 def default_sizings(entries: Iterable[CatalogModel], offers: list[GpuOffer]) -> dict[int, Sizing]:

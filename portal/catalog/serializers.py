@@ -34,6 +34,12 @@ class SizingSerializer(serializers.Serializer):
     kv_cache_gb = gigabytes_field(help_text="For context x concurrency tokens; 0 for models without one.")
     total_gb = gigabytes_field(help_text="Weights + KV cache + runtime overhead on one GPU.")
     fits = FitSerializer(many=True, help_text="Cheapest first; per GPU type the fewest GPUs that hold it.")
+    serve_command = serializers.SerializerMethodField(
+        help_text='The runtime\'s command line for the cheapest fit, as its page shows it; "" when nothing fits.'
+    )
+
+    def get_serve_command(self, sizing: object) -> str:
+        return self.context.get("serve_command", "")
 
 
 class SizingQuerySerializer(QuerySerializer):

@@ -11,7 +11,6 @@ from django.views.decorators.http import require_GET
 from portal.catalog.filters import CatalogFilter
 from portal.catalog.forms import SizingForm
 from portal.catalog.models import CatalogModel, Runtime
-from portal.catalog.runtimes import UnsupportedChoice, container_command
 from portal.catalog.selectors import (
     SizingRequest,
     catalog_entries,
@@ -19,6 +18,7 @@ from portal.catalog.selectors import (
     default_sizings,
     entry_sizing,
     fleet_offers,
+    serve_command,
     sizing_request,
 )
 from portal.catalog.sizing import (
@@ -59,19 +59,6 @@ def catalog(request: HttpRequest) -> HttpResponse:
     return page(request, "catalog/catalog.html", context, fragment="catalog/partials/model_list.html")
 
 
-def _serve_command(entry: CatalogModel, request: SizingRequest, sizing: Sizing) -> str:
-    """The runtime's command line for the cheapest fit, for people to read."""
-    if not sizing.fits:
-        return ""
-    choice = entry.serving_choice(
-        precision=request.precision, tensor_parallel=sizing.fits[0].gpus, context=request.context
-    )
-    try:
-        return " ".join(container_command(entry.runtime.spec(), choice))
-    except UnsupportedChoice:
-        return ""
-
-
 @login_required
 @require_GET
 def catalog_model(request: HttpRequest, slug: str) -> HttpResponse:
@@ -97,7 +84,7 @@ def catalog_model(request: HttpRequest, slug: str) -> HttpResponse:
         "asked": sizing_asked,
         "sizing": sizing,
         "fewest": sizing.fewest_gpus if sizing else None,
-        "serve_command": _serve_command(entry, sizing_asked, sizing) if sizing and sizing_asked else "",
+        "serve_command": serve_command(entry, sizing_asked, sizing) if sizing and sizing_asked else "",
         "utilization_percent": int(GPU_MEMORY_UTILIZATION * 100),
         "overhead_fixed_gb": gigabytes(OVERHEAD_FIXED_BYTES),
         "overhead_weight_percent": int(OVERHEAD_WEIGHT_SHARE * 100),

@@ -22,7 +22,11 @@ def test_the_sizing_endpoint_answers_exactly_gb_numbers_and_priced_fits(api, cat
     response = api.get(f"{URL}/llama-3.1-8b-instruct/sizing?dtype=bf16&context=8192&concurrency=8")
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"weights_gb", "kv_cache_gb", "total_gb", "fits"}
+    assert set(body) == {"weights_gb", "kv_cache_gb", "total_gb", "fits", "serve_command"}
+    assert body["serve_command"] == (  # for the cheapest fit, as the model's page shows it
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 --max-model-len 8192 "
+        "--dtype bfloat16 --gpu-memory-utilization 0.90 --port 8000"
+    )
     assert (body["weights_gb"], body["kv_cache_gb"], body["total_gb"]) == (16.06, 8.59, 27.76)
     assert body["fits"][0] == {
         "gpu_type": "h100-80gb",
@@ -46,6 +50,7 @@ def test_the_sizing_endpoint_shows_tensor_parallel_fits_for_a_big_model(api, cat
         ("h200-141gb", 2, "15.82"),
         ("h100-80gb", 4, "27.52"),
     ]
+    assert "--tensor-parallel-size 2 " in body["serve_command"]
 
 
 @pytest.mark.parametrize(
@@ -158,3 +163,8 @@ def test_one_model_shows_its_facts(api, catalog, fleet):
     body = api.get(f"{URL}/gemma-2-9b-it").json()
     assert (body["head_dim"], body["max_context"], body["dtypes"]) == (256, 8192, ["bf16", "fp8"])
     assert body["default_sizing"]["context"] == 8192
+
+
+def test_with_nothing_to_serve_it_on_there_is_no_command(api, catalog):
+    body = api.get(f"{URL}/llama-3.1-8b-instruct/sizing").json()
+    assert (body["fits"], body["serve_command"]) == ([], "")
