@@ -12,24 +12,34 @@ from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.accounts.models import ApiToken, Notification, NotificationSettings, SshKey, Team
+from portal.accounts.models import ApiToken, Notification, NotificationSettings, SshKey, Team, WebhookDelivery
 from portal.accounts.notifications import (
     notification_settings_of,
     notification_settings_update,
     notifications_mark_read,
 )
-from portal.accounts.selectors import notifications_of, tokens_of
+from portal.accounts.selectors import (
+    email_deliveries_of,
+    notifications_of,
+    tokens_of,
+    webhook_deliveries_of,
+)
 from portal.accounts.serializers import (
+    DeliveriesQuerySerializer,
+    EmailDeliverySerializer,
     MarkedReadSerializer,
+    MyDeliveriesSerializer,
     NotificationPreferencesSerializer,
     NotificationSerializer,
     SshKeyCreateSerializer,
     SshKeySerializer,
+    TeamDeliveriesSerializer,
     TeamSettingsChangeSerializer,
     TeamSettingsSerializer,
     TokenCreatedSerializer,
     TokenCreateSerializer,
     TokenSerializer,
+    WebhookDeliverySerializer,
 )
 from portal.accounts.services import token_create, token_revoke
 from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
@@ -224,3 +234,49 @@ class TeamSettingsView(generics.GenericAPIView):
         change = validated(TeamSettingsChangeSerializer(data=request.data))
         team = team_settings_set(user=request.user, slug=slug, **change)
         return Response(self._data(team))
+
+
+DELIVERIES_SHOWN = 20
+
+
+def _deliveries_limit(request: Request) -> int:
+    return validated(DeliveriesQuerySerializer(data=request.query_params)).get("limit", DELIVERIES_SHOWN)
+
+
+def _webhook_posts(request: Request, deliveries: list[WebhookDelivery]) -> list[dict[str, Any]]:
+    return [
+        row | {"url": webhook_url_shown(request, row["url"])}
+        for row in WebhookDeliverySerializer(deliveries, many=True).data
+    ]
+
+
+class MyDeliveriesView(generics.GenericAPIView):
+    """The latest e-mails sent to you and posts to your webhook, with how each went, as the
+    Notifications page lists them (`limit` of each, default 20)."""
+
+    serializer_class = MyDeliveriesSerializer
+
+    @extend_schema(parameters=[DeliveriesQuerySerializer])
+    def get(self, request: Request) -> Response:
+        limit = _deliveries_limit(request)
+        return Response(
+            {
+                "emails": EmailDeliverySerializer(
+                    email_deliveries_of(request.user, limit=limit), many=True
+                ).data,
+                "webhooks": _webhook_posts(request, webhook_deliveries_of(user=request.user, limit=limit)),
+            }
+        )
+
+
+class TeamDeliveriesView(generics.GenericAPIView):
+    """The latest posts to a team's webhook, with how each went, as its Team settings page lists
+    them: for its leads and platform admins (`limit`, default 20)."""
+
+    serializer_class = TeamDeliveriesSerializer
+
+    @extend_schema(parameters=[DeliveriesQuerySerializer])
+    def get(self, request: Request, slug: str) -> Response:
+        team = team_settings_of(user=request.user, slug=slug)  # whose team it is, before the query
+        limit = _deliveries_limit(request)
+        return Response({"webhooks": _webhook_posts(request, webhook_deliveries_of(team=team, limit=limit))})

@@ -15,7 +15,7 @@ from portal.accounts.models import (
     SshKey,
     WebhookFormat,
 )
-from portal.core.serializers import StrictCharField, StrictIntegerField
+from portal.core.serializers import QuerySerializer, StrictBooleanField, StrictCharField, StrictIntegerField
 
 
 class TokenSerializer(serializers.ModelSerializer):
@@ -204,3 +204,49 @@ class TeamSettingsChangeSerializer(serializers.Serializer):
                 {key: [f"Not a team setting; one of {', '.join(self.fields)}."] for key in unknown}
             )
         return attrs
+
+
+class DeliveriesQuerySerializer(QuerySerializer):
+    limit = StrictIntegerField(
+        required=False, min_value=1, max_value=100, help_text="How many of each, 1-100 (default 20)."
+    )
+
+
+class DeliverySerializer(serializers.Serializer):
+    """One message a worker sent, or is sending, and how it went."""
+
+    kind = StrictCharField(help_text="The kind of notification it carries.")
+    state = StrictCharField(help_text="pending, sent or failed")
+    attempts = StrictIntegerField()
+    last_error = StrictCharField(help_text='Why the last attempt failed; "" when none did.')
+    created_at = serializers.DateTimeField()
+    sent_at = serializers.DateTimeField(allow_null=True)
+    sending = StrictBooleanField(help_text="A worker is sending it now.")
+    retry_at = serializers.DateTimeField(
+        allow_null=True, help_text="After a failed attempt: when it is tried again."
+    )
+
+
+class EmailDeliverySerializer(DeliverySerializer):
+    address = StrictCharField()
+    subject = StrictCharField()
+
+
+class WebhookDeliverySerializer(DeliverySerializer):
+    url = StrictCharField(
+        help_text="Where it was posted (to a token of scope read or workloads: scheme and host)."
+    )
+    webhook_format = StrictCharField()
+
+
+class MyDeliveriesSerializer(serializers.Serializer):
+    emails = EmailDeliverySerializer(many=True, help_text="The latest e-mails to you, newest first.")
+    webhooks = WebhookDeliverySerializer(
+        many=True, help_text="The latest posts to your webhook, newest first."
+    )
+
+
+class TeamDeliveriesSerializer(serializers.Serializer):
+    webhooks = WebhookDeliverySerializer(
+        many=True, help_text="The latest posts to the team's webhook, newest first."
+    )
