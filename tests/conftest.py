@@ -335,6 +335,19 @@ def signed_in(user: User) -> Client:
     return client
 
 
+def bearer(raw: str) -> APIClient:
+    """An API client that sends `Authorization: Bearer <raw>`."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+def token_client(user: User, scope: str) -> APIClient:
+    """An API client with a new token of `user` of this scope."""
+    _, raw = token_create(user=user, name=f"t-{scope}", scope=scope)
+    return bearer(raw)
+
+
 def field_html(page: str, name: str) -> str:
     """The markup of one form field's block (partials/field.html), errors included."""
     match = re.search(rf'id="field-{name}">(.*?)(?=<div class="field|</fieldset>|<details)', page, re.S)

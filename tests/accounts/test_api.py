@@ -9,14 +9,9 @@ from rest_framework.test import APIClient
 
 from portal.accounts.models import ApiToken
 from portal.accounts.services import hash_token, token_create
+from tests.conftest import bearer
 
 URL = "/api/v1/tokens"
-
-
-def bearer(raw: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    return client
 
 
 def test_a_new_token_is_shown_once_and_works(researcher, alice):

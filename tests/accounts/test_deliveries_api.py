@@ -7,20 +7,12 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from portal.accounts.models import EmailDelivery, WebhookDelivery
-from portal.accounts.services import token_create
+from tests.conftest import token_client
 
 pytestmark = pytest.mark.django_db
 HOOK = "https://hooks.slack.com/services/T000/B000/SecretPart"
-
-
-def _token_client(user, scope: str) -> APIClient:
-    _, raw = token_create(user=user, name=f"t-{scope}", scope=scope)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    return client
 
 
 def test_you_read_your_latest_emails_and_posts_with_how_each_went(alice, researcher, lead):
@@ -49,7 +41,7 @@ def test_you_read_your_latest_emails_and_posts_with_how_each_went(alice, researc
     assert len(alice.get("/api/v1/notifications/deliveries?limit=1").json()["emails"]) == 1
     assert alice.get("/api/v1/notifications/deliveries?limit=0").status_code == 400
     assert alice.get("/api/v1/notifications/deliveries?limt=1").status_code == 400
-    read = _token_client(researcher, "read").get("/api/v1/notifications/deliveries").json()
+    read = token_client(researcher, "read").get("/api/v1/notifications/deliveries").json()
     assert read["webhooks"][0]["url"] == "https://hooks.slack.com/…"  # the address is the right to post
 
 
@@ -62,4 +54,4 @@ def test_a_teams_posts_are_for_its_leads_and_admins(bob, alice, carol, admin, le
     assert alice.get(url).status_code == 403  # a researcher of the team
     assert carol.get(url).status_code == 404  # another team's: as for no team at all
     assert carol.get(f"{url}?limit=0").status_code == 404  # the team is checked before the query
-    assert _token_client(lead, "read").get(url).json()["webhooks"][0]["url"] == "https://hooks.slack.com/…"
+    assert token_client(lead, "read").get(url).json()["webhooks"][0]["url"] == "https://hooks.slack.com/…"

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from rest_framework.test import APIClient
 
 from portal.accounts.models import Team
-from portal.accounts.services import team_hf_token_set, token_create
+from portal.accounts.services import team_hf_token_set
 from portal.audit.models import AuditEvent
 from portal.core.errors import NotAllowed, ValidationFailed
-from tests.conftest import signed_in
+from tests.conftest import signed_in, token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -68,13 +67,6 @@ def test_the_token_never_shows_in_the_admin_or_in_printed_manifests(lead, team, 
 # The API: what the Team settings page does, for automation.
 
 URL = "/api/v1/teams/vision/settings"
-
-
-def _client(user, scope: str) -> APIClient:
-    _, raw = token_create(user=user, name=f"t-{scope}", scope=scope)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    return client
 
 
 def test_a_lead_reads_and_changes_the_teams_settings_through_the_api(bob, lead, team, settings):
@@ -133,14 +125,18 @@ def test_members_are_refused_outsiders_told_nothing_and_writes_need_the_admin_sc
     assert alice.get(URL).status_code == 403  # a researcher of the team
     assert carol.get(URL).status_code == 404  # another team's: as for a team that does not exist
     assert admin.get(URL).status_code == 200
-    assert _client(lead, "read").get(URL).status_code == 200
+    assert token_client(lead, "read").get(URL).status_code == 200
     for scope in ("read", "workloads"):
-        refused = _client(lead, scope).patch(URL, {"approval_reminder_hours": 2}, format="json")
+        refused = token_client(lead, scope).patch(URL, {"approval_reminder_hours": 2}, format="json")
         assert refused.status_code == 403, scope
     assert (
-        "admin scope" in _client(lead, "workloads").patch(URL, {}, format="json").json()["error"]["message"]
+        "admin scope"
+        in token_client(lead, "workloads").patch(URL, {}, format="json").json()["error"]["message"]
     )
-    assert _client(lead, "admin").patch(URL, {"approval_reminder_hours": 2}, format="json").status_code == 200
+    assert (
+        token_client(lead, "admin").patch(URL, {"approval_reminder_hours": 2}, format="json").status_code
+        == 200
+    )
 
 
 def test_idle_reclaim_is_switched_on_and_tuned_from_the_api_and_the_page(bob, lead, team):
@@ -209,11 +205,13 @@ def test_a_token_that_may_not_change_a_webhook_reads_only_its_host(bob, lead, te
     assert (
         bob.patch(URL, {"webhook_url": hook}, format="json").json()["webhook_url"] == hook
     )  # the page's session
-    assert _client(lead, "admin").get(URL).json()["webhook_url"] == hook
+    assert token_client(lead, "admin").get(URL).json()["webhook_url"] == hook
     for scope in ("read", "workloads"):
-        assert _client(lead, scope).get(URL).json()["webhook_url"] == "https://127.0.0.1:8443/…", scope
+        assert token_client(lead, scope).get(URL).json()["webhook_url"] == "https://127.0.0.1:8443/…", scope
 
-    sent_back = _client(lead, "admin").patch(URL, {"webhook_url": "https://127.0.0.1:8443/…"}, format="json")
+    sent_back = token_client(lead, "admin").patch(
+        URL, {"webhook_url": "https://127.0.0.1:8443/…"}, format="json"
+    )
     assert (
         sent_back.status_code == 400 and "whole URL" in sent_back.json()["error"]["fields"]["webhook_url"][0]
     )
@@ -221,5 +219,5 @@ def test_a_token_that_may_not_change_a_webhook_reads_only_its_host(bob, lead, te
 
     prefs = "/api/v1/notifications/preferences"
     assert bob.put(prefs, {"webhook_url": hook}, format="json").json()["webhook_url"] == hook
-    assert _client(lead, "read").get(prefs).json()["webhook_url"] == "https://127.0.0.1:8443/…"
-    assert _client(lead, "admin").get(prefs).json()["webhook_url"] == hook
+    assert token_client(lead, "read").get(prefs).json()["webhook_url"] == "https://127.0.0.1:8443/…"
+    assert token_client(lead, "admin").get(prefs).json()["webhook_url"] == hook

@@ -7,18 +7,12 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from portal.accounts.models import ApiToken
 from portal.accounts.services import token_create
+from tests.conftest import bearer
 
 pytestmark = pytest.mark.django_db
-
-
-def bearer(raw: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    return client
 
 
 def test_a_read_token_reads_and_writes_nothing(researcher, team):
