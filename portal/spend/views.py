@@ -35,7 +35,13 @@ from portal.spend.selectors import spend_grouped, spend_teams
 def spend(request: HttpRequest) -> HttpResponse:
     """Researchers see their own spend, leads their teams', admins everything."""
     teams = spend_teams(request.user)
-    form = SpendForm(request.GET, teams=teams)
+    member_teams = [] if request.user.is_platform_admin else _member_teams(request.user, teams)
+    query = request.GET
+    if "team" not in query and len(teams) == 1 and not member_teams and not request.user.is_platform_admin:
+        # A lead of one team and in no other: open on that team, whose budget the charts can draw.
+        query = query.copy()
+        query["team"] = teams[0].slug
+    form = SpendForm(query, teams=teams)
     rows, daily, daily_url = [], None, ""
     if form.is_valid():
         start, end = form.window()
@@ -67,7 +73,7 @@ def spend(request: HttpRequest) -> HttpResponse:
             form.cleaned_data.get("split", "user") if form.is_valid() else "user"
         ),
         "max_days": MAX_DAYS,
-        "member_teams": [] if request.user.is_platform_admin else _member_teams(request.user, teams),
+        "member_teams": member_teams,
         "scope": "everyone's spend"
         if request.user.is_platform_admin
         else ("your teams' spend" if teams else "your own spend"),

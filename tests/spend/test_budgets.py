@@ -182,3 +182,4 @@ def test_a_budget_gone_over_reads_over_by_how_much_and_spent_not_a_time_it_runs_
         assert "$-3.00" not in shown and "runs out" not in shown and "; the budget is spent." in shown
         # drawn full: a meter stops at its max
         assert '<meter class="meter" min="0" max="100" value="160"' in shown
+    assert "over by $3.00" in page  # the budget left, day by day, under the cumulative chart

@@ -146,3 +146,17 @@ def test_the_page_runs_a_bounded_number_of_queries(
         page = lead_client.get("/spend/", query).content.decode()
     assert len(few) <= 60
     assert table(page, "spend-daily-cumulative")["2026-01-31"] == ["$137.60", "$49,862.40"]  # + 12 x 6.88
+
+
+def test_a_lead_of_one_team_opens_on_it_and_so_on_its_budget_line(lead_client, january):
+    page = lead_client.get("/spend/", JANUARY).content.decode()
+    assert '<option value="vision" selected>' in page and 'id="spend-budget-line"' in page
+    everyone = lead_client.get("/spend/", {**JANUARY, "team": ""}).content.decode()
+    assert 'id="spend-budget-line"' not in everyone  # "All I can see", once chosen, stays chosen
+    assert '<option value="" selected>' in everyone
+
+
+def test_a_lead_also_in_another_team_opens_on_all_they_can_see(lead_client, lead, other_team, january):
+    MembershipFactory(user=lead, team=other_team)  # their own spend there is in "All I can see"
+    page = lead_client.get("/spend/", JANUARY).content.decode()
+    assert '<option value="vision" selected>' not in page and 'id="spend-budget-line"' not in page

@@ -59,3 +59,12 @@ def test_the_page_reads_a_few_queries_per_team(researcher, team, other_team, dja
     with django_assert_max_num_queries(20) as two:
         client.get("/teams/")
     assert len(two.captured_queries) - len(one.captured_queries) <= 5
+
+
+def test_a_team_over_its_budget_reads_over_by_how_much(researcher, team, fleet):
+    team.monthly_budget = Decimal("5.00")
+    team.save()
+    make_sandbox(owner=researcher, team=team, gpu=fleet["whole"].gpus.first(), hours_ago=2)  # 2 h at $6.88
+
+    vision = signed_in(researcher).get("/teams/").content.decode().split('id="team-vision"')[1]
+    assert "<strong>$8.76</strong> over the budget of $5.00" in vision and "$-" not in vision

@@ -17,3 +17,12 @@ def usd(value: object) -> str:
     except (InvalidOperation, ValueError):
         return str(value)
     return f"-${-amount:,.2f}" if amount < 0 else f"${amount:,.2f}"
+
+
+@register.filter
+def usd_abs(value: object) -> str:
+    """An amount without its sign, for a sentence that says which side it is on ("over by $3.00")."""
+    try:
+        return usd(abs(Decimal(str(value))))
+    except (InvalidOperation, ValueError):
+        return str(value)
