@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -270,7 +271,7 @@ class WorkloadHistoryView(WorkloadApi, generics.ListAPIView):
     def get_serializer_class(self) -> type[serializers.Serializer]:
         return HistoryEventSerializer  # not the kind's (the subclass names its kind first)
 
-    def get_queryset(self) -> list[AuditEvent]:  # type: ignore[override]
+    def get_queryset(self) -> QuerySet[AuditEvent]:
         return workload_audit_trail(self.get_workload(self.request, self.kwargs["pk"]))
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -310,10 +310,11 @@ def any_live(workloads: list[Workload]) -> bool:
     return any(workload.state in LIVE_STATES for workload in workloads)
 
 
-def workload_audit_trail(workload: Workload) -> list[AuditEvent]:
-    """Events about a sandbox or deployment and its approvals, oldest first (the caller may see it)."""
+def workload_audit_trail(workload: Workload) -> QuerySet[AuditEvent]:
+    """Events about a sandbox or deployment and its approvals, oldest first (the caller may see
+    it); read when iterated, so the API reads one page of a long trail."""
     approval_ids = [str(a.pk) for a in getattr(workload, "all_approvals", [])]
-    return list(
+    return (
         AuditEvent.objects.select_related("actor")
         .filter(
             Q(object_type=workload.kind, object_id=str(workload.pk))

@@ -267,3 +267,27 @@ def test_a_deployments_history_is_its_audit_trail(run_jobs, fleet, catalog, alic
     assert [e["action"] for e in events][:1] == ["deployment.request"]
     assert "deployment.running" in [e["action"] for e in events]
     assert carol.get(f"{URL}/{made['id']}/history").status_code == 404
+
+
+def test_a_long_history_is_read_a_page_at_a_time(
+    fleet, researcher, team, alice, django_assert_max_num_queries
+):
+    from portal.audit.models import AuditEvent
+    from portal.audit.services import audit_record
+    from tests.rows import make_sandbox
+
+    sandbox = make_sandbox(owner=researcher, team=team, gpu=fleet["whole"].gpus.first())
+    for n in range(120):
+        audit_record(actor=researcher, action="sandbox.extend", obj=sandbox, detail=f"by {n} h")
+    url = f"/api/v1/sandboxes/{sandbox.number}/history"
+    with django_assert_max_num_queries(12) as queries:
+        first = alice.get(url).json()
+    read = [q["sql"] for q in queries.captured_queries if 'FROM "audit_auditevent"' in q["sql"]]
+    assert read and all("COUNT(" in sql or "LIMIT 50" in sql for sql in read)  # one page, not the trail
+    assert (
+        first["count"] == AuditEvent.objects.filter(object_type="sandbox", object_id=str(sandbox.pk)).count()
+    )
+    assert first["count"] >= 120
+    assert len(first["results"]) == 50 and first["results"][0]["detail"] == "by 0 h"  # oldest first
+    last = alice.get(url, {"page": 3}).json()["results"]
+    assert last[-1]["detail"] == "by 119 h"
