@@ -39,10 +39,11 @@ from portal.workloads.forms import ExtendForm
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
 from portal.workloads.models import WorkloadKind
 from portal.workloads.presets import presets_for
-from portal.workloads.selectors import progress_steps, workload_audit_trail
+from portal.workloads.selectors import progress_steps
 from portal.workloads.services import workload_keep
 from portal.workloads.views import (
     actions_changed,
+    audit_trail_context,
     detail_panels,
     form_prefill,
     panels_changed,
@@ -224,7 +225,7 @@ def deployment_detail(request: HttpRequest, number: int) -> HttpResponse:
     panels = detail_panels(workload)
     context = {
         "live_version": version,
-        "audit_trail": workload_audit_trail(workload),
+        **audit_trail_context(request, workload),
         "row": row,
         "deployment": workload,
         "steps": progress_steps(workload, row.approval),

@@ -26,6 +26,7 @@ from portal.workloads.selectors import (
     any_live,
     pending_extension,
     user_standing,
+    workload_audit_trail,
     workload_id_for,
 )
 from portal.workloads.services import (
@@ -68,6 +69,23 @@ def workload_list_context(
         "page_obj": page_obj,
         "rows": rows(workloads),
         "polling": any_live(workloads),
+    }
+
+
+TRAIL_SHOWN = 50  # events of a detail page's audit trail; `?trail=all` shows every one
+
+
+def audit_trail_context(request: HttpRequest, workload: Workload) -> dict[str, Any]:
+    """A detail page's audit trail: its latest events, oldest first, and whether earlier ones
+    were left out (a deployment that ran for weeks gathers scale and health events)."""
+    trail = workload_audit_trail(workload)
+    if request.GET.get("trail") == "all":
+        return {"audit_trail": list(trail), "trail_all": True, "trail_earlier": False}
+    newest = list(trail.reverse()[: TRAIL_SHOWN + 1])
+    return {
+        "audit_trail": newest[:TRAIL_SHOWN][::-1],
+        "trail_all": False,
+        "trail_earlier": len(newest) > TRAIL_SHOWN,
     }
 
 

@@ -301,3 +301,25 @@ def test_the_owner_gets_a_kubeconfig_on_the_page_and_only_while_the_sandbox_runs
 
     Workload.objects.filter(pk=sandbox.pk).update(state=WorkloadState.TERMINATED)
     assert researcher_client.get(f"/sandboxes/{sandbox.number}/kubeconfig/").status_code == 404
+
+
+def test_a_long_audit_trail_shows_its_latest_events_and_every_one_on_asking(
+    researcher_client, researcher, team, h100
+):
+    from portal.audit.services import audit_record
+
+    sandbox = make_sandbox(owner=researcher, team=team, gpu_type=h100)
+    for n in range(60):
+        audit_record(actor=researcher, action="sandbox.extend", obj=sandbox, detail=f"event {n}")
+    url = f"/sandboxes/{sandbox.number}/"
+
+    page = researcher_client.get(url).content.decode()
+    trail = page.split('id="audit-trail-events"')[1].split("</ol>")[0]
+    assert trail.count("<li>") == 50 and "event 59" in trail and "event 9<" not in trail
+    assert trail.index("event 10<") < trail.index("event 59")  # oldest first
+    assert 'href="?trail=all#audit-trail-events"' in trail
+
+    everything = researcher_client.get(url, {"trail": "all"}).content.decode()
+    trail = everything.split('id="audit-trail-events"')[1].split("</ol>")[0]
+    assert "event 0<" in trail and "Show every event" not in trail
+    assert "&amp;trail=all" in everything  # the page's refresh keeps every event

@@ -47,10 +47,11 @@ from portal.workloads.forms import ExtendForm
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
 from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
 from portal.workloads.presets import presets_for
-from portal.workloads.selectors import progress_steps, workload_audit_trail
+from portal.workloads.selectors import progress_steps
 from portal.workloads.services import sandbox_keep
 from portal.workloads.views import (
     actions_changed,
+    audit_trail_context,
     detail_panels,
     form_prefill,
     panels_changed,
@@ -189,7 +190,7 @@ def sandbox_detail(request: HttpRequest, number: int) -> HttpResponse:
     panels = detail_panels(row.sandbox)
     context = {
         "live_version": version,
-        "audit_trail": workload_audit_trail(row.sandbox),
+        **audit_trail_context(request, row.sandbox),
         "row": row,
         "sandbox": row.sandbox,
         "steps": progress_steps(row.sandbox, row.approval),
