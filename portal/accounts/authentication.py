@@ -1,5 +1,5 @@
 """`Authorization: Bearer <token>` with a personal access token, within the token's scope: a
-`read` token only reads; a `workloads` token does all its user may but manage tokens; an `admin`
+`read` token only reads; a `workloads` token does all its user may but manage credentials (see TOKEN_PATHS); an `admin`
 token does all its user may; a `serving` token calls model endpoints only, never the API."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from portal.accounts.services import token_authenticate
 
 # Writes a leaked token must not make unless it has the admin scope: credentials that outlive it
 # (tokens; SSH keys, which would keep opening their user's ssh sandboxes after it is revoked; a
-# team's webhook and Hugging Face token) and a platform admin's fleet actions (removing objects
-# from a cluster, taking over a node's MIG layout).
-TOKEN_PATHS = ("/api/v1/tokens", "/api/v1/ssh-keys", "/api/v1/fleet/")
+# user's or a team's webhook, which would keep receiving their notifications, and a team's Hugging
+# Face token) and a platform admin's fleet actions (removing objects from a cluster, taking over a
+# node's MIG layout).
+TOKEN_PATHS = ("/api/v1/tokens", "/api/v1/ssh-keys", "/api/v1/fleet/", "/api/v1/notifications/preferences")
 TEAM_SETTINGS_PATH = re.compile(r"^/api/v1/teams/[^/]+/settings/?$")
 
 
@@ -47,7 +48,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         guarded = path.startswith(TOKEN_PATHS) or TEAM_SETTINGS_PATH.match(path)
         if writes and token.scope != ApiToken.Scope.ADMIN and guarded:
             raise exceptions.PermissionDenied(
-                "Managing tokens, SSH keys, team settings and the fleet needs a token with the admin scope."
+                "Managing tokens, SSH keys, notification preferences, team settings and the fleet needs a token "
+                "with the admin scope."
             )
         return (token.user, token)
 

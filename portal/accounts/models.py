@@ -187,7 +187,10 @@ class ApiToken(models.Model):
 
     class Scope(models.TextChoices):
         READ = "read", "Read only"
-        WORKLOADS = "workloads", "Workloads (everything but tokens, SSH keys, team settings and the fleet)"
+        WORKLOADS = (
+            "workloads",
+            "Workloads (everything but tokens, SSH keys, webhooks, team settings and the fleet)",
+        )
         ADMIN = "admin", "Admin (everything, tokens included)"
         SERVING = "serving", "Serving (calls one team's model endpoints only)"
 

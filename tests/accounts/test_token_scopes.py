@@ -74,3 +74,21 @@ def test_tokens_made_before_scopes_keep_all_they_could_do():
     assert field.default == "workloads"  # new ones
     migration = executor.loader.get_migration("accounts", "0008_token_scope")
     assert migration.operations[0].field.default == "admin"  # existing rows
+
+
+def test_a_workloads_token_may_not_point_its_users_notifications_elsewhere(researcher, settings):
+    """A webhook set with a leaked token would keep receiving its user's notifications after the
+    token is revoked; muting would hide that from them."""
+    settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True
+    _, raw = token_create(user=researcher, name="ci")
+    api = bearer(raw)
+    assert api.get("/api/v1/notifications/preferences").status_code == 200
+    answer = api.put(
+        "/api/v1/notifications/preferences", {"webhook_url": "https://127.0.0.1/x"}, format="json"
+    )
+    assert answer.status_code == 403 and "admin scope" in answer.json()["error"]["message"]
+    _, admin_raw = token_create(user=researcher, name="admin", scope="admin")
+    changed = bearer(admin_raw).put(
+        "/api/v1/notifications/preferences", {"webhook_url": "https://127.0.0.1/x"}, format="json"
+    )
+    assert changed.status_code == 200 and changed.json()["webhook_url"] == "https://127.0.0.1/x"
