@@ -2,8 +2,11 @@
 
 The portal posts only to URLs it accepts here: https, and (unless PORTAL_WEBHOOK_ALLOW_PRIVATE,
 on by default with DEBUG) never to a host that resolves to a loopback, private, link-local or
-reserved address, so a webhook cannot be used to reach the portal's own network (SSRF). The
-address is checked again right before each post.
+reserved address, nor to an IPv6 address that carries such an IPv4 one (mapped, NAT64, 6to4,
+Teredo), so a webhook cannot be used to reach the portal's own network (SSRF). Before each post
+the host is resolved once, and the post connects to the address that was checked (its TLS still
+verified for the host's name): a name that answers a public address to the check and a private
+one to the connection (DNS rebinding) reaches nothing inside.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django.conf import settings
@@ -46,6 +49,13 @@ def webhook_url_check(url: str, *, field: str = "webhook_url") -> str:
     """The URL, if the portal may post to it ("" clears a webhook); else ValidationFailed."""
     if not url:
         return ""
+    _checked(url, field)
+    return url
+
+
+def _checked(url: str, field: str) -> list[str]:
+    """The addresses a webhook URL's host has now, each one checked (none where private ones are
+    allowed); ValidationFailed for a URL the portal does not post to."""
     if len(url) > 500:
         raise _refuse("At most 500 characters.", field)
     if url.endswith(MASKED_PATH):
@@ -58,19 +68,55 @@ def webhook_url_check(url: str, *, field: str = "webhook_url") -> str:
         raise _refuse("Only https:// URLs are accepted.", field)
     if parts.username or parts.password:
         raise _refuse("No user name or password in the URL.", field)
-    if not allow_private:
-        try:
-            port = parts.port or 443
-            addresses = {
-                info[4][0] for info in socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
-            }
-        except (OSError, ValueError):
-            raise _refuse(f"The host {parts.hostname} could not be resolved.", field) from None
-        for address in addresses:
-            ip = ipaddress.ip_address(address.split("%")[0])
-            if not ip.is_global:
-                raise _refuse(f"{parts.hostname} is a private or loopback address.", field)
-    return url
+    return [] if allow_private else _public_addresses(parts.hostname, parts.port or 443, field)
+
+
+# IPv6 prefixes whose addresses carry an IPv4 address in their last 32 bits: NAT64 (RFC 6052,
+# RFC 8215) and the deprecated IPv4-compatible form.
+_IPV4_CARRIERS = tuple(ipaddress.ip_network(net) for net in ("64:ff9b::/96", "64:ff9b:1::/48", "::/96"))
+
+
+def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether an address is on the public internet, with any IPv4 address it carries."""
+    if not ip.is_global:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address):
+        carried = [ip.ipv4_mapped, ip.sixtofour, ip.teredo[1] if ip.teredo else None]
+        carried += [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) for net in _IPV4_CARRIERS if ip in net]
+        return all(_public(inner) for inner in carried if inner is not None)
+    return True
+
+
+def _public_addresses(hostname: str, port: int, field: str) -> list[str]:
+    """Every address the host resolves to, if each one is public; else ValidationFailed."""
+    try:
+        found = socket.getaddrinfo(hostname, port, type=socket.SOCK_STREAM)
+    except (OSError, ValueError, UnicodeError):
+        raise _refuse(f"The host {hostname} could not be resolved.", field) from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    for address in addresses:
+        if not _public(ipaddress.ip_address(address.split("%")[0])):
+            raise _refuse(f"{hostname} is a private or loopback address.", field)
+    return addresses
+
+
+def _post(url: str, body: dict[str, Any]) -> httpx.Response:
+    """POST the body to the URL, connecting to the address its host was checked at just now (one
+    lookup); ValidationFailed for a URL the portal does not post to (any more)."""
+    addresses = _checked(url, "webhook_url")
+    if not addresses:  # private addresses allowed: nothing to pin
+        return httpx.post(url, json=body, timeout=TIMEOUT_SECONDS, follow_redirects=False)
+    parts = urlsplit(url)
+    address = addresses[0]
+    host = f"[{address}]" if ":" in address else address
+    pinned = urlunsplit(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host))
+    with httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False) as client:
+        return client.post(
+            pinned,
+            json=body,
+            headers={"Host": parts.netloc},
+            extensions={"sni_hostname": parts.hostname},  # SNI, and the name the certificate must carry
+        )
 
 
 def _slack_link(url: str, label: str) -> str:
@@ -115,12 +161,9 @@ def webhook_deliver(*, delivery_id: int) -> int | None:
 
     def post(delivery: WebhookDelivery) -> None:
         try:
-            webhook_url_check(delivery.url)
+            response = _post(delivery.url, delivery.body)
         except ValidationFailed as refused:
             raise DeliveryRefused(refused.message) from refused
-        response = httpx.post(
-            delivery.url, json=delivery.body, timeout=TIMEOUT_SECONDS, follow_redirects=False
-        )
         if response.status_code >= 300:
             raise OSError(f"HTTP {response.status_code}: {response.text[:200]}")
 
