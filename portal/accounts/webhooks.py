@@ -87,12 +87,18 @@ def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return True
 
 
+class Unresolved(ValidationFailed, status=400, code="invalid"):
+    """The host has no address now: refused when the URL is set, tried again when posting (DNS
+    may be down for a while)."""
+
+
 def _public_addresses(hostname: str, port: int, field: str) -> list[str]:
     """Every address the host resolves to, if each one is public; else ValidationFailed."""
     try:
         found = socket.getaddrinfo(hostname, port, type=socket.SOCK_STREAM)
     except (OSError, ValueError, UnicodeError):
-        raise _refuse(f"The host {hostname} could not be resolved.", field) from None
+        message = f"The host {hostname} could not be resolved."
+        raise Unresolved(f"Webhook URL: {message}", fields={field: [message]}) from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
     for address in addresses:
         if not _public(ipaddress.ip_address(address.split("%")[0])):
@@ -162,6 +168,8 @@ def webhook_deliver(*, delivery_id: int) -> int | None:
     def post(delivery: WebhookDelivery) -> None:
         try:
             response = _post(delivery.url, delivery.body)
+        except Unresolved as unresolved:
+            raise OSError(unresolved.message) from unresolved
         except ValidationFailed as refused:
             raise DeliveryRefused(refused.message) from refused
         if response.status_code >= 300:

@@ -187,3 +187,18 @@ def test_a_name_that_now_answers_an_address_inside_is_never_posted_to_again(tls_
     delivery.refresh_from_db()
     assert delivery.state == WebhookDelivery.State.FAILED and "private or loopback" in delivery.last_error
     assert bodies == []
+
+
+def test_a_host_that_does_not_resolve_for_now_is_tried_again(settings, monkeypatch, researcher):
+    settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = False
+
+    def down(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", down)
+    delivery = _hook(f"https://{HOST}/hook")
+    delivery.user = researcher
+    delivery.save()
+    assert webhook_deliver(delivery_id=delivery.pk) is not None  # seconds until its retry
+    delivery.refresh_from_db()
+    assert delivery.state == WebhookDelivery.State.PENDING and "could not be resolved" in delivery.last_error
