@@ -335,10 +335,12 @@ SPECTACULAR_SETTINGS = {
 
 # One cache for every process where they must agree (sandbox sign-in tickets are used once):
 # Redis in production (PORTAL_CACHE_URL=redis://...), each process's memory in the embedded default.
-# API rate limits are counted in the "throttle" cache, so that however many gunicorn workers serve
-# the API one user has one count: Redis too; without it the database (table portal_throttle_cache,
-# made by a migration); the embedded portal's memory only where the development key guarantees
-# one process (`runportal` on loopback), which spares every API request a write to SQLite.
+# API rate limits are counted in the "throttle" cache, and a sandbox sign-in ticket is marked used
+# in the "shared" one, so that however many gunicorn workers serve the portal one user has one
+# count and a ticket opens one door once: Redis too; without it the database (table
+# portal_throttle_cache, made by a migration); the embedded portal's memory only where the
+# development key guarantees one process (`runportal` on loopback), which spares every API
+# request a write to SQLite.
 PORTAL_CACHE_URL = env_str("PORTAL_CACHE_URL", "")
 if PORTAL_CACHE_URL and not PORTAL_CACHE_URL.startswith(("redis://", "rediss://")):
     raise ConfigError(f"PORTAL_CACHE_URL must be a redis:// or rediss:// URL (got {PORTAL_CACHE_URL!r})")
@@ -346,16 +348,20 @@ _redis_cache = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCAT
 _memory_cache = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 if PORTAL_CACHE_URL:
     _throttle_cache = {**_redis_cache, "KEY_PREFIX": "throttle"}
+    _shared_cache = {**_redis_cache, "KEY_PREFIX": "shared"}
 elif SECRET_KEY == DEVELOPMENT_SECRET_KEY:
     _throttle_cache = {**_memory_cache, "LOCATION": "throttle"}
+    _shared_cache = {**_memory_cache, "LOCATION": "shared"}
 else:
     _throttle_cache = {
         "BACKEND": "django.core.cache.backends.db.DatabaseCache",
         "LOCATION": "portal_throttle_cache",
     }
+    _shared_cache = {**_throttle_cache, "KEY_PREFIX": "shared"}
 CACHES = {
     "default": _redis_cache if PORTAL_CACHE_URL else _memory_cache,
     "throttle": _throttle_cache,
+    "shared": _shared_cache,
 }
 
 # --- Jobs -------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from cachetools import TTLCache, cached
 from django.core import signing
-from django.core.cache import cache
+from django.core.cache import caches
 from django.urls import reverse
 from django.utils import timezone
 
@@ -163,12 +163,20 @@ def _refusal(door: SandboxDoor | None, person: Person, now: datetime) -> str:
     return ""
 
 
+def _default_port(parts: SplitResult) -> bool:
+    try:
+        return parts.port in (None, 443)
+    except ValueError:  # not a port number
+        return False
+
+
 def gate_ticket_issue(*, user: User, url: str) -> str:
     """A one-time ticket that lets `user` into the sandbox at `url`'s host: the sign-in step.
     Refused (NotFound, NotAllowed) unless the host is a sandbox they may enter now, so the
     sign-in redirect can never send anyone to a host that is not a sandbox."""
     parts = _split(url)
-    host = url_hostname(url) if parts is not None and parts.scheme in ("http", "https") else ""
+    # https on its default port only, as sandbox_app_url links it: the ticket is a credential
+    host = url_hostname(url) if parts is not None and parts.scheme == "https" and _default_port(parts) else ""
     door = gate_door(host) if host else None
     if door is None:
         raise NotFound("There is no sandbox at this address.")
@@ -194,7 +202,7 @@ def gate_decide(
         person = _person(int(claim["u"]))
         if claim.get("h") != host or person is None or not person.active:
             return GateDecision(401, "The sign-in link is for another sandbox: sign in again.")
-        if not cache.add(f"gate-ticket:{claim['n']}", 1, TICKET_SECONDS + 5):
+        if not caches["shared"].add(f"gate-ticket:{claim['n']}", 1, TICKET_SECONDS + 5):
             return GateDecision(401, "The sign-in link was used already: sign in again.")
         reason = _refusal(door, person, now)
         if reason:

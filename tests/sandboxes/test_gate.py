@@ -8,6 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import time_machine
+from django.core.cache import caches
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -163,6 +164,7 @@ def test_a_ticket_works_once_for_its_host_and_not_after_a_minute(sandbox, resear
     other_host = location.replace(HOST, "sbx-vision-other-2.sandboxes.gpu.internal")
     assert check(Client(), other_host).status_code == 401
     assert check(Client(), location).status_code == 200
+    caches["default"].clear()  # another gunicorn worker: its own memory, the same shared cache
     replay = check(Client(), location)
     assert replay.status_code == 401 and b"used already" in replay.content
 
@@ -194,6 +196,9 @@ def test_a_forged_or_foreign_cookie_is_refused(sandbox, researcher):
         "https://sandboxes.gpu.internal/",
         "",
         "https://[x/",
+        f"http://{HOST}/lab",  # the ticket would travel in plain text
+        f"https://{HOST}:8443/lab",  # or to another port of the ingress's address
+        f"https://{HOST}:x/lab",
     ],
 )
 def test_sign_in_never_redirects_anywhere_but_a_sandbox(researcher_client, sandbox, target):
