@@ -58,6 +58,17 @@ def is_muted(prefs: NotificationSettings, *, kind: str, channel: str) -> bool:
     return kind in (prefs.muted or {}).get(channel, [])
 
 
+def notification_kinds_for(user: User, *, leads_a_team: bool) -> list[tuple[str, str]]:
+    """(kind, label) of the notifications that can reach `user`: fleet alerts go to platform
+    admins only, approval requests and reminders to leads (and admins)."""
+    hidden = set()
+    if not user.is_platform_admin:
+        hidden.add(NotificationKind.FLEET)
+        if not leads_a_team:
+            hidden |= {NotificationKind.APPROVAL_REQUEST, NotificationKind.APPROVAL_REMINDER}
+    return [(kind, label) for kind, label in NotificationKind.choices if kind not in hidden]
+
+
 def _event(
     *,
     kind: str,

@@ -22,11 +22,13 @@ from portal.accounts.models import (
 )
 from portal.accounts.notifications import (
     is_muted,
+    notification_kinds_for,
     notification_settings_of,
     notification_settings_update,
 )
 from portal.accounts.selectors import (
     email_deliveries_of,
+    lead_team_ids,
     notifications_of,
     recent_notifications,
     tokens_of,
@@ -251,7 +253,7 @@ def _notifications_context(request: HttpRequest, errors: list[str] | None = None
                 for channel in NotificationChannel.values
             ],
         )
-        for kind, label in NotificationKind.choices
+        for kind, label in _kinds_for(request.user)
     ]
     return {
         "page_obj": page_obj,
@@ -264,6 +266,10 @@ def _notifications_context(request: HttpRequest, errors: list[str] | None = None
         "emails": email_deliveries_of(request.user),
         "errors": errors or [],
     }
+
+
+def _kinds_for(user) -> list[tuple[str, str]]:
+    return notification_kinds_for(user, leads_a_team=bool(lead_team_ids(user)))
 
 
 @login_required
@@ -287,9 +293,20 @@ def notification_read(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def notification_preferences(request: HttpRequest) -> HttpResponse:
-    """Save the preferences form: a ticked box keeps a kind on a channel."""
+    """Save the preferences form: a ticked box keeps a kind on a channel; a kind the form does not
+    show (one that cannot reach this user now) keeps what it was."""
+    shown = {kind for kind, _ in _kinds_for(request.user)}
+    prefs = notification_settings_of(request.user)
     muted = {
-        channel: [kind for kind in NotificationKind.values if f"{channel}:{kind}" not in request.POST]
+        channel: [
+            kind
+            for kind in NotificationKind.values
+            if (
+                f"{channel}:{kind}" not in request.POST
+                if kind in shown
+                else is_muted(prefs, kind=kind, channel=channel)
+            )
+        ]
         for channel in NotificationChannel.values
     }
     try:

@@ -136,3 +136,27 @@ def test_the_api_reads_and_changes_preferences(researcher, alice):
     )
     assert unknown_kind.status_code == 400
     assert NotificationSettings.objects.get(user=researcher).muted == {"email": ["idle", "running"]}
+
+
+def test_the_form_offers_only_kinds_that_can_reach_you_and_keeps_the_others(
+    researcher, researcher_client, lead_client, admin_client
+):
+    researcher_page = researcher_client.get("/notifications/").content.decode()
+    assert "Fleet alerts" not in researcher_page and "Approval requests" not in researcher_page
+    assert "Decisions on my requests" in researcher_page
+    assert "Approval requests" in lead_client.get("/notifications/").content.decode()
+    assert "Fleet alerts" not in lead_client.get("/notifications/").content.decode()
+    assert "Fleet alerts" in admin_client.get("/notifications/").content.decode()
+
+    NotificationSettings.objects.create(user=researcher, muted={"email": ["approval_request"]})
+    shown = ["decision", "running", "budget"]
+    ticked = {f"{channel}:{kind}": "on" for channel in ("portal", "email", "webhook") for kind in shown}
+    assert (
+        researcher_client.post("/notifications/preferences/", ticked | {"webhook_url": ""}).status_code == 302
+    )
+    muted = NotificationSettings.objects.get(user=researcher).muted
+    assert "approval_request" in muted["email"]  # hidden, and as it was: muted
+    assert (
+        "fleet" not in muted["portal"] and "approval_reminder" not in muted["email"]
+    )  # hidden: as they were
+    assert "health" in muted["portal"] and "decision" not in muted["portal"]  # shown: as ticked
