@@ -6,15 +6,17 @@ reserved address, nor to an IPv6 address that carries such an IPv4 one (mapped, 
 Teredo), so a webhook cannot be used to reach the portal's own network (SSRF). Before each post
 the host is resolved once, and the post connects to the address that was checked (its TLS still
 verified for the host's name): a name that answers a public address to the check and a private
-one to the connection (DNS rebinding) reaches nothing inside.
+one to the connection (DNS rebinding) reaches nothing inside. Behind an egress proxy the post
+goes through it by name, and the proxy guards the way out.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import urllib.request
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -68,7 +70,18 @@ def _checked(url: str, field: str) -> list[str]:
         raise _refuse("Only https:// URLs are accepted.", field)
     if parts.username or parts.password:
         raise _refuse("No user name or password in the URL.", field)
-    return [] if allow_private else _public_addresses(parts.hostname, parts.port or 443, field)
+    try:
+        parts.port  # noqa: B018 (a port out of range or not a number shows only when asked for)
+        target = httpx.URL(url)  # its host as it is sent: IDNA 2008, as httpx encodes it
+    except (httpx.InvalidURL, ValueError):
+        raise _refuse("Not a valid host name or port.", field) from None
+    if allow_private:
+        return []
+    return _public_addresses(_ascii_host(target), target.port or 443, field)
+
+
+def _ascii_host(target: httpx.URL) -> str:
+    return target.raw_host.decode("ascii")
 
 
 # IPv6 prefixes whose addresses carry an IPv4 address in their last 32 bits: NAT64 (RFC 6052,
@@ -106,23 +119,53 @@ def _public_addresses(hostname: str, port: int, field: str) -> list[str]:
     return addresses
 
 
+def _proxy_for(target: httpx.URL) -> str:
+    """The egress proxy the environment names for this URL (HTTPS_PROXY and NO_PROXY), or ""."""
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(target.scheme) or proxies.get("all") or ""
+    return "" if proxy and urllib.request.proxy_bypass_environment(target.host, proxies) else proxy
+
+
+def _client(proxy: str | None = None) -> httpx.Client:
+    """A client that takes its proxy from `_proxy_for`, not from the environment itself (an IP
+    address would not match NO_PROXY's names), and its CAs from the environment still
+    (SSL_CERT_FILE, SSL_CERT_DIR), as httpx does by default."""
+    return httpx.Client(
+        timeout=TIMEOUT_SECONDS,
+        follow_redirects=False,
+        proxy=proxy,
+        trust_env=False,
+        verify=httpx.create_ssl_context(trust_env=True),
+    )
+
+
 def _post(url: str, body: dict[str, Any]) -> httpx.Response:
-    """POST the body to the URL, connecting to the address its host was checked at just now (one
-    lookup); ValidationFailed for a URL the portal does not post to (any more)."""
+    """POST the body to the URL, connecting to an address its host was checked at just now (one
+    lookup; the next one if a connection fails), its TLS verified for the host's name. Behind an
+    egress proxy the post goes through it by name: the proxy resolves it, and guards the way out.
+    ValidationFailed for a URL the portal does not post to (any more)."""
     addresses = _checked(url, "webhook_url")
-    if not addresses:  # private addresses allowed: nothing to pin
-        return httpx.post(url, json=body, timeout=TIMEOUT_SECONDS, follow_redirects=False)
-    parts = urlsplit(url)
-    address = addresses[0]
-    host = f"[{address}]" if ":" in address else address
-    pinned = urlunsplit(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host))
-    with httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False) as client:
-        return client.post(
-            pinned,
-            json=body,
-            headers={"Host": parts.netloc},
-            extensions={"sni_hostname": parts.hostname},  # SNI, and the name the certificate must carry
-        )
+    target = httpx.URL(url)
+    proxy = _proxy_for(target)
+    if not addresses or proxy:
+        with _client(proxy=proxy or None) as client:
+            return client.post(target, json=body)
+    name = _ascii_host(target)
+    host = (f"[{name}]" if ":" in name else name) + (f":{target.port}" if target.port else "")
+    with _client() as client:
+        for address in addresses[:-1]:
+            try:
+                return _post_to(client, target.copy_with(host=address), body, host=host, name=name)
+            except httpx.ConnectError:
+                continue  # as a connection by name would: the next address
+        return _post_to(client, target.copy_with(host=addresses[-1]), body, host=host, name=name)
+
+
+def _post_to(
+    client: httpx.Client, pinned: httpx.URL, body: dict[str, Any], *, host: str, name: str
+) -> httpx.Response:
+    # the name in Host, and in SNI, which is also the name the certificate must carry
+    return client.post(pinned, json=body, headers={"Host": host}, extensions={"sni_hostname": name})
 
 
 def _slack_link(url: str, label: str) -> str:

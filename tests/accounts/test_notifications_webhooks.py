@@ -399,7 +399,7 @@ def test_a_surprise_while_sending_is_kept_on_the_row_and_tried_again(
     def broken(*args, **kwargs):
         raise ValueError("Invalid header value")
 
-    monkeypatch.setattr("portal.accounts.webhooks.httpx.post", broken)
+    monkeypatch.setattr("portal.accounts.webhooks.httpx.Client.post", broken)
     assert webhook_deliver(delivery_id=hook.pk) == 30
     hook.refresh_from_db()
     assert hook.state == WebhookDelivery.State.PENDING and hook.attempts == 1

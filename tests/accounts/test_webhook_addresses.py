@@ -8,7 +8,9 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import json
+import select
 import socket
+import socketserver
 import ssl
 import threading
 from collections.abc import Iterator
@@ -27,8 +29,11 @@ from portal.accounts.webhooks import webhook_deliver, webhook_url_check
 from portal.core.errors import ValidationFailed
 
 pytestmark = pytest.mark.django_db
+_real_getaddrinfo = socket.getaddrinfo
 HOST = "hooks.portal.test"
 INSIDE = "10.255.255.1"  # what the name answers once it has been checked
+IDN = "bücher.portal.test"
+IDN_ASCII = "xn--bcher-kva.portal.test"  # IDNA 2008, as it goes on the wire
 
 
 def _answer(address: str, port: int) -> list:
@@ -130,7 +135,7 @@ def tls_receiver(tmp_path: Path, settings, monkeypatch) -> Iterator[tuple[list, 
     lookups: list[str] = []
 
     def rebinding(host, port, *args, **kwargs):
-        if host != HOST:
+        if host not in (HOST, IDN_ASCII):
             return real(host, port, *args, **kwargs)
         lookups.append(host)
         return _answer("127.0.0.1" if len(lookups) == 1 else INSIDE, port)
@@ -156,7 +161,7 @@ def test_a_post_goes_to_the_address_its_lookup_checked_with_tls_for_the_name(tls
     delivery.user = researcher
     delivery.save()
 
-    assert webhook_deliver(delivery_id=delivery.pk) is None
+    webhook_deliver(delivery_id=delivery.pk)
     delivery.refresh_from_db()
     assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
     assert bodies == [(f"{HOST}:{port}", {"text": "hi"})]  # the name in Host; one lookup, not rebound
@@ -202,3 +207,119 @@ def test_a_host_that_does_not_resolve_for_now_is_tried_again(settings, monkeypat
     assert webhook_deliver(delivery_id=delivery.pk) is not None  # seconds until its retry
     delivery.refresh_from_db()
     assert delivery.state == WebhookDelivery.State.PENDING and "could not be resolved" in delivery.last_error
+
+
+def test_an_internationalised_host_is_looked_up_sent_and_verified_as_it_goes_on_the_wire(
+    tls_receiver, researcher
+):
+    bodies, serve = tls_receiver
+    port = serve(IDN_ASCII)
+    delivery = _hook(f"https://{IDN}:{port}/hook")
+    delivery.user = researcher
+    delivery.save()
+
+    webhook_deliver(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+    assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
+    assert bodies == [(f"{IDN_ASCII}:{port}", {"text": "hi"})]
+
+
+def test_the_next_address_is_tried_when_the_first_refuses_the_connection(
+    tls_receiver, researcher, monkeypatch
+):
+    _bodies, serve = tls_receiver
+    port = serve(HOST)
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, p, *a, **k: (
+        _answer("127.0.0.2", p) + _answer("127.0.0.1", p) if host == HOST else _real_getaddrinfo(host, p, *a, **k)
+    ))  # fmt: skip
+    delivery = _hook(f"https://{HOST}:{port}/hook")
+    delivery.user = researcher
+    delivery.save()
+
+    webhook_deliver(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+    assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
+
+
+@pytest.mark.parametrize("url", ["https://example.com:99999/hook", "https://example.com:abc/hook"])
+def test_a_port_that_is_none_is_a_clear_refusal(url, settings):
+    settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = False
+    with pytest.raises(ValidationFailed, match="valid host name or port"):
+        webhook_url_check(url)
+
+
+class _ConnectProxy(socketserver.BaseRequestHandler):
+    """An egress proxy: CONNECT host:port, then bytes both ways."""
+
+    seen: list[str] = []
+
+    def handle(self) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += self.request.recv(4096)
+        target = data.split(b"\r\n")[0].split()[1].decode()
+        self.seen.append(target)
+        host, port = target.rsplit(":", 1)
+        upstream = socket.create_connection((host.strip("[]"), int(port)))
+        self.request.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        ends = [self.request, upstream]
+        while True:
+            ready, _, _ = select.select(ends, [], [], 5)
+            if not ready:
+                return
+            for end in ready:
+                chunk = end.recv(65536)
+                if not chunk:
+                    return
+                (upstream if end is self.request else self.request).sendall(chunk)
+
+
+@pytest.fixture
+def proxy(monkeypatch) -> Iterator[list[str]]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _ConnectProxy)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _ConnectProxy.seen = []
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{server.server_address[1]}")
+    yield _ConnectProxy.seen
+    server.shutdown()
+    server.server_close()
+
+
+def _steady(monkeypatch) -> None:
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, p, *a, **k: (
+        _answer("127.0.0.1", p) if host == HOST else _real_getaddrinfo(host, p, *a, **k)
+    ))  # fmt: skip
+
+
+def test_behind_an_egress_proxy_the_post_goes_through_it_by_name(
+    tls_receiver, proxy, researcher, monkeypatch
+):
+    _bodies, serve = tls_receiver
+    port = serve(HOST)
+    _steady(monkeypatch)
+    delivery = _hook(f"https://{HOST}:{port}/hook")
+    delivery.user = researcher
+    delivery.save()
+
+    webhook_deliver(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+    assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
+    assert proxy == [f"{HOST}:{port}"]  # the proxy resolves the name, and guards the way out
+
+
+def test_a_host_the_proxy_is_not_for_is_posted_to_directly_at_its_checked_address(
+    tls_receiver, proxy, researcher, monkeypatch
+):
+    bodies, serve = tls_receiver
+    port = serve(HOST)
+    _steady(monkeypatch)
+    monkeypatch.setenv("NO_PROXY", HOST)
+    delivery = _hook(f"https://{HOST}:{port}/hook")
+    delivery.user = researcher
+    delivery.save()
+
+    webhook_deliver(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+    assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
+    assert proxy == [] and bodies == [(f"{HOST}:{port}", {"text": "hi"})]
