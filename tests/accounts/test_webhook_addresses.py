@@ -148,21 +148,24 @@ def tls_receiver(tmp_path: Path, settings, monkeypatch) -> Iterator[tuple[list, 
         server.server_close()
 
 
-def _hook(url: str) -> WebhookDelivery:
+def _hook(url: str, user) -> WebhookDelivery:
     return WebhookDelivery.objects.create(
-        url=url, webhook_format="generic", kind="budget", body={"text": "hi"}
+        user=user, url=url, webhook_format="generic", kind="budget", body={"text": "hi"}
     )
+
+
+def _delivered(url: str, user) -> WebhookDelivery:
+    """A message to `url` after one job's try at it."""
+    delivery = _hook(url, user)
+    webhook_deliver(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+    return delivery
 
 
 def test_a_post_goes_to_the_address_its_lookup_checked_with_tls_for_the_name(tls_receiver, researcher):
     bodies, serve = tls_receiver
     port = serve(HOST)
-    delivery = _hook(f"https://{HOST}:{port}/hook")
-    delivery.user = researcher
-    delivery.save()
-
-    webhook_deliver(delivery_id=delivery.pk)
-    delivery.refresh_from_db()
+    delivery = _delivered(f"https://{HOST}:{port}/hook", researcher)
     assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
     assert bodies == [(f"{HOST}:{port}", {"text": "hi"})]  # the name in Host; one lookup, not rebound
 
@@ -170,12 +173,7 @@ def test_a_post_goes_to_the_address_its_lookup_checked_with_tls_for_the_name(tls
 def test_a_certificate_for_another_name_is_refused(tls_receiver, researcher):
     bodies, serve = tls_receiver
     port = serve("elsewhere.portal.test")
-    delivery = _hook(f"https://{HOST}:{port}/hook")
-    delivery.user = researcher
-    delivery.save()
-
-    webhook_deliver(delivery_id=delivery.pk)
-    delivery.refresh_from_db()
+    delivery = _delivered(f"https://{HOST}:{port}/hook", researcher)
     assert delivery.state == WebhookDelivery.State.PENDING and delivery.attempts == 1
     assert "CERTIFICATE_VERIFY_FAILED" in delivery.last_error and bodies == []
 
@@ -184,9 +182,7 @@ def test_a_name_that_now_answers_an_address_inside_is_never_posted_to_again(tls_
     bodies, serve = tls_receiver
     port = serve(HOST)
     webhook_url_check(f"https://{HOST}:{port}/hook")  # accepted when set: its first lookup
-    delivery = _hook(f"https://{HOST}:{port}/hook")
-    delivery.user = researcher
-    delivery.save()
+    delivery = _hook(f"https://{HOST}:{port}/hook", researcher)
 
     assert webhook_deliver(delivery_id=delivery.pk) is None
     delivery.refresh_from_db()
@@ -201,9 +197,7 @@ def test_a_host_that_does_not_resolve_for_now_is_tried_again(settings, monkeypat
         raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
 
     monkeypatch.setattr(socket, "getaddrinfo", down)
-    delivery = _hook(f"https://{HOST}/hook")
-    delivery.user = researcher
-    delivery.save()
+    delivery = _hook(f"https://{HOST}/hook", researcher)
     assert webhook_deliver(delivery_id=delivery.pk) is not None  # seconds until its retry
     delivery.refresh_from_db()
     assert delivery.state == WebhookDelivery.State.PENDING and "could not be resolved" in delivery.last_error
@@ -214,12 +208,7 @@ def test_an_internationalised_host_is_looked_up_sent_and_verified_as_it_goes_on_
 ):
     bodies, serve = tls_receiver
     port = serve(IDN_ASCII)
-    delivery = _hook(f"https://{IDN}:{port}/hook")
-    delivery.user = researcher
-    delivery.save()
-
-    webhook_deliver(delivery_id=delivery.pk)
-    delivery.refresh_from_db()
+    delivery = _delivered(f"https://{IDN}:{port}/hook", researcher)
     assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
     assert bodies == [(f"{IDN_ASCII}:{port}", {"text": "hi"})]
 
@@ -232,12 +221,7 @@ def test_the_next_address_is_tried_when_the_first_refuses_the_connection(
     monkeypatch.setattr(socket, "getaddrinfo", lambda host, p, *a, **k: (
         _answer("127.0.0.2", p) + _answer("127.0.0.1", p) if host == HOST else _real_getaddrinfo(host, p, *a, **k)
     ))  # fmt: skip
-    delivery = _hook(f"https://{HOST}:{port}/hook")
-    delivery.user = researcher
-    delivery.save()
-
-    webhook_deliver(delivery_id=delivery.pk)
-    delivery.refresh_from_db()
+    delivery = _delivered(f"https://{HOST}:{port}/hook", researcher)
     assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
 
 
@@ -298,12 +282,7 @@ def test_behind_an_egress_proxy_the_post_goes_through_it_by_name(
     _bodies, serve = tls_receiver
     port = serve(HOST)
     _steady(monkeypatch)
-    delivery = _hook(f"https://{HOST}:{port}/hook")
-    delivery.user = researcher
-    delivery.save()
-
-    webhook_deliver(delivery_id=delivery.pk)
-    delivery.refresh_from_db()
+    delivery = _delivered(f"https://{HOST}:{port}/hook", researcher)
     assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
     assert proxy == [f"{HOST}:{port}"]  # the proxy resolves the name, and guards the way out
 
@@ -315,11 +294,6 @@ def test_a_host_the_proxy_is_not_for_is_posted_to_directly_at_its_checked_addres
     port = serve(HOST)
     _steady(monkeypatch)
     monkeypatch.setenv("NO_PROXY", HOST)
-    delivery = _hook(f"https://{HOST}:{port}/hook")
-    delivery.user = researcher
-    delivery.save()
-
-    webhook_deliver(delivery_id=delivery.pk)
-    delivery.refresh_from_db()
+    delivery = _delivered(f"https://{HOST}:{port}/hook", researcher)
     assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
     assert proxy == [] and bodies == [(f"{HOST}:{port}", {"text": "hi"})]
