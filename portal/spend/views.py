@@ -36,12 +36,12 @@ def spend(request: HttpRequest) -> HttpResponse:
     """Researchers see their own spend, leads their teams', admins everything."""
     teams = spend_teams(request.user)
     member_teams = [] if request.user.is_platform_admin else _member_teams(request.user, teams)
-    query = request.GET
-    if "team" not in query and len(teams) == 1 and not member_teams and not request.user.is_platform_admin:
+    asked = request.GET
+    if "team" not in asked and len(teams) == 1 and not member_teams and not request.user.is_platform_admin:
         # A lead of one team and in no other: open on that team, whose budget the charts can draw.
-        query = query.copy()
-        query["team"] = teams[0].slug
-    form = SpendForm(query, teams=teams)
+        asked = asked.copy()
+        asked["team"] = teams[0].slug
+    form = SpendForm(asked, teams=teams)
     rows, daily, daily_url = [], None, ""
     if form.is_valid():
         start, end = form.window()
@@ -59,6 +59,7 @@ def spend(request: HttpRequest) -> HttpResponse:
             daily_url = f"{reverse('api-spend-daily')}?{urlencode({**query, **({'team': team.slug} if team else {})})}"
     context = {
         "form": form,
+        "export_query": asked.urlencode(),  # the view shown, its default team included
         "rows": rows,
         "group_label": GROUP_LABELS.get(
             form.cleaned_data.get("group_by", "user") if form.is_valid() else "user"

@@ -212,8 +212,11 @@ def test_the_spend_page_links_downloads_of_the_view_shown(holds, lead_client):
     page = lead_client.get(
         "/spend/", {"group_by": "day", "start": "2026-03-01", "end": "2026-03-07"}
     ).content.decode()
-    assert 'href="/spend/export.csv?group_by=day&amp;start=2026-03-01&amp;end=2026-03-07"' in page
-    assert 'href="/spend/export.json?group_by=day&amp;start=2026-03-01&amp;end=2026-03-07"' in page
+    # the lead leads one team and is in no other: the page opens on it, and so do its downloads
+    query = "group_by=day&amp;start=2026-03-01&amp;end=2026-03-07&amp;team=vision"
+    assert f'href="/spend/export.csv?{query}"' in page and f'href="/spend/export.json?{query}"' in page
+    everyone = lead_client.get("/spend/", {"group_by": "day", "team": ""}).content.decode()
+    assert 'href="/spend/export.csv?group_by=day&amp;team="' in everyone  # "All I can see", as chosen
 
 
 def test_the_web_download_has_the_page_figures(holds, lead_client):
@@ -259,3 +262,7 @@ def test_export_queries_do_not_grow_with_the_holds(holds, admin, team, lead, dja
         days = csv_rows(admin.get(URL, {**year, "group_by": "day", "format": "csv"}))
     assert len(export) <= len(report) + 4 * 12
     assert sum(Decimal(r["cost"]) for r in days) == sum(Decimal(r["cost"]) for r in rows)
+
+
+def test_a_download_of_all_i_can_see_follows_the_page(holds, lead_client):
+    assert lead_client.get("/spend/export.csv", {"group_by": "day", "team": ""}).status_code == 200
