@@ -333,8 +333,8 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# One cache for every process where they must agree (sandbox sign-in tickets are used once):
-# Redis in production (PORTAL_CACHE_URL=redis://...), each process's memory in the embedded default.
+# The default cache (the portal keeps nothing of its own there; a library may): Redis in
+# production (PORTAL_CACHE_URL=redis://...), each process's memory otherwise.
 # API rate limits are counted in the "throttle" cache, and a sandbox sign-in ticket is marked used
 # in the "shared" one, so that however many gunicorn workers serve the portal one user has one
 # count and a ticket opens one door once: Redis too; without it the database (table

@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
                     ("read", "Read only"),
                     (
                         "workloads",
-                        "Workloads (everything but tokens, SSH keys, webhooks, team settings and the fleet)",
+                        "Workloads (everything but tokens, SSH keys, notification preferences, team settings and the fleet)",
                     ),
                     ("admin", "Admin (everything, tokens included)"),
                     ("serving", "Serving (calls one team's model endpoints only)"),
