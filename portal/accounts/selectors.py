@@ -101,6 +101,11 @@ def webhook_deliveries_of(
     return list(rows.order_by("-created_at", "-id")[:limit])
 
 
+def team_names_by_slug(slugs: set[str]) -> dict[str, str]:
+    """Each of these teams' name by its slug, in one query (an unknown slug is left out)."""
+    return dict(Team.objects.filter(slug__in=slugs).values_list("slug", "name"))
+
+
 def teams_by_id(team_ids: QuerySet | list[int]) -> QuerySet:
     """(slug, name) of the teams with these ids (a subquery is fine), by name; read when iterated."""
     return Team.objects.filter(pk__in=team_ids).order_by("name").values_list("slug", "name")

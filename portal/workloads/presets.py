@@ -9,10 +9,12 @@ team left) gives a clear message rather than a bad form.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
+from django.utils.dateparse import parse_datetime
 
 from portal.accounts.models import Membership, Team, User
 from portal.accounts.selectors import is_lead
@@ -52,10 +54,19 @@ def _gpu_words(gpu: object) -> str:
     return f"{count} {gpu['type']} GPU{'s' if count != 1 else ''}"
 
 
-def preset_summary(body: dict[str, Any]) -> list[str]:
+def _until(value: object) -> str:
+    moment = parse_datetime(value) if isinstance(value, str) else None
+    if moment is None:
+        return f"until {value}"
+    moment = moment.astimezone(UTC) if moment.tzinfo else moment
+    return f"until {moment:%b} {moment.day}, {moment:%Y %H:%M} UTC"
+
+
+def preset_summary(body: dict[str, Any], team_names: dict[str, str] | None = None) -> list[str]:
     """What a preset fills in, in a few words each, for its row on the presets page (a body is a
-    request body: the words follow the API's field names)."""
-    words = [f"team {body['team']}"] if body.get("team") else []
+    request body: the words follow the API's field names; a team by its name where given)."""
+    team = body.get("team")
+    words = [f"team {(team_names or {}).get(team, team)}"] if team else []
     if body.get("model"):
         words.append(f"model {body['model']}")
     words.append(_gpu_words(body.get("gpu")))
@@ -64,7 +75,7 @@ def preset_summary(body: dict[str, Any]) -> list[str]:
     if body.get("ttl_hours") not in (None, ""):
         words.append(f"{body['ttl_hours']} h")
     elif body.get("expires_at"):
-        words.append(f"until {body['expires_at']}")
+        words.append(_until(body["expires_at"]))
     for key, label in (("image", "image"), ("project", "project"), ("dtype", "dtype")):
         if body.get(key):
             words.append(f"{label} {body[key]}")

@@ -123,10 +123,10 @@ def test_the_presets_page_says_what_each_preset_fills_in(fleet, alice, bob, rese
     assert _save(alice, name="pair", body=whole).status_code == 201
     page = researcher_client.get("/presets/").content.decode()
     small = page.split("small</a>")[1].split("</tr>")[0]
-    assert "team vision · one 1g.10gb slice of h100-80gb · 2 h · project llm-eval · 4 CPUs" in small
+    assert "team Vision · one 1g.10gb slice of h100-80gb · 2 h · project llm-eval · 4 CPUs" in small
     assert "Quick evals" in small
     pair = page.split("pair</a>")[1].split("</tr>")[0]
-    assert "team vision · 2 h100-80gb GPUs · 6 h" in pair
+    assert "team Vision · 2 h100-80gb GPUs · 6 h" in pair
 
 
 def test_a_deployment_preset_names_its_model_and_replicas():
@@ -155,5 +155,5 @@ def test_a_deployment_preset_names_its_model_and_replicas():
     assert preset_summary(fixed_end) == [
         "team nlp",
         "one 3g.40gb slice of a100-80gb",
-        "until 2030-01-01T00:00Z",
+        "until Jan 1, 2030 00:00 UTC",
     ]
