@@ -80,12 +80,19 @@ def audit_trail_context(request: HttpRequest, workload: Workload) -> dict[str, A
     were left out (a deployment that ran for weeks gathers scale and health events)."""
     trail = workload_audit_trail(workload)
     if request.GET.get("trail") == "all":
-        return {"audit_trail": list(trail), "trail_all": True, "trail_earlier": False}
+        events = list(trail)
+        return {
+            "audit_trail": events,
+            "trail_all": True,
+            "trail_total": len(events),
+            "trail_shown": TRAIL_SHOWN,
+        }
     newest = list(trail.reverse()[: TRAIL_SHOWN + 1])
     return {
         "audit_trail": newest[:TRAIL_SHOWN][::-1],
         "trail_all": False,
-        "trail_earlier": len(newest) > TRAIL_SHOWN,
+        "trail_total": trail.count() if len(newest) > TRAIL_SHOWN else len(newest),
+        "trail_shown": TRAIL_SHOWN,
     }
 
 

@@ -317,9 +317,10 @@ def test_a_long_audit_trail_shows_its_latest_events_and_every_one_on_asking(
     trail = page.split('id="audit-trail-events"')[1].split("</ol>")[0]
     assert trail.count("<li>") == 50 and "event 59" in trail and "event 9<" not in trail
     assert trail.index("event 10<") < trail.index("event 59")  # oldest first
-    assert 'href="?trail=all#audit-trail-events"' in trail
+    assert 'href="?trail=all#audit-trail-events"' in trail and "The latest 50 of 60 events" in trail
 
     everything = researcher_client.get(url, {"trail": "all"}).content.decode()
     trail = everything.split('id="audit-trail-events"')[1].split("</ol>")[0]
     assert "event 0<" in trail and "Show every event" not in trail
+    assert "All 60 events" in trail and 'href="?#audit-trail-events">Show the latest 50' in trail
     assert "&amp;trail=all" in everything  # the page's refresh keeps every event
