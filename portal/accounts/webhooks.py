@@ -26,6 +26,7 @@ from portal.accounts.models import WebhookDelivery, WebhookFormat
 from portal.core.errors import ValidationFailed
 
 TIMEOUT_SECONDS = 5.0
+ADDRESSES_TRIED = 3  # of a host's addresses, in the order of its lookup: a send stays inside its hold
 MAX_ATTEMPTS = 4
 
 
@@ -77,7 +78,12 @@ def _checked(url: str, field: str) -> list[str]:
         raise _refuse("Not a valid host name or port.", field) from None
     if allow_private:
         return []
-    return _public_addresses(_ascii_host(target), target.port or 443, field)
+    try:
+        return _public_addresses(_ascii_host(target), target.port or 443, field)
+    except Unresolved:
+        if _proxy_for(target):  # only the egress proxy resolves outside names: it guards the way
+            return []
+        raise
 
 
 def _ascii_host(target: httpx.URL) -> str:
@@ -120,10 +126,15 @@ def _public_addresses(hostname: str, port: int, field: str) -> list[str]:
 
 
 def _proxy_for(target: httpx.URL) -> str:
-    """The egress proxy the environment names for this URL (HTTPS_PROXY and NO_PROXY), or ""."""
+    """The egress proxy the environment names for this URL (HTTPS_PROXY or ALL_PROXY, either
+    case, unless NO_PROXY names the host), as a URL ("proxy:3128" reads as http://, as curl and
+    httpx read it), or ""."""
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(target.scheme) or proxies.get("all") or ""
-    return "" if proxy and urllib.request.proxy_bypass_environment(target.host, proxies) else proxy
+    host = f"{_ascii_host(target)}:{target.port or 443}"  # NO_PROXY entries match with or without port
+    if not proxy or urllib.request.proxy_bypass_environment(host, proxies):
+        return ""
+    return proxy if "://" in proxy else f"http://{proxy}"
 
 
 def _client(proxy: str | None = None) -> httpx.Client:
@@ -147,18 +158,23 @@ def _post(url: str, body: dict[str, Any]) -> httpx.Response:
     addresses = _checked(url, "webhook_url")
     target = httpx.URL(url)
     proxy = _proxy_for(target)
+    if proxy and not proxy.startswith(("http://", "https://")):
+        raise OSError(
+            f"Webhooks go through http:// or https:// egress proxies only, not {proxy.split(':')[0]}."
+        )
     if not addresses or proxy:
         with _client(proxy=proxy or None) as client:
             return client.post(target, json=body)
     name = _ascii_host(target)
     host = (f"[{name}]" if ":" in name else name) + (f":{target.port}" if target.port else "")
+    tries = addresses[:ADDRESSES_TRIED]
     with _client() as client:
-        for address in addresses[:-1]:
+        for address in tries[:-1]:
             try:
                 return _post_to(client, target.copy_with(host=address), body, host=host, name=name)
-            except httpx.ConnectError:
+            except (httpx.ConnectError, httpx.ConnectTimeout):
                 continue  # as a connection by name would: the next address
-        return _post_to(client, target.copy_with(host=addresses[-1]), body, host=host, name=name)
+        return _post_to(client, target.copy_with(host=tries[-1]), body, host=host, name=name)
 
 
 def _post_to(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import json
+import os
 import select
 import socket
 import socketserver
@@ -34,6 +35,14 @@ HOST = "hooks.portal.test"
 INSIDE = "10.255.255.1"  # what the name answers once it has been checked
 IDN = "bücher.portal.test"
 IDN_ASCII = "xn--bcher-kva.portal.test"  # IDNA 2008, as it goes on the wire
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_from_the_machine(monkeypatch):
+    """Proxies the machine running the tests may name are not the ones these tests set."""
+    for name in ("https_proxy", "http_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
 
 
 def _answer(address: str, port: int) -> list:
@@ -297,3 +306,70 @@ def test_a_host_the_proxy_is_not_for_is_posted_to_directly_at_its_checked_addres
     delivery = _delivered(f"https://{HOST}:{port}/hook", researcher)
     assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
     assert proxy == [] and bodies == [(f"{HOST}:{port}", {"text": "hi"})]
+
+
+def test_a_proxy_named_without_a_scheme_is_an_http_proxy(tls_receiver, proxy, researcher, monkeypatch):
+    _, serve = tls_receiver
+    port = serve(HOST)
+    _steady(monkeypatch)
+    monkeypatch.setenv("HTTPS_PROXY", os.environ["HTTPS_PROXY"].removeprefix("http://"))  # as curl reads it
+    delivery = _delivered(f"https://{HOST}:{port}/hook", researcher)
+    assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
+    assert proxy == [f"{HOST}:{port}"]
+
+
+def test_a_socks_proxy_is_a_clear_failure_without_its_credentials(researcher, settings, monkeypatch):
+    settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = False
+    _steady(monkeypatch)
+    monkeypatch.setattr(webhooks, "_public", lambda ip: True)
+    monkeypatch.setenv("ALL_PROXY", "socks5://user:s3cret@proxy.corp:1080")
+    delivery = _delivered(f"https://{HOST}/hook", researcher)
+    assert "http:// or https:// egress proxies only, not socks5" in delivery.last_error
+    assert "s3cret" not in delivery.last_error
+
+
+def test_where_only_the_proxy_resolves_names_the_post_goes_through_it(
+    tls_receiver, proxy, researcher, monkeypatch
+):
+    _, serve = tls_receiver
+    port = serve(HOST)
+
+    def only_the_proxy(host, p, *args, **kwargs):
+        if host != HOST:
+            return _real_getaddrinfo(host, p, *args, **kwargs)
+        if threading.current_thread() is threading.main_thread():  # the portal: no outside DNS
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return _answer("127.0.0.1", p)  # the proxy's own lookup
+
+    monkeypatch.setattr(socket, "getaddrinfo", only_the_proxy)
+    assert webhook_url_check(f"https://{HOST}:{port}/hook")  # accepted when set, too
+    delivery = _delivered(f"https://{HOST}:{port}/hook", researcher)
+    assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
+    assert proxy == [f"{HOST}:{port}"]
+
+
+def test_no_proxy_may_name_the_host_with_its_port(tls_receiver, proxy, researcher, monkeypatch):
+    bodies, serve = tls_receiver
+    port = serve(HOST)
+    _steady(monkeypatch)
+    monkeypatch.setenv("NO_PROXY", f"{HOST}:{port}")
+    delivery = _delivered(f"https://{HOST}:{port}/hook", researcher)
+    assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
+    assert proxy == [] and len(bodies) == 1
+
+
+def test_the_next_address_is_tried_when_the_first_never_answers(tls_receiver, researcher, monkeypatch):
+    _, serve = tls_receiver
+    port = serve(HOST)
+    silent = socket.socket()  # takes the connection, never says a word of TLS
+    silent.bind(("127.0.0.2", port))
+    silent.listen(8)
+    monkeypatch.setattr(webhooks, "TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, p, *a, **k: (
+        _answer("127.0.0.2", p) + _answer("127.0.0.1", p) if host == HOST else _real_getaddrinfo(host, p, *a, **k)
+    ))  # fmt: skip
+    try:
+        delivery = _delivered(f"https://{HOST}:{port}/hook", researcher)
+    finally:
+        silent.close()
+    assert delivery.state == WebhookDelivery.State.SENT, delivery.last_error
