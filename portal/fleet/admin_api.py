@@ -14,7 +14,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.core.serializers import PAGING, refuse_other_parameters
+from portal.core.lists import PagedListView
+from portal.core.serializers import refuse_other_parameters
 from portal.fleet.api import IsPlatformAdmin
 from portal.fleet.models import ClusterOrphan, Node
 from portal.fleet.orphans import orphan_confirm, orphan_keep, orphan_removal_at, orphans_open
@@ -89,17 +90,12 @@ class DiscoveryStartedSerializer(serializers.Serializer):
     clusters = serializers.ListField(child=serializers.CharField(), help_text="Kubernetes clusters asked.")
 
 
-class FleetNodeListView(generics.ListAPIView):
+class FleetNodeListView(PagedListView):
     """Every GPU node, with whether the portal manages its MIG layout (platform admins)."""
 
     queryset = Node.objects.none()
     serializer_class = NodeSerializer
     permission_classes = ADMINS
-    filter_backends: list = []
-
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        refuse_other_parameters(request.query_params, PAGING)
-        return super().list(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Node]:
         return Node.objects.select_related("cluster", "gpu_type").order_by("cluster__name", "name")
@@ -133,17 +129,12 @@ class FleetDiscoverView(generics.GenericAPIView):
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
-class FleetOrphanListView(generics.ListAPIView):
+class FleetOrphanListView(PagedListView):
     """Objects in the clusters the portal does not know, still there, oldest first."""
 
     queryset = ClusterOrphan.objects.none()
     serializer_class = OrphanSerializer
     permission_classes = ADMINS
-    filter_backends: list = []
-
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        refuse_other_parameters(request.query_params, PAGING)
-        return super().list(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[ClusterOrphan]:
         return orphans_open()

@@ -12,7 +12,8 @@ from rest_framework.response import Response
 
 from portal.core.api import IDEMPOTENCY_KEY
 from portal.core.errors import NotFound
-from portal.core.serializers import PAGING, refuse_other_parameters, validated
+from portal.core.lists import PagedListView
+from portal.core.serializers import validated
 from portal.fleet.selectors import storage_price
 from portal.sandboxes.selectors import (
     kube_access_status,
@@ -218,17 +219,12 @@ class SandboxKubeconfigView(ByNumber, generics.GenericAPIView):
         return self._answer(request, pk, 202)
 
 
-class SharedSandboxListView(generics.ListAPIView):
+class SharedSandboxListView(PagedListView):
     """Running sandboxes their owners share with you, newest first: each with where to open it
     (its page and actions stay its owner's)."""
 
     serializer_class = SharedSandboxSerializer
     queryset = Workload.objects.none()  # for the schema
-    filter_backends: list = []
-
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        refuse_other_parameters(request.query_params, PAGING)
-        return super().list(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Workload]:
         return sandboxes_shared_with(self.request.user)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -20,7 +19,8 @@ from portal.audit.models import AuditEvent
 from portal.audit.words import action_words, detail_words
 from portal.core.api import StrictFilterBackend, idempotent_create
 from portal.core.errors import ValidationFailed
-from portal.core.serializers import PAGING, refuse_other_parameters, validated
+from portal.core.lists import PagedListView
+from portal.core.serializers import refuse_other_parameters, validated
 from portal.fleet.telemetry import workload_utilization
 from portal.spend.workload_cost import workload_cost_series
 from portal.workloads.filters import WorkloadFilter
@@ -259,21 +259,16 @@ class HistoryEventSerializer(serializers.Serializer):
         return detail_words(event.detail)
 
 
-class WorkloadHistoryView(WorkloadApi, generics.ListAPIView):
+class WorkloadHistoryView(WorkloadApi, PagedListView):
     """A sandbox's or deployment's audit trail, oldest first: its request, decisions, placement,
     starts, extensions, scales, health and end, for whoever may see it (its owner included). A
     subclass names its `kind`."""
 
     queryset = Workload.objects.none()  # for the schema's path parameter
     serializer_class = HistoryEventSerializer
-    filter_backends: list = []
 
     def get_serializer_class(self) -> type[serializers.Serializer]:
         return HistoryEventSerializer  # not the kind's (the subclass names its kind first)
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
         return workload_audit_trail(self.get_workload(self.request, self.kwargs["pk"]))
-
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        refuse_other_parameters(request.query_params, PAGING)
-        return super().list(request, *args, **kwargs)
