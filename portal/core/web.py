@@ -32,6 +32,14 @@ def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, 
         form.add_error(None, error.message)
 
 
+def suggest(field: forms.Field, values: list[str], *, list_id: str) -> None:
+    """Offer `values` as the field is typed (an HTML datalist, which partials/field.html draws);
+    anything else may still be typed."""
+    field.suggestions = values
+    if values:
+        field.widget.attrs["list"] = list_id
+
+
 def form_refused(request: HttpRequest, form: forms.Form) -> bool:
     """True when `form` is invalid, after showing its first error as a message: an invalid form
     stops the request before any service sees it."""

@@ -35,7 +35,7 @@ from portal.deployments.selectors import (
 from portal.deployments.services import deployment_request, deployment_request_body, deployment_scale
 from portal.deployments.serving_stats import deployment_serving_now, runtime_label, serving_lines
 from portal.deployments.simulated import StandInCall, stand_in_answer
-from portal.workloads.forms import ExtendForm
+from portal.workloads.forms import ExtendForm, suggest_projects
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
 from portal.workloads.models import WorkloadKind
 from portal.workloads.presets import presets_for
@@ -83,16 +83,20 @@ def _deploy_form(
     *,
     entries: list[CatalogModel] | None = None,
     prefill: dict | None = None,
+    whole: bool = False,
 ) -> DeployForm:
+    """The deploy form; `whole` when the page draws all of it (its project field offers the
+    teams' labels), not for the parts the form refreshes as it is filled in."""
     initial = {"model": request.GET.get("model")} if data is None and request.GET.get("model") else None
     if prefill:
         initial = prefill
-    return DeployForm(
-        data,
-        initial=initial,
-        teams=user_teams(request.user),
-        entries=list(catalog_entries()) if entries is None else entries,
+    teams = user_teams(request.user)
+    form = DeployForm(
+        data, initial=initial, teams=teams, entries=list(catalog_entries()) if entries is None else entries
     )
+    if whole:
+        suggest_projects(form, teams)
+    return form
 
 
 def _sizing(form: DeployForm) -> Sizing | None:
@@ -121,7 +125,7 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
     """The deploy form (`?model=<slug>` preselects a model); a valid request goes to its page."""
     prefilled_from = preset_problem = ""
     if request.method == "POST":
-        form = _deploy_form(request, request.POST)
+        form = _deploy_form(request, request.POST, whole=True)
         if request.POST.get("save_preset"):
             form.fields["name"].required = False  # each request names itself
         sizing = _sizing(form)
@@ -138,7 +142,7 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
             form.require_name()
     else:
         initial, prefilled_from, preset_problem = _prefill(request)
-        form = _deploy_form(request, prefill=initial)
+        form = _deploy_form(request, prefill=initial, whole=True)
         sizing = _sizing(form)
     form.set_gpu_choices(sizing)
     context = {

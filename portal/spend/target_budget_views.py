@@ -12,11 +12,12 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from portal.core.errors import DomainError, NotAllowed, NotFound
 from portal.core.views import fragment, login_required, page, part_of, wants_fragment
-from portal.core.web import add_service_errors
+from portal.core.web import add_service_errors, suggest
 from portal.spend.daily import sees_whole_team
 from portal.spend.models import Budget
 from portal.spend.target_budgets import (
     my_target_budgets,
+    target_suggestions,
     team_target_budget_delete,
     team_target_budget_set,
     team_target_budgets,
@@ -81,6 +82,8 @@ def team_target_budgets_panel(request: HttpRequest, slug: str) -> HttpResponse:
                     return redirect("team-target-budgets", slug=team.slug)
                 form = TargetBudgetForm()
                 team, found = team_target_budgets(user=request.user, slug=slug)
+    if form is not None:
+        suggest(form.fields["target"], target_suggestions(team), list_id="budget-targets")
     context = {"team": team, "target_budgets": [f for _, f in found], "can_change": can_change, "form": form}
     if wants_fragment(request):
         return fragment(request, "spend/partials/target_budgets.html", context)

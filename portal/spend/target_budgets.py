@@ -5,7 +5,7 @@ lead for a request or extension that would take one over)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.db import IntegrityError, transaction
@@ -16,10 +16,11 @@ from portal.accounts.selectors import is_lead
 from portal.audit.services import audit_record
 from portal.core.errors import NotAllowed, NotFound, ValidationFailed
 from portal.spend.budgets import Forecast, target_forecasts, team_budget_get
-from portal.spend.models import Budget
+from portal.spend.models import Budget, Level, Span, SpendRollup
 from portal.spend.selectors import team_month_spend_by
 
 MAX_AMOUNT = Decimal("9999999999.99")
+LABELS_LOOKED_BACK = timedelta(days=62)
 PROJECT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
@@ -43,6 +44,17 @@ def _target_q(*, team: Team, kind: str, target: str) -> dict:
 def _may_change(*, user: User, team: Team) -> None:
     if not (user.is_platform_admin or is_lead(user=user, team=team)):
         raise NotAllowed("Only a lead of the team or an admin may change its user and project budgets.")
+
+
+def target_suggestions(team: Team, *, now: datetime | None = None) -> list[str]:
+    """What a lead may set a budget for, to suggest as the name is typed: the team's members, and
+    the project labels its work was rolled up under in the last LABELS_LOOKED_BACK (read from the
+    team's day rows, so bounded by days x labels)."""
+    since = (now or timezone.now()) - LABELS_LOOKED_BACK
+    members = User.objects.filter(memberships__team=team).values_list("username", flat=True)
+    rolled = SpendRollup.objects.filter(level=Level.TEAM_PROJECT, span=Span.DAY, team=team, start__gte=since)
+    labels = rolled.exclude(project="").values_list("project", flat=True).distinct()
+    return sorted(members) + sorted(labels)
 
 
 def team_target_budgets(

@@ -7,8 +7,11 @@ from typing import ClassVar
 
 from django import forms
 
+from portal.accounts.models import Team
 from portal.core.errors import DomainError
-from portal.core.web import add_service_errors
+from portal.core.web import add_service_errors, suggest
+from portal.workloads.models import Workload
+from portal.workloads.selectors import known_projects
 from portal.workloads.services.resolve import NAME_MAX, NAME_RE, NAME_RULE, START_MAX_AHEAD, START_MIN_AHEAD
 
 
@@ -35,6 +38,12 @@ class ServiceForm(forms.Form):
             for name, messages in self.errors.items()
             for message in messages
         ]
+
+
+def suggest_projects(form: forms.Form, teams: list[Team]) -> None:
+    """The request forms' project field offers the labels the user's teams already use."""
+    labels = known_projects(Workload.objects.filter(team__in=teams), budget_teams=teams)
+    suggest(form.fields["project"], labels, list_id="project-suggestions")
 
 
 def number_input(attrs: dict[str, object] | None = None, *, mode: str = "decimal") -> forms.NumberInput:

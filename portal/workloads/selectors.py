@@ -5,6 +5,7 @@ audit trail, and each team's standing for /me."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -21,6 +22,7 @@ from portal.core.errors import NotFound
 from portal.core.selectors import every_word_in, one_visible
 from portal.fleet.models import Allocation
 from portal.fleet.selectors import price_per_hour
+from portal.spend.models import Budget
 from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
 from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadState
 from portal.workloads.policy import budget_left, quota_left, workload_price_per_hour
@@ -35,6 +37,23 @@ def workload_text_match(query: str) -> Q:
     if number.isascii() and number.isdigit() and len(number) <= 12:  # a number the database's integers hold
         match |= Q(number=int(number))
     return match
+
+
+PROJECTS_SUGGESTED = 50
+PROJECTS_LOOKED_AT = 1000
+
+
+def known_projects(workloads: QuerySet[Workload], *, budget_teams: Sequence[Team] = ()) -> list[str]:
+    """The project labels to suggest as one is typed (a label spelled two ways splits its spend
+    and escapes its budget): those of `budget_teams`' project budgets, then of the latest labelled
+    of `workloads` (the latest PROJECTS_LOOKED_AT, so the read stays bounded), newest first; the
+    first PROJECTS_SUGGESTED of those, sorted."""
+    budgets = Budget.objects.filter(kind=Budget.Kind.PROJECT, team__in=budget_teams)
+    labels = [*budgets.values_list("project", flat=True)] if budget_teams else []
+    labels += (
+        workloads.exclude(project="").order_by("-pk").values_list("project", flat=True)[:PROJECTS_LOOKED_AT]
+    )
+    return sorted(list(dict.fromkeys(labels))[:PROJECTS_SUGGESTED])
 
 
 def workloads_visible_to(user: User, *, kind: str) -> QuerySet[Workload]:

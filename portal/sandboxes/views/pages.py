@@ -43,7 +43,7 @@ from portal.sandboxes.services import (
     sandbox_restart,
     sandbox_share,
 )
-from portal.workloads.forms import ExtendForm
+from portal.workloads.forms import ExtendForm, suggest_projects
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
 from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
 from portal.workloads.presets import presets_for
@@ -84,13 +84,16 @@ def _request_form(
     request: HttpRequest, data: object = None, initial: dict | None = None, *, whole: bool = False
 ) -> SandboxRequestForm:
     """The request form; `whole` when the page draws all of it (its storage help names the size
-    of the user's home), not for the estimate and MIG-profile parts the form refreshes as it is
+    of the user's home, its project field offers the teams' labels), not for the estimate and MIG-profile parts the form refreshes as it is
     filled in."""
     teams = user_teams(request.user)
     home_gb = home_size_gb(request.user) if whole else None
-    return SandboxRequestForm(
+    form = SandboxRequestForm(
         data, initial=initial, teams=teams, choices=request_choices(teams), home_gb=home_gb
     )
+    if whole:
+        suggest_projects(form, teams)
+    return form
 
 
 def _prefill(request: HttpRequest) -> tuple[dict | None, str, str]:
