@@ -431,11 +431,12 @@ class TeamStanding:
     budget_monthly: Decimal
     budget_spent: Decimal
     budget_left: Decimal
+    projects: list[str]
 
 
 def user_standing(user: User) -> list[TeamStanding]:
-    """Each of the user's teams with the role held, GPU equivalents committed and money spent
-    this month (two queries per team)."""
+    """Each of the user's teams with the role held, GPU equivalents committed, money spent this
+    month and the project labels it uses (four queries per team)."""
     now = timezone.now()
     standings = []
     memberships = Membership.objects.filter(user=user).select_related("team").order_by("team__slug")
@@ -453,6 +454,7 @@ def user_standing(user: User) -> list[TeamStanding]:
                 budget_monthly=team.monthly_budget,
                 budget_spent=team.monthly_budget - money_left,
                 budget_left=money_left,
+                projects=known_projects(Workload.objects.filter(team=team), budget_teams=[team]),
             )
         )
     return standings

@@ -310,6 +310,10 @@ class TeamStandingSerializer(serializers.Serializer):
     quota = serializers.SerializerMethodField()
     budget = serializers.SerializerMethodField()
     policy = PolicySerializer(source="team")
+    projects = serializers.ListField(
+        child=StrictCharField(),
+        help_text="Project labels the team uses (of its project budgets and latest work), to use the same.",
+    )
 
     @extend_schema_field(QuotaSerializer)
     def get_quota(self, standing: TeamStanding) -> dict[str, Any]:

@@ -1,15 +1,18 @@
-"""GET /me: the user, their role in each team, the quota and budget each team has left."""
+"""GET /me: the user, their role in each team, the quota and budget each team has left, and the
+project labels each uses."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.fleet.models import Gpu
+from portal.spend.models import Budget
 from tests.factories import MembershipFactory
-from tests.rows import make_hold
+from tests.rows import make_hold, make_sandbox
 
 
 def test_me_shows_the_user_and_their_role_in_each_team(researcher, other_team, alice):
@@ -51,3 +54,17 @@ def test_me_without_credentials_is_a_401_in_the_error_shape(db):
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthenticated"
     assert response["WWW-Authenticate"] == "Bearer"
+
+
+def test_me_lists_the_project_labels_each_team_uses(team, other_team, researcher, h100, alice):
+    MembershipFactory(user=researcher, team=other_team, role="researcher")
+    make_sandbox(owner=researcher, team=team, gpu_type=h100, project="llm-eval")
+    make_sandbox(owner=researcher, team=other_team, gpu_type=h100, project="nlp-chat")
+    Budget.objects.create(team=team, kind="project", project="q4-launch", monthly_amount=Decimal("5"))
+
+    teams = alice.get("/api/v1/me").json()["teams"]
+
+    assert [(t["slug"], t["projects"]) for t in teams] == [
+        ("nlp", ["nlp-chat"]),
+        ("vision", ["llm-eval", "q4-launch"]),
+    ]
