@@ -84,8 +84,8 @@ def _request_form(
     request: HttpRequest, data: object = None, initial: dict | None = None, *, whole: bool = False
 ) -> SandboxRequestForm:
     """The request form; `whole` when the page draws all of it (its storage help names the size
-    of the user's home, its project field offers the teams' labels), not for the estimate and MIG-profile parts the form refreshes as it is
-    filled in."""
+    of the user's home, its project field offers the teams' labels), not for the estimate and
+    MIG-profile parts the form refreshes as it is filled in."""
     teams = user_teams(request.user)
     home_gb = home_size_gb(request.user) if whole else None
     form = SandboxRequestForm(
