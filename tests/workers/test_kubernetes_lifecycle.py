@@ -11,6 +11,8 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
+from portal.catalog.demo import catalog_seed
+from portal.deployments.services import deployment_request
 from portal.fleet.models import Allocation, MigSlice, Node
 from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
@@ -231,15 +233,15 @@ def test_server_errors_are_retried_with_growing_backoff_then_the_sandbox_runs(
 # --- manage.py sandbox_manifests -------------------------------------------------------------
 
 
-def manifests_of(workload_id: int) -> list[dict]:
+def manifests_of(number: int, *options: str) -> list[dict]:
     out = StringIO()
-    call_command("sandbox_manifests", str(workload_id), stdout=out)
+    call_command("sandbox_manifests", str(number), *options, stdout=out)
     return list(yaml.safe_load_all(out.getvalue()))
 
 
 def test_sandbox_manifests_prints_the_kubernetes_drivers_objects_as_valid_yaml(request_on_kube):
     sandbox = request_on_kube(**SLICE)
-    documents = manifests_of(sandbox.pk)
+    documents = manifests_of(sandbox.number)
     assert [doc["kind"] for doc in documents] == ["Namespace", *SANDBOX_OBJECTS]
     assert {doc["metadata"].get("namespace", doc["metadata"]["name"]) for doc in documents} == {
         sandbox.namespace
@@ -250,7 +252,7 @@ def test_sandbox_manifests_prints_the_kubernetes_drivers_objects_as_valid_yaml(r
 
 def test_sandbox_manifests_works_for_the_simulated_driver_too(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
-    documents = manifests_of(sandbox.pk)
+    documents = manifests_of(sandbox.number)
     workload = next(doc for doc in documents if doc["kind"] == "StatefulSet")
     container = workload["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
@@ -258,14 +260,34 @@ def test_sandbox_manifests_works_for_the_simulated_driver_too(run_jobs, fleet, r
         assert kubernetes_validate.validate(doc, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION, doc["kind"]
 
 
-def test_sandbox_manifests_refuses_an_unknown_id(db):
-    with pytest.raises(CommandError, match="no sandbox has id 999"):
+def test_sandbox_manifests_takes_the_number_people_see_of_either_kind(
+    run_jobs, fleet, researcher, slice_request
+):
+    catalog_seed()
+    deployed = run_jobs(lambda: deployment_request(user=researcher, team="vision", name="llama8b",
+                                                   model="llama-3.1-8b-instruct"))  # fmt: skip
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    deployed.refresh_from_db()
+    sandbox.refresh_from_db()
+    assert (deployed.number, sandbox.number) == (1, 1) and deployed.namespace != sandbox.namespace
+
+    def namespaces(documents: list[dict]) -> set[str]:
+        return {doc["metadata"].get("namespace", doc["metadata"]["name"]) for doc in documents}
+
+    assert namespaces(manifests_of(1)) == {sandbox.namespace}
+    assert namespaces(manifests_of(1, "--deployment")) == {deployed.namespace}
+
+
+def test_sandbox_manifests_refuses_an_unknown_number(db):
+    with pytest.raises(CommandError, match=r"^no sandbox 999$"):
         call_command("sandbox_manifests", "999")
+    with pytest.raises(CommandError, match=r"^no deployment 999$"):
+        call_command("sandbox_manifests", "999", "--deployment")
 
 
 def test_sandbox_manifests_refuses_a_sandbox_that_is_not_placed_yet(fleet, researcher):
     Node.objects.update(schedulable=False)  # no capacity: the request waits in the queue
     queued = sandbox_request(user=researcher, **WHOLE)
     assert queued.state == S.QUEUED
-    with pytest.raises(CommandError, match=rf"^sandbox {queued.pk} is queued: it has no placement yet$"):
-        call_command("sandbox_manifests", str(queued.pk))
+    with pytest.raises(CommandError, match=rf"^sandbox {queued.number} is queued: it has no placement yet$"):
+        call_command("sandbox_manifests", str(queued.number))
