@@ -106,7 +106,7 @@ class SandboxRequestForm(ServiceForm):
     storage_gb = forms.IntegerField(label="Storage (GB)", required=False, widget=number_input({"min": "1"}))
     datasets = forms.MultipleChoiceField(
         label="Team datasets", required=False, widget=forms.CheckboxSelectMultiple,
-        help_text="Mounted read-only at /data/<name>.",
+        help_text="Each is mounted read-only at /data/<slug>, the name before its colon.",
     )  # fmt: skip
 
     def __init__(

@@ -267,7 +267,7 @@ def workload_extend(
     now = now or timezone.now()
     workload = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
     if not can_manage(user=user, team=workload.team, owner=workload.owner):
-        raise NotAllowed(f"Only the owner or a lead of the team may extend this {workload.kind}.")
+        raise NotAllowed(f"Only the owner, a lead of the team or an admin may extend this {workload.kind}.")
     try:
         extra = Decimal(str(hours))
     except ArithmeticError:
