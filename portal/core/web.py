@@ -35,9 +35,22 @@ def add_service_errors(form: forms.Form, error: DomainError, mapping: dict[str, 
 def suggest(field: forms.Field, values: list[str], *, list_id: str) -> None:
     """Offer `values` as the field is typed (an HTML datalist, which partials/field.html draws);
     anything else may still be typed."""
-    field.suggestions = values
+    field.suggestions = [(list_id, values)] if values else []
     if values:
         field.widget.attrs["list"] = list_id
+
+
+def suggest_by(
+    field: forms.Field, lists: dict[str, list[str]], *, list_id: str, by: str, chosen: str
+) -> None:
+    """Offer, as the field is typed, the values of the list of what the form's field `by` holds
+    (`chosen` when the page is drawn): a datalist `<list_id>-<key>` per key of `lists`, and the
+    page's script points the field at another one when `by` changes (static/js/portal.js)."""
+    field.suggestions = [(f"{list_id}-{key}", values) for key, values in lists.items() if values]
+    if field.suggestions:
+        field.widget.attrs.update(
+            {"list": f"{list_id}-{chosen}", "data-list-by": by, "data-list-prefix": f"{list_id}-"}
+        )
 
 
 def form_refused(request: HttpRequest, form: forms.Form) -> bool:

@@ -95,7 +95,7 @@ def _deploy_form(
         data, initial=initial, teams=teams, entries=list(catalog_entries()) if entries is None else entries
     )
     if whole:
-        suggest_projects(form, teams)
+        suggest_projects(form, teams, request.user)
     return form
 
 

@@ -21,6 +21,7 @@ from portal.spend.selectors import team_month_spend_by
 
 MAX_AMOUNT = Decimal("9999999999.99")
 LABELS_LOOKED_BACK = timedelta(days=62)
+LABELS_SUGGESTED = 50
 PROJECT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
@@ -49,12 +50,14 @@ def _may_change(*, user: User, team: Team) -> None:
 def target_suggestions(team: Team, *, now: datetime | None = None) -> list[str]:
     """What a lead may set a budget for, to suggest as the name is typed: the team's members, and
     the project labels its work was rolled up under in the last LABELS_LOOKED_BACK (read from the
-    team's day rows, so bounded by days x labels)."""
+    team's day rows, so bounded by days x labels; the first LABELS_SUGGESTED by name)."""
     since = (now or timezone.now()) - LABELS_LOOKED_BACK
-    members = User.objects.filter(memberships__team=team).values_list("username", flat=True)
+    members = (
+        User.objects.filter(memberships__team=team).order_by("username").values_list("username", flat=True)
+    )
     rolled = SpendRollup.objects.filter(level=Level.TEAM_PROJECT, span=Span.DAY, team=team, start__gte=since)
-    labels = rolled.exclude(project="").values_list("project", flat=True).distinct()
-    return sorted(members) + sorted(labels)
+    labels = rolled.exclude(project="").order_by("project").values_list("project", flat=True).distinct()
+    return list(dict.fromkeys([*members, *labels[:LABELS_SUGGESTED]]))
 
 
 def team_target_budgets(

@@ -7,11 +7,10 @@ from typing import ClassVar
 
 from django import forms
 
-from portal.accounts.models import Team
+from portal.accounts.models import Team, User
 from portal.core.errors import DomainError
-from portal.core.web import add_service_errors, suggest
-from portal.workloads.models import Workload
-from portal.workloads.selectors import known_projects
+from portal.core.web import add_service_errors, suggest_by
+from portal.workloads.selectors import team_projects
 from portal.workloads.services.resolve import NAME_MAX, NAME_RE, NAME_RULE, START_MAX_AHEAD, START_MIN_AHEAD
 
 
@@ -40,10 +39,13 @@ class ServiceForm(forms.Form):
         ]
 
 
-def suggest_projects(form: forms.Form, teams: list[Team]) -> None:
-    """The request forms' project field offers the labels the user's teams already use."""
-    labels = known_projects(Workload.objects.filter(team__in=teams), budget_teams=teams)
-    suggest(form.fields["project"], labels, list_id="project-suggestions")
+def suggest_projects(form: forms.Form, teams: list[Team], user: User) -> None:
+    """The request forms' project field offers the labels of the team chosen (`team_projects`),
+    following the team field as it changes."""
+    by_id = team_projects(user, teams)
+    lists = {team.slug: by_id[team.pk] for team in teams}
+    chosen = form["team"].value() or (teams[0].slug if teams else "")
+    suggest_by(form.fields["project"], lists, list_id="project-suggestions", by="team", chosen=chosen)
 
 
 def number_input(attrs: dict[str, object] | None = None, *, mode: str = "decimal") -> forms.NumberInput:

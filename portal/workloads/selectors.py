@@ -5,7 +5,7 @@ audit trail, and each team's standing for /me."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -43,17 +43,38 @@ PROJECTS_SUGGESTED = 50
 PROJECTS_LOOKED_AT = 1000
 
 
-def known_projects(workloads: QuerySet[Workload], *, budget_teams: Sequence[Team] = ()) -> list[str]:
-    """The project labels to suggest as one is typed (a label spelled two ways splits its spend
-    and escapes its budget): those of `budget_teams`' project budgets, then of the latest labelled
-    of `workloads` (the latest PROJECTS_LOOKED_AT, so the read stays bounded), newest first; the
-    first PROJECTS_SUGGESTED of those, sorted."""
-    budgets = Budget.objects.filter(kind=Budget.Kind.PROJECT, team__in=budget_teams)
-    labels = [*budgets.values_list("project", flat=True)] if budget_teams else []
-    labels += (
-        workloads.exclude(project="").order_by("-pk").values_list("project", flat=True)[:PROJECTS_LOOKED_AT]
-    )
+def _first_labels(labels: Iterable[str]) -> list[str]:
     return sorted(list(dict.fromkeys(labels))[:PROJECTS_SUGGESTED])
+
+
+def known_projects(workloads: QuerySet[Workload]) -> list[str]:
+    """The project labels of the latest labelled of `workloads` (the latest PROJECTS_LOOKED_AT,
+    so the read stays bounded), newest first; the first PROJECTS_SUGGESTED of those, sorted."""
+    latest = workloads.exclude(project="").order_by("-pk").values_list("project", flat=True)
+    return _first_labels(latest[:PROJECTS_LOOKED_AT])
+
+
+def team_projects(user: User, teams: Sequence[Team]) -> dict[int, list[str]]:
+    """The project labels each of `teams` uses, as `user` may see them, by team id, to suggest as
+    one is typed (a label spelled two ways splits its spend and escapes its budget): those of
+    its project budgets (its members read them), then of the latest labelled work the user may
+    see in it (a researcher their own, a lead the team's, an admin all; the latest
+    PROJECTS_LOOKED_AT across the teams), newest first; the first PROJECTS_SUGGESTED of those,
+    sorted. Two queries, whatever the number of teams."""
+    team_ids = [team.pk for team in teams]
+    if not team_ids:
+        return {}
+    labels: dict[int, list[str]] = {team_id: [] for team_id in team_ids}
+    budgets = Budget.objects.filter(kind=Budget.Kind.PROJECT, team_id__in=team_ids)
+    for team_id, project in budgets.values_list("team_id", "project"):
+        labels[team_id].append(project)
+    work = Workload.objects.filter(team_id__in=team_ids).exclude(project="")
+    if not user.is_platform_admin:
+        work = work.filter(Q(team_id__in=lead_team_ids(user)) | Q(owner=user))
+    latest = work.order_by("-pk").values_list("team_id", "project")[:PROJECTS_LOOKED_AT]
+    for team_id, project in latest:
+        labels[team_id].append(project)
+    return {team_id: _first_labels(found) for team_id, found in labels.items()}
 
 
 def workloads_visible_to(user: User, *, kind: str) -> QuerySet[Workload]:
@@ -435,11 +456,13 @@ class TeamStanding:
 
 
 def user_standing(user: User) -> list[TeamStanding]:
-    """Each of the user's teams with the role held, GPU equivalents committed, money spent this
-    month and the project labels it uses (four queries per team)."""
+    """Each of the user's teams with the role held, GPU equivalents committed and money spent
+    this month (its quota and month's spend read for each team), and the project labels it uses
+    as the user may see them (`team_projects`)."""
     now = timezone.now()
     standings = []
-    memberships = Membership.objects.filter(user=user).select_related("team").order_by("team__slug")
+    memberships = list(Membership.objects.filter(user=user).select_related("team").order_by("team__slug"))
+    projects = team_projects(user, [membership.team for membership in memberships])
     for membership in memberships:
         team = membership.team
         left = quota_left(team=team)
@@ -454,7 +477,7 @@ def user_standing(user: User) -> list[TeamStanding]:
                 budget_monthly=team.monthly_budget,
                 budget_spent=team.monthly_budget - money_left,
                 budget_left=money_left,
-                projects=known_projects(Workload.objects.filter(team=team), budget_teams=[team]),
+                projects=projects[team.pk],
             )
         )
     return standings

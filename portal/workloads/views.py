@@ -255,7 +255,8 @@ def save_form_as_preset(request: HttpRequest, form: Any, *, kind: str, body: dic
 @require_GET
 def my_teams(request: HttpRequest) -> HttpResponse:
     """The user's teams as the request form weighs them: quota and budget left this month, what is
-    approved at once and what waits for a lead, the longest lifetime, idle reclaim, and its leads."""
+    approved at once and what waits for a lead, the longest lifetime, idle reclaim, its leads and
+    the project labels it uses."""
     standings = user_standing(request.user)
     leads = team_leads_by_team([standing.team.pk for standing in standings])
     rows = [(standing, leads.get(standing.team.pk, [])) for standing in standings]

@@ -41,6 +41,17 @@
   document.addEventListener("change", function (event) { relayInputs(event, "input-changed"); });
   document.addEventListener("keyup", function (event) { relayInputs(event, "input-typed"); });
 
+  // <input data-list-by="team" data-list-prefix="project-suggestions-">: the datalist it suggests
+  // from follows the form's field named "team" (the list of its value: project-suggestions-vision).
+  document.addEventListener("change", function (event) {
+    const field = event.target;
+    if (!(field instanceof Element) || !field.name || !field.form) return;
+    field.form.querySelectorAll("[data-list-by]").forEach(function (input) {
+      if (input.getAttribute("data-list-by") !== field.name) return;
+      input.setAttribute("list", input.getAttribute("data-list-prefix") + field.value);
+    });
+  });
+
   // <form data-confirm="question">: ask before a destructive submit.
   document.addEventListener("submit", function (event) {
     const form = event.target.closest("form[data-confirm]");

@@ -10,6 +10,8 @@ from portal.sandboxes.gate import gate_cache_clear
 from portal.workloads.models import Workload, WorkloadState
 from tests import browser_support
 from tests.browser_support import BROWSER, sign_in_as_alice, slow_pods, wait_for_pods
+from tests.factories import MembershipFactory
+from tests.rows import make_sandbox
 
 browser_page = browser_support.browser_page  # the fixture, where pytest looks for it
 
@@ -101,3 +103,20 @@ def test_a_researcher_requests_a_slice_watches_it_start_and_ends_it(
 
     page.goto(f"{live_server.url}/")
     expect(page.locator(f"#sandbox-row-{sandbox.pk} .state")).to_have_text("terminated")
+
+
+def test_the_project_field_suggests_the_labels_of_the_team_chosen(
+    live_server, transactional_db, browser_page, fleet, researcher, team, other_team, h100
+):
+    MembershipFactory(user=researcher, team=other_team)
+    make_sandbox(owner=researcher, team=team, gpu_type=h100, project="vision-ft")
+    make_sandbox(owner=researcher, team=other_team, gpu_type=h100, project="nlp-chat")
+    page = browser_page
+    sign_in_as_alice(page, live_server)
+    page.goto(f"{live_server.url}/sandboxes/new/")
+    offered = "Array.from(document.querySelector('input[name=project]').list.options, o => o.value)"
+
+    page.select_option("select[name=team]", "vision")
+    assert page.evaluate(offered) == ["vision-ft"]
+    page.select_option("select[name=team]", "nlp")
+    assert page.evaluate(offered) == ["nlp-chat"]

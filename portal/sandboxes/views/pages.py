@@ -92,7 +92,7 @@ def _request_form(
         data, initial=initial, teams=teams, choices=request_choices(teams), home_gb=home_gb
     )
     if whole:
-        suggest_projects(form, teams)
+        suggest_projects(form, teams, request.user)
     return form
 
 
