@@ -42,7 +42,7 @@ class ServiceForm(forms.Form):
 def suggest_projects(form: forms.Form, teams: list[Team], user: User) -> None:
     """The request forms' project field offers the labels of the team chosen (`team_projects`),
     following the team field as it changes."""
-    by_id = team_projects(user, teams)
+    by_id = team_projects(user, [team.pk for team in teams])
     lists = {team.slug: by_id[team.pk] for team in teams}
     chosen = form["team"].value() or (teams[0].slug if teams else "")
     suggest_by(form.fields["project"], lists, list_id="project-suggestions", by="team", chosen=chosen)

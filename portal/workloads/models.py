@@ -249,6 +249,10 @@ class Workload(models.Model):
             models.Index(fields=["team", "state"]),
             models.Index(fields=["owner", "state"]),
             models.Index(fields=["team", "project"], name="workload_team_project", condition=~Q(project="")),
+            # the labels a person used, by team, read from the index alone (the project suggestions)
+            models.Index(
+                fields=["owner", "team", "project"], name="workload_owner_project", condition=~Q(project="")
+            ),
         ]
         constraints = [
             models.UniqueConstraint(

@@ -40,41 +40,60 @@ def workload_text_match(query: str) -> Q:
 
 
 PROJECTS_SUGGESTED = 50
-PROJECTS_LOOKED_AT = 1000
 
 
-def _first_labels(labels: Iterable[str]) -> list[str]:
-    return sorted(list(dict.fromkeys(labels))[:PROJECTS_SUGGESTED])
+def _labels_of(work: QuerySet[Workload], *fields: str) -> QuerySet:
+    """The distinct `fields` of the labelled of `work`: on PostgreSQL read from the partial index
+    of labelled work by team (or by owner) alone, whatever the number of workloads."""
+    return work.exclude(project="").order_by().values_list(*fields, flat=len(fields) == 1).distinct()
 
 
-def known_projects(workloads: QuerySet[Workload]) -> list[str]:
-    """The project labels of the latest labelled of `workloads` (the latest PROJECTS_LOOKED_AT,
-    so the read stays bounded), newest first; the first PROJECTS_SUGGESTED of those, sorted."""
-    latest = workloads.exclude(project="").order_by("-pk").values_list("project", flat=True)
-    return _first_labels(latest[:PROJECTS_LOOKED_AT])
+def _first_labels(budgeted: list[str], used: Iterable[str]) -> list[str]:
+    return sorted(list(dict.fromkeys([*budgeted, *sorted(used)]))[:PROJECTS_SUGGESTED])
 
 
-def team_projects(user: User, teams: Sequence[Team]) -> dict[int, list[str]]:
-    """The project labels each of `teams` uses, as `user` may see them, by team id, to suggest as
-    one is typed (a label spelled two ways splits its spend and escapes its budget): those of
-    its project budgets (its members read them), then of the latest labelled work the user may
-    see in it (a researcher their own, a lead the team's, an admin all; the latest
-    PROJECTS_LOOKED_AT across the teams), newest first; the first PROJECTS_SUGGESTED of those,
-    sorted. Two queries, whatever the number of teams."""
-    team_ids = [team.pk for team in teams]
+def team_projects(
+    user: User, team_ids: Sequence[int], *, led: Sequence[int] | None = None
+) -> dict[int, list[str]]:
+    """The project labels each of the teams `team_ids` uses, as `user` may see them, by team id,
+    to suggest as one is typed (a label spelled two ways splits its spend and escapes its
+    budget): those of its project budgets (its members read them), then of the work the user may
+    see in it (a researcher their own, a lead the team's, an admin all); the first
+    PROJECTS_SUGGESTED of those, sorted. `led`: the ids of the teams the user leads, where the
+    caller has read them. Three queries at most, whatever the number of teams."""
     if not team_ids:
         return {}
-    labels: dict[int, list[str]] = {team_id: [] for team_id in team_ids}
-    budgets = Budget.objects.filter(kind=Budget.Kind.PROJECT, team_id__in=team_ids)
+    budgeted: dict[int, list[str]] = {team_id: [] for team_id in team_ids}
+    budgets = Budget.objects.filter(kind=Budget.Kind.PROJECT, team_id__in=team_ids).order_by("project")
     for team_id, project in budgets.values_list("team_id", "project"):
-        labels[team_id].append(project)
-    work = Workload.objects.filter(team_id__in=team_ids).exclude(project="")
-    if not user.is_platform_admin:
-        work = work.filter(Q(team_id__in=lead_team_ids(user)) | Q(owner=user))
-    latest = work.order_by("-pk").values_list("team_id", "project")[:PROJECTS_LOOKED_AT]
-    for team_id, project in latest:
-        labels[team_id].append(project)
-    return {team_id: _first_labels(found) for team_id, found in labels.items()}
+        budgeted[team_id].append(project)
+    # The teams seen whole and the user's own work elsewhere are read apart (one UNION), not with
+    # an OR, so that each part is read from its index alone.
+    if user.is_platform_admin:
+        led = team_ids
+    seen_whole = set(lead_team_ids(user) if led is None else led)
+    whole = [team_id for team_id in team_ids if team_id in seen_whole]
+    own = [team_id for team_id in team_ids if team_id not in seen_whole]
+    reads = []
+    if whole:
+        reads.append(_labels_of(Workload.objects.filter(team_id__in=whole), "team_id", "project"))
+    if own:
+        reads.append(_labels_of(Workload.objects.filter(owner=user, team_id__in=own), "team_id", "project"))
+    used: dict[int, list[str]] = {team_id: [] for team_id in team_ids}
+    for team_id, project in reads[0].union(*reads[1:]) if reads else []:
+        used[team_id].append(project)
+    return {team_id: _first_labels(budgeted[team_id], used[team_id]) for team_id in team_ids}
+
+
+def listed_projects(user: User, *, scope: str, led: Sequence[int] | None = None) -> list[str]:
+    """The project labels a list's filter suggests: of the user's own work (`mine`), or of their
+    teams' as `team_projects` gives them (`team`; an admin's own teams, since every team's
+    labels would be read from every labelled workload)."""
+    if scope == "mine":
+        return _first_labels([], _labels_of(Workload.objects.filter(owner=user), "project"))
+    team_ids = list(Membership.objects.filter(user=user).values_list("team_id", flat=True))
+    labels = {label for found in team_projects(user, team_ids, led=led).values() for label in found}
+    return _first_labels([], labels)
 
 
 def workloads_visible_to(user: User, *, kind: str) -> QuerySet[Workload]:
@@ -462,7 +481,7 @@ def user_standing(user: User) -> list[TeamStanding]:
     now = timezone.now()
     standings = []
     memberships = list(Membership.objects.filter(user=user).select_related("team").order_by("team__slug"))
-    projects = team_projects(user, [membership.team for membership in memberships])
+    projects = team_projects(user, [membership.team_id for membership in memberships])
     for membership in memberships:
         team = membership.team
         left = quota_left(team=team)

@@ -24,7 +24,7 @@ from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.presets import preset_body_for_use, preset_get_for, preset_save
 from portal.workloads.selectors import (
     any_live,
-    known_projects,
+    listed_projects,
     pending_extension,
     user_standing,
     workload_audit_trail,
@@ -66,7 +66,9 @@ def workload_list_context(
         ),
         # read only where the filter form is drawn (not for the table a filter redraws)
         "filter_gpu_types": gpu_type_slugs(),
-        "filter_projects": lambda: known_projects(mine_or_team),  # a template calls it where drawn
+        "filter_projects": lambda: listed_projects(
+            user, scope=scope, led=led
+        ),  # a template calls it where drawn
         "states": WorkloadState.choices,
         "page_obj": page_obj,
         "rows": rows(workloads),

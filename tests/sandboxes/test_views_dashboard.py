@@ -157,9 +157,9 @@ def test_dashboard_queries_stay_bounded_with_many_sandboxes(
 
     # 15 for the page (one: whether the user is in a team), and for its list and the shared-with-you list who each is shared with and
     # which datasets each mounts, and the shared list itself; the live version (1), the queued
-    # rows' estimated waits (4) and the filter's teams, GPU types and project labels (3): bounded,
-    # the same for 2 or 25 rows
-    with django_assert_max_num_queries(30) as many:
+    # rows' estimated waits (4), the filter's teams and GPU types (2) and its project labels (the
+    # user's teams, their budgets' labels, their work's: 3): bounded, the same for 2 or 25 rows
+    with django_assert_max_num_queries(32) as many:
         response = lead_client.get("/?scope=team")
 
     assert response.content.decode().count('id="sandbox-row-') == 25

@@ -19,8 +19,7 @@ from portal.fleet.models import Allocation
 from portal.spend.models import Budget
 from portal.spend.services import spend_rollup_due
 from portal.workloads import selectors
-from portal.workloads.models import Workload
-from portal.workloads.selectors import known_projects, team_projects
+from portal.workloads.selectors import listed_projects, team_projects
 from tests.conftest import field_html, signed_in
 from tests.factories import MembershipFactory
 from tests.rows import HTMX, make_sandbox
@@ -58,27 +57,23 @@ def test_a_researcher_gets_the_teams_budget_labels_and_their_own_a_lead_the_team
     labelled, team, other_team, researcher, lead, admin_user, django_assert_max_num_queries
 ):
     with django_assert_max_num_queries(3):  # budgets, work, the teams the user leads
-        assert team_projects(researcher, [team]) == {team.pk: ["llm-eval", "q4-launch"]}
-    assert team_projects(lead, [team]) == {team.pk: ["llm-eval", "q4-launch", "vision-ft"]}
-    assert team_projects(admin_user, [team, other_team]) == {
+        assert team_projects(researcher, [team.pk]) == {team.pk: ["llm-eval", "q4-launch"]}
+    assert team_projects(lead, [team.pk]) == {team.pk: ["llm-eval", "q4-launch", "vision-ft"]}
+    assert team_projects(admin_user, [team.pk, other_team.pk]) == {
         team.pk: ["llm-eval", "q4-launch", "vision-ft"],
         other_team.pk: ["nlp-secret"],
     }
     assert team_projects(researcher, []) == {}
 
 
-def test_budgets_and_the_newest_work_are_kept_when_there_are_too_many_labels(
-    team, researcher, h100, monkeypatch
-):
+def test_budgeted_labels_come_first_when_there_are_too_many_to_suggest(team, researcher, h100, monkeypatch):
     monkeypatch.setattr(selectors, "PROJECTS_SUGGESTED", 3)
-    monkeypatch.setattr(selectors, "PROJECTS_LOOKED_AT", 4)
-    for label in ["old-a", "old-b", "mid-c", "new-d", "new-e", "new-e"]:
+    for label in ["b-used", "a-used", "d-used", "c-used", "a-used"]:
         make_sandbox(owner=researcher, team=team, gpu_type=h100, project=label)
     Budget.objects.create(team=team, kind="project", project="zz-budget", monthly_amount=Decimal("1"))
 
-    # the budget's label, then the newest work's (new-e twice, new-d), within 4 workloads read
-    assert team_projects(researcher, [team]) == {team.pk: ["new-d", "new-e", "zz-budget"]}
-    assert known_projects(Workload.objects.filter(team=team)) == ["mid-c", "new-d", "new-e"]
+    assert team_projects(researcher, [team.pk]) == {team.pk: ["a-used", "b-used", "zz-budget"]}
+    assert listed_projects(researcher, scope="mine") == ["a-used", "b-used", "c-used"]
 
 
 @pytest.mark.parametrize("form", ["/sandboxes/new/", "/deployments/new/"])
@@ -125,7 +120,7 @@ def test_a_form_with_no_labels_to_suggest_draws_no_empty_list(team, fleet, resea
 
 
 def reads_labels(queries) -> bool:
-    return any(f"LIMIT {selectors.PROJECTS_LOOKED_AT}" in q["sql"] for q in queries.captured_queries)
+    return any("SELECT DISTINCT" in q["sql"] and '"project"' in q["sql"] for q in queries.captured_queries)
 
 
 def test_the_parts_a_form_refreshes_read_no_labels(labelled, fleet, researcher_client):
@@ -145,7 +140,7 @@ def test_a_lists_filter_suggests_the_labels_of_what_it_lists(labelled, researche
     teams = lead_client.get("/?scope=team").content.decode()
 
     assert suggested(mine, "filter-projects") == ["llm-eval"]  # Alice's own work
-    assert suggested(teams, "filter-projects") == ["llm-eval", "vision-ft"]  # Bob's team's
+    assert suggested(teams, "filter-projects") == ["llm-eval", "q4-launch", "vision-ft"]  # Bob's team's
 
 
 def test_a_filtered_table_redrawn_reads_no_labels(labelled, researcher_client):
