@@ -66,6 +66,19 @@ def test_a_researcher_gets_the_teams_budget_labels_and_their_own_a_lead_the_team
     assert team_projects(researcher, []) == {}
 
 
+def test_a_lead_in_another_team_as_a_researcher_gets_that_teams_labels_of_their_own_work(
+    labelled, team, other_team, lead, other_researcher, h100
+):
+    MembershipFactory(user=lead, team=other_team)
+    make_sandbox(owner=lead, team=other_team, gpu_type=h100, project="bobs-nlp")
+
+    assert team_projects(lead, [team.pk, other_team.pk]) == {
+        team.pk: ["llm-eval", "q4-launch", "vision-ft"],  # led: the team's work
+        other_team.pk: ["bobs-nlp"],  # a researcher there: not Carol's nlp-secret
+    }
+    assert listed_projects(lead, scope="team") == ["bobs-nlp", "llm-eval", "q4-launch", "vision-ft"]
+
+
 def test_budgeted_labels_come_first_when_there_are_too_many_to_suggest(team, researcher, h100, monkeypatch):
     monkeypatch.setattr(selectors, "PROJECTS_SUGGESTED", 3)
     for label in ["b-used", "a-used", "d-used", "c-used", "a-used"]:
