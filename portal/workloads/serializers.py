@@ -312,7 +312,7 @@ class TeamStandingSerializer(serializers.Serializer):
     policy = PolicySerializer(source="team")
     projects = serializers.ListField(
         child=StrictCharField(),
-        help_text="Project labels the team uses, to use the same: of its project budgets, and of the latest work you may see in it.",
+        help_text="Project labels the team uses, to use the same: of its project budgets and of the work you may see in it.",
     )
 
     @extend_schema_field(QuotaSerializer)

@@ -66,9 +66,7 @@ def workload_list_context(
         ),
         # read only where the filter form is drawn (not for the table a filter redraws)
         "filter_gpu_types": gpu_type_slugs(),
-        "filter_projects": lambda: listed_projects(
-            user, scope=scope, led=led
-        ),  # a template calls it where drawn
+        "filter_projects": lambda: listed_projects(user, scope=scope, led=led),  # called where drawn
         "states": WorkloadState.choices,
         "page_obj": page_obj,
         "rows": rows(workloads),
