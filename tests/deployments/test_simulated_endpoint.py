@@ -233,15 +233,19 @@ def test_the_openai_client_and_the_pages_examples_work_against_the_stand_in(
 
     snippet = deployment_client_example(found["llama-3.1-8b-instruct"])
     base_url = snippet.split('base_url="')[1].split('"')[0]
-    client = OpenAI(base_url=base_url, api_key=token, max_retries=0)
-    reply = client.chat.completions.create(model=LLAMA, messages=[{"role": "user", "content": "hello"}])
-    assert reply.choices[0].message.content.endswith("You asked: hello") and reply.usage.prompt_tokens == 1
-    streamed = client.chat.completions.create(
-        model=LLAMA, messages=[{"role": "user", "content": "hello"}], stream=True
-    )
-    text = "".join(chunk.choices[0].delta.content or "" for chunk in streamed)
-    assert text == reply.choices[0].message.content
-    assert [model.id for model in client.models.list()] == [LLAMA]
+    # Closed at the end: a connection the client kept open would keep the live server's thread,
+    # and its database session, alive past the test run.
+    with OpenAI(base_url=base_url, api_key=token, max_retries=0) as client:
+        reply = client.chat.completions.create(model=LLAMA, messages=[{"role": "user", "content": "hello"}])
+        assert (
+            reply.choices[0].message.content.endswith("You asked: hello") and reply.usage.prompt_tokens == 1
+        )
+        streamed = client.chat.completions.create(
+            model=LLAMA, messages=[{"role": "user", "content": "hello"}], stream=True
+        )
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in streamed)
+        assert text == reply.choices[0].message.content
+        assert [model.id for model in client.models.list()] == [LLAMA]
 
     printed = {}
     for slug in ("llama-3.1-8b-instruct", "bge-large-en-v1.5"):
