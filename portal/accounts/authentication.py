@@ -1,6 +1,7 @@
 """`Authorization: Bearer <token>` with a personal access token, within the token's scope: a
-`read` token only reads; a `workloads` token does all its user may but manage credentials (see TOKEN_PATHS); an `admin`
-token does all its user may; a `serving` token calls model endpoints only, never the API."""
+`read` token only reads; a `workloads` token does all its user may but manage credentials or
+get a sandbox's kubeconfig (see TOKEN_PATHS, KUBECONFIG_PATH); an `admin` token does all its
+user may; a `serving` token calls model endpoints only, never the API."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from portal.accounts.services import token_authenticate
 # node's MIG layout).
 TOKEN_PATHS = ("/api/v1/tokens", "/api/v1/ssh-keys", "/api/v1/fleet/", "/api/v1/notifications/preferences")
 TEAM_SETTINGS_PATH = re.compile(r"^/api/v1/teams/[^/]+/settings/?$")
+# A sandbox's kubeconfig is a credential that outlives the token too (a day at most) and opens a
+# shell in the sandbox: asking for one or reading it, whatever the method, needs the admin scope.
+KUBECONFIG_PATH = re.compile(r"^/api/v1/sandboxes/[^/]+/kubeconfig/?$")
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -50,6 +54,11 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.PermissionDenied(
                 "Managing tokens, SSH keys, notification preferences, team settings and the fleet needs a token "
                 "with the admin scope."
+            )
+        if token.scope != ApiToken.Scope.ADMIN and KUBECONFIG_PATH.match(path):
+            raise exceptions.PermissionDenied(
+                "A kubeconfig opens a shell in the sandbox and outlives the token that got it: asking for "
+                "or reading one needs a token with the admin scope."
             )
         return (token.user, token)
 

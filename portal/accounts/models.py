@@ -189,7 +189,7 @@ class ApiToken(models.Model):
         READ = "read", "Read only"
         WORKLOADS = (
             "workloads",
-            "Workloads (everything but tokens, SSH keys, notification preferences, team settings and the fleet)",
+            "Workloads (everything but tokens, SSH keys, kubeconfigs, notification preferences, team settings and the fleet)",
         )
         ADMIN = "admin", "Admin (everything, tokens included)"
         SERVING = "serving", "Serving (calls one team's model endpoints only)"

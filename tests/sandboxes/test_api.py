@@ -14,6 +14,7 @@ from django.utils.dateparse import parse_datetime
 from portal.accounts.models import Membership
 from portal.fleet.models import Gpu
 from portal.workloads.models import Approval, Workload
+from tests.conftest import token_client
 from tests.factories import MembershipFactory, UserFactory
 from tests.rows import make_hold, make_sandbox
 
@@ -456,3 +457,20 @@ def test_a_kubeconfig_through_the_api(run_jobs, fleet, alice, bob, slice_body):
     assert "current-context: " in ready["kubeconfig"]
     assert bob.post(url).status_code == 403  # a lead: not the owner
     assert bob.get(url).json()["state"] == "none"  # and none was issued to them
+
+
+def test_a_kubeconfig_needs_a_token_of_the_admin_scope(run_jobs, fleet, alice, researcher, slice_body):
+    """A kubeconfig opens a shell in the sandbox and lasts up to a day after the token that got it is
+    revoked: a read or workloads token may neither ask for one nor read it."""
+    created = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()
+    url = f"{URL}/{created['id']}/kubeconfig"
+    for scope in ("read", "workloads"):
+        narrow = token_client(researcher, scope)
+        refused = narrow.get(url)
+        assert refused.status_code == 403 and "admin scope" in refused.json()["error"]["message"]
+        assert narrow.post(url).status_code == 403  # a read token: read-only first
+        assert narrow.get(f"{URL}/{created['id']}").status_code == 200  # the sandbox itself it reads
+    assert run_jobs(lambda: alice.post(url)).status_code == 202  # admin scope (alice's client)
+    assert alice.get(url).json()["state"] == "ready"
+    read = token_client(researcher, "read").get(url)
+    assert read.status_code == 403 and "kubeconfig" not in read.json()
