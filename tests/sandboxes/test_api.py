@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_datetime
 
 from portal.accounts.models import Membership
 from portal.fleet.models import Gpu
+from portal.sandboxes.models import Dataset
 from portal.workloads.models import Approval, Workload
 from tests.conftest import token_client
 from tests.factories import MembershipFactory, UserFactory
@@ -181,6 +182,25 @@ def test_without_an_idempotency_key_two_posts_make_two_sandboxes(fleet, alice, s
     alice.post(URL, slice_body, format="json")
     alice.post(URL, {**slice_body, "name": "second"}, format="json")
     assert Workload.objects.count() == 2
+
+
+def test_a_stranger_learns_nothing_of_a_teams_datasets(fleet, alice, other_team, slice_body):
+    """Asking with another team's dataset and with one that does not exist gets the same answer:
+    not a member of that team (the dataset check would tell which slugs the team has)."""
+    secret = Dataset.objects.create(
+        slug="secret-ds", name="NLP's", kind="nfs", nfs_server="nfs", nfs_path="/x"
+    )
+    secret.teams.add(other_team)
+    answers = [
+        alice.post(f"{URL}{path}", {**slice_body, "team": "nlp", "datasets": [slug]}, format="json")
+        for path in ("/estimate", "")
+        for slug in ("secret-ds", "no-such-ds")
+    ]
+    assert {a.status_code for a in answers} == {400}
+    bodies = [a.json()["error"] for a in answers]
+    assert bodies[0] == bodies[1] and bodies[2] == bodies[3] and "datasets" not in bodies[0]["fields"]
+    assert "not a member of a team called 'nlp'" in bodies[0]["fields"]["team"][0]
+    assert not Workload.objects.exists()
 
 
 def test_the_estimate_prices_a_request_without_creating_it(fleet, alice, big_body):

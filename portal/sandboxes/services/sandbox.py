@@ -11,7 +11,7 @@ from typing import NotRequired, TypedDict, Unpack
 from django.db import transaction
 from django.utils import timezone
 
-from portal.accounts.models import User
+from portal.accounts.models import Membership, User
 from portal.accounts.selectors import can_manage
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
@@ -82,13 +82,17 @@ def sandbox_estimate(
 ) -> Estimate:
     """What a sandbox request would cost, whether it is approved at once and fits now (datasets
     cost nothing, but one the team may not mount is refused here as in the request)."""
-    _datasets(fields["team"], datasets or [])
+    _datasets(user, fields["team"], datasets or [])
     return workload_estimate(user=user, ask=_ask(fields), now=now)
 
 
-def _datasets(team_slug: str, slugs: list[str]) -> list[Dataset]:
-    """The datasets asked for, each one the team may mount; else a field error naming the rest."""
+def _datasets(user: User, team_slug: str, slugs: list[str]) -> list[Dataset]:
+    """The datasets asked for, each one the team may mount; else a field error naming the rest.
+    Nothing is checked for a team the user is not in: the request is refused for the team, and
+    an answer here would tell a stranger which datasets the team has."""
     wanted = sorted({slug.strip() for slug in slugs if slug.strip()})
+    if not wanted or not Membership.objects.filter(user=user, team__slug=team_slug).exists():
+        return []
     found = {d.slug: d for d in Dataset.objects.filter(slug__in=wanted, teams__slug=team_slug)}
     refused = [slug for slug in wanted if slug not in found]
     if refused:
@@ -109,7 +113,7 @@ def sandbox_request(
 ) -> Workload:
     """Request a sandbox: checked, counted against quota, then approved at once or sent to a
     lead; with the team datasets it mounts read-only at /data/<slug>."""
-    chosen = _datasets(fields["team"], datasets or [])
+    chosen = _datasets(user, fields["team"], datasets or [])
     sandbox = workload_request(user=user, ask=_ask(fields), now=now)
     if chosen:
         for dataset in chosen:
