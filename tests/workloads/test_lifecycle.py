@@ -9,11 +9,12 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from portal.accounts.models import Notification
 from portal.approvals.services import approval_decide
 from portal.fleet.models import Allocation
 from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
-from portal.workloads.services import workload_extend, workload_mark_failed
+from portal.workloads.services import approval_link, workload_extend, workload_mark_failed, workload_terminate
 
 pytestmark = pytest.mark.django_db
 S = WorkloadState
@@ -46,6 +47,37 @@ def test_a_failure_cancels_pending_extension_requests(run_jobs, fleet, researche
     run_jobs(lambda: workload_mark_failed(workload_id=sandbox.pk, message="node lost", now=timezone.now()))
     assert Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND).state == Approval.State.CANCELLED
     assert Workload.objects.get(pk=sandbox.pk).state == S.FAILED
+
+
+def test_rejecting_a_request_cancels_the_extension_asked_while_it_waited(run_jobs, fleet, researcher, lead):
+    """An extension asked of a request that still waits for a lead cannot be granted once the
+    request is rejected: it is cancelled with it, and the leads' notice of it marked done."""
+    sandbox = sandbox_request(
+        user=researcher, team="vision", name="big", gpu_type="h100-80gb", count=4, ttl_hours=8
+    )
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=20, kind=WorkloadKind.SANDBOX)
+    create = Approval.objects.get(workload=sandbox, kind=Approval.Kind.CREATE)
+    extension = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
+    notice = Notification.objects.get(user=lead, link=approval_link(extension))
+    assert extension.state == Approval.State.PENDING and notice.read_at is None
+    run_jobs(lambda: approval_decide(user=lead, approval_id=create.pk, approve=False, comment="not now"))
+    extension.refresh_from_db()
+    notice.refresh_from_db()
+    assert Workload.objects.get(pk=sandbox.pk).state == S.REJECTED
+    assert extension.state == Approval.State.CANCELLED and notice.read_at is not None
+    assert not Approval.objects.filter(state=Approval.State.PENDING).exists()
+
+
+def test_ending_a_running_sandbox_closes_the_leads_notice_of_its_pending_extension(
+    run_jobs, fleet, researcher, lead, slice_request
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=40, kind=WorkloadKind.SANDBOX)
+    extension = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX))
+    extension.refresh_from_db()
+    assert extension.state == Approval.State.CANCELLED
+    assert Notification.objects.get(user=lead, link=approval_link(extension)).read_at is not None
 
 
 def test_an_extension_that_costs_more_than_the_budget_left_needs_a_lead(

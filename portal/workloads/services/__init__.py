@@ -8,6 +8,7 @@ from portal.workloads.services.lifecycle import (
     DRAIN_TASK,
     RECONCILE_TASK,
     RESTARTING,
+    approval_link,
     workload_access_observed,
     workload_approve,
     workload_attempt_failed,
@@ -27,7 +28,6 @@ from portal.workloads.services.lifecycle import (
 from portal.workloads.services.requests import (
     WITHDRAWABLE,
     Estimate,
-    approval_link,
     tell_deciders,
     workload_apply_extension,
     workload_estimate,

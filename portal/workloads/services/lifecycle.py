@@ -12,9 +12,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
+from django.urls import reverse
 from django.utils import timezone
 
-from portal.accounts.models import User
+from portal.accounts.models import Notification, User
 from portal.accounts.services import notify
 from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
@@ -170,8 +171,28 @@ def workload_approve(*, workload: Workload, actor: User, now: datetime) -> None:
     workload_try_place(workload=workload, now=now, actor=actor)
 
 
+def approval_link(approval: Approval) -> str:
+    """Where a decider's notice of `approval` points: its row in the approvals inbox."""
+    return f"{reverse('approvals')}#approval-{approval.pk}"
+
+
+def approvals_cancel(*, workload: Workload, at: datetime) -> None:
+    """Close what still waits for a lead on a workload that ended or was rejected (an extension or a
+    scale asked meanwhile): cancelled, and the deciders' notices of it marked done, so that no lead
+    is left a decision that can no longer be taken."""
+    pending = list(Approval.objects.filter(workload=workload, state=Approval.State.PENDING).only("pk"))
+    if not pending:
+        return
+    Approval.objects.filter(pk__in=[a.pk for a in pending], state=Approval.State.PENDING).update(
+        state=Approval.State.CANCELLED, decided_at=at
+    )
+    links = [approval_link(approval) for approval in pending]
+    Notification.objects.filter(link__in=links, read_at__isnull=True).update(read_at=at)
+
+
 def workload_reject(*, workload: Workload, actor: User, reason: str, now: datetime) -> None:
-    """A lead said no: it ends as rejected, with the reason."""
+    """A lead said no: it ends as rejected, with the reason, and what else was asked of it (an
+    extension) is cancelled."""
     move(
         workload=workload,
         to=S.REJECTED,
@@ -182,6 +203,7 @@ def workload_reject(*, workload: Workload, actor: User, reason: str, now: dateti
         ended_at=now,
         message=f"Rejected by {actor.username}: {reason}"[:500],
     )
+    approvals_cancel(workload=workload, at=now)
 
 
 def workload_end(
@@ -201,9 +223,7 @@ def workload_end(
             ended_at=at,
             message=detail.capitalize() + ".",
         )
-        Approval.objects.filter(workload=workload, state=Approval.State.PENDING).update(
-            state=Approval.State.CANCELLED, decided_at=at
-        )
+        approvals_cancel(workload=workload, at=at)
         return
     if workload.state not in (S.PROVISIONING, S.RUNNING):
         raise Conflict(
@@ -222,9 +242,7 @@ def workload_end(
         attempts=0,
         next_attempt_at=None,  # due at once
     )
-    Approval.objects.filter(workload=workload, state=Approval.State.PENDING).update(
-        state=Approval.State.CANCELLED, decided_at=at
-    )
+    approvals_cancel(workload=workload, at=at)
     allocations_end(holder=workload, at=at)
     enqueue(RECONCILE_TASK, workload.pk)
 
@@ -381,9 +399,7 @@ def workload_mark_failed(*, workload_id: int, message: str, now: datetime) -> No
         next_attempt_at=None,  # due at once
     ):
         return
-    Approval.objects.filter(workload=workload, state=Approval.State.PENDING).update(
-        state=Approval.State.CANCELLED, decided_at=now
-    )
+    approvals_cancel(workload=workload, at=now)
     allocations_end(holder=workload, at=now)
     notify(
         kind="health",

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
-from django.urls import reverse
 from django.utils import timezone
 
 from portal.accounts.action_links import action_links_for
@@ -32,7 +31,7 @@ from portal.workloads.policy import (
     request_verdict,
 )
 from portal.workloads.selectors import cost_of_hours, waiting_cost, workload_get_for
-from portal.workloads.services.lifecycle import workload_end, workload_try_place
+from portal.workloads.services.lifecycle import approval_link, workload_end, workload_try_place
 from portal.workloads.services.resolve import ResolvedRequest, WorkloadAsk, resolve_request
 from portal.workloads.services.transitions import move
 
@@ -217,11 +216,6 @@ def tell_deciders(
             actions=action_links_for(approval_id=approval.pk, lead_id=decider.pk),
         )
     team_webhook_notify(team=approval.team, kind=kind, message=message, link=link, workload=approval.workload)
-
-
-def approval_link(approval: Approval) -> str:
-    """Where a decider's notice of `approval` points: its row in the approvals inbox."""
-    return f"{reverse('approvals')}#approval-{approval.pk}"
 
 
 def _close_withdrawn(approvals: list[Approval], *, actor: User, now: datetime) -> None:
