@@ -99,25 +99,21 @@ def test_alerts_go_once_per_threshold_per_month_to_the_leads_and_the_user(spendi
     budget = _budget(team, "user", "10.00", user=researcher)  # $8.00 of $10
     _budget(team, "project", "100.00", project="llm-eval")  # 8 %: nothing to tell
     with time_machine.travel(NOW, tick=False):
-        assert budgets_watch().target_alerts == [
-            ("vision", "user", "alice", 50),
-            ("vision", "user", "alice", 80),
-        ]
+        assert budgets_watch().target_alerts == [("vision", "user", "alice", 80)]  # the higher of both
         assert budgets_watch().target_alerts == []
     for person in (researcher, lead):
         assert (
             Notification.objects.filter(user=person, message__contains="alice's spend this month").count()
-            == 2
+            == 1
         )
     assert BudgetAlertSent.objects.filter(budget=budget).count() == 2
     Workload.objects.filter(pk=spending["mine"].pk).update(expires_at=datetime(2026, 12, 2, tzinfo=UTC))
     with time_machine.travel(datetime(2026, 12, 1, 3, 0, tzinfo=UTC), tick=False):
         # a new month: $12 of $10 again (3 h at $4)
-        assert budgets_watch().target_alerts == [
-            ("vision", "user", "alice", 50),
-            ("vision", "user", "alice", 80),
-        ]
-    assert AuditEvent.objects.filter(action="team.target_budget_alert").count() == 4
+        assert budgets_watch().target_alerts == [("vision", "user", "alice", 80)]
+    assert AuditEvent.objects.filter(action="team.target_budget_alert").count() == 2
+    # $12.04 (the storage too): the share actually spent, not the threshold
+    assert Notification.objects.filter(user=lead, message__contains="is $12.04, 120 % of its $10.00").exists()
 
 
 def test_a_second_worker_cannot_send_the_same_alert(team, researcher):

@@ -1,5 +1,6 @@
 """The workers' watch over teams' monthly budgets: leads told once per threshold per month (in the
-portal, by e-mail and on the team's webhook), and the team's 100 % policy carried out. Under
+portal, by e-mail and on the team's webhook; of the highest only, where several are passed at once,
+with the share actually spent), and the team's 100 % policy carried out. Under
 "stop", once the budget is spent, the team's owners and leads are told when its running work will
 end; after the grace period, still over, it ends (audited). Raising the budget, or a new month,
 lifts it.
@@ -51,9 +52,8 @@ def budgets_watch(*, now: datetime | None = None) -> BudgetWatch:
     for team in Team.objects.filter(monthly_budget__gt=0).order_by("slug"):
         forecast = budget_forecast(team=team, now=now)
         sent = set(BudgetAlert.objects.filter(team=team, month=month).values_list("threshold", flat=True))
-        for threshold in budget_alerts_due(forecast, sent):
-            if _alert(team, month, threshold, forecast.spent, now):
-                watch.alerts.append((team.slug, threshold))
+        if (due := budget_alerts_due(forecast, sent)) and _alert(team, month, due, forecast, now):
+            watch.alerts.append((team.slug, due[-1]))
         if team.budget_policy == Team.BudgetPolicy.STOP and forecast.over:
             if team.budget_stop_at is None:
                 _announce_stop(team, now)
@@ -85,9 +85,9 @@ def _watch_targets(*, watch: BudgetWatch, month, now: datetime) -> None:
         ).values_list("budget_id", "threshold"):
             sent.setdefault(budget_id, set()).add(threshold)
         for budget, forecast in target_forecasts(team=team, budgets=budgets, now=now):
-            for threshold in budget_alerts_due(forecast, sent.get(budget.pk, set())):
-                if _target_alert(budget, forecast, month, threshold, now):
-                    watch.target_alerts.append((team.slug, budget.kind, budget.target, threshold))
+            due = budget_alerts_due(forecast, sent.get(budget.pk, set()))
+            if due and _target_alert(budget, forecast, month, due, now):
+                watch.target_alerts.append((team.slug, budget.kind, budget.target, due[-1]))
             if team.budget_policy == Team.BudgetPolicy.STOP and forecast.over:
                 if budget.stop_at is None:
                     _announce_target_stop(budget, now)
@@ -113,18 +113,21 @@ def _told(budget: Budget) -> set:
     return people
 
 
-def _target_alert(budget: Budget, forecast: Forecast, month, threshold: int, now: datetime) -> bool:
-    team = budget.team
+def _target_alert(budget: Budget, forecast: Forecast, month, due: list[int], now: datetime) -> bool:
+    """Tell of the highest of the thresholds `due` (several are passed at once when a budget is set
+    below what is spent already); the lower ones are recorded as told with it."""
+    team, threshold = budget.team, due[-1]
     try:
         with transaction.atomic():
-            BudgetAlertSent.objects.create(
-                budget=budget, month=month, threshold=threshold, spent=forecast.spent, sent_at=now
+            BudgetAlertSent.objects.bulk_create(
+                BudgetAlertSent(budget=budget, month=month, threshold=t, spent=forecast.spent, sent_at=now)
+                for t in due
             )
     except IntegrityError:
         return False  # another worker told them
-    whose = _whose(budget)
+    whose, percent = _whose(budget), forecast.used_label  # whole percent, rounded down
     message = (
-        f"Team {team.name}: {whose} spend this month is ${forecast.spent:,.2f}, {threshold} % of its "
+        f"Team {team.name}: {whose} spend this month is ${forecast.spent:,.2f}, {percent} % of its "
         f"${budget.monthly_amount:,.2f} budget."
     )
     if threshold >= 100:
@@ -136,7 +139,7 @@ def _target_alert(budget: Budget, forecast: Forecast, month, threshold: int, now
     audit_record(actor=None, action="team.target_budget_alert", obj=team, team=team, detail=message)
     for person in _told(budget):
         notify(kind="budget", user=person, message=message, link=SPEND_LINK,
-               email_subject=f"Team {team.name}: {threshold} % of {whose} monthly budget spent")  # fmt: skip
+               email_subject=f"Team {team.name}: {percent} % of {whose} monthly budget spent")  # fmt: skip
     if budget.kind == Budget.Kind.PROJECT:
         team_webhook_notify(team=team, kind="budget", message=message, link=SPEND_LINK)
     return True
@@ -164,14 +167,20 @@ def _announce_target_stop(budget: Budget, now: datetime) -> None:
                email_subject=f"Team {team.name}: running work ends at {at:%H:%M} UTC")  # fmt: skip
 
 
-def _alert(team: Team, month, threshold: int, spent, now: datetime) -> bool:
+def _alert(team: Team, month, due: list[int], forecast: Forecast, now: datetime) -> bool:
+    """Tell the leads of the highest of the thresholds `due`, recording the lower ones with it."""
+    threshold = due[-1]
     try:
         with transaction.atomic():
-            BudgetAlert.objects.create(team=team, month=month, threshold=threshold, spent=spent, sent_at=now)
+            BudgetAlert.objects.bulk_create(
+                BudgetAlert(team=team, month=month, threshold=t, spent=forecast.spent, sent_at=now)
+                for t in due
+            )
     except IntegrityError:
         return False  # another worker told them
+    spent, percent = forecast.spent, forecast.used_label  # whole percent, rounded down
     message = (
-        f"Team {team.name} has spent ${spent:,.2f} this month: {threshold} % of its "
+        f"Team {team.name} has spent ${spent:,.2f} this month: {percent} % of its "
         f"${team.monthly_budget:,.2f} budget."
     )
     if threshold >= 100:
@@ -183,7 +192,7 @@ def _alert(team: Team, month, threshold: int, spent, now: datetime) -> bool:
     audit_record(actor=None, action="team.budget_alert", obj=team, team=team, detail=message)
     for lead in team_leads(team):
         notify(kind="budget", user=lead, message=message, link=SPEND_LINK,
-               email_subject=f"Team {team.name}: {threshold} % of the monthly budget spent")  # fmt: skip
+               email_subject=f"Team {team.name}: {percent} % of the monthly budget spent")  # fmt: skip
     team_webhook_notify(team=team, kind="budget", message=message, link=SPEND_LINK)
     return True
 
