@@ -57,6 +57,7 @@ class SandboxRow:
     actions: list[str] = field(default_factory=list)  # what can be done to it now
     estimated_wait: QueueWait | None = None  # while queued
     waiting_cost: WaitingCost | None = None  # while waiting: its cost once placed
+    viewer_opens: bool = True  # whether the one looking may open its app: its owner, or shared with them
 
     @property
     def placement_label(self) -> str:
@@ -87,7 +88,9 @@ def sandbox_row_for(*, user: User, workload_id: int) -> SandboxRow:
     (row,) = sandbox_rows(
         [workload_detail_for(user=user, workload_id=workload_id, kind=WorkloadKind.SANDBOX)]
     )
-    return replace(row, waiting_cost=waiting_cost(row.sandbox))
+    sandbox = row.sandbox
+    opens = sandbox.owner_id == user.pk or any(u.pk == user.pk for u in sandbox.shared_with.all())
+    return replace(row, waiting_cost=waiting_cost(sandbox), viewer_opens=opens)
 
 
 @dataclass(frozen=True)

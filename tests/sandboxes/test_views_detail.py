@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from portal.approvals.services import approval_decide
-from portal.sandboxes.services import sandbox_request
+from portal.sandboxes.services import sandbox_request, sandbox_share
 from portal.workloads.models import Approval, Workload, WorkloadState
 from tests.rows import HTMX, make_sandbox
 
@@ -123,6 +123,24 @@ def test_the_lead_of_the_team_may_see_a_members_sandbox(lead_client, researcher,
     response = lead_client.get(f"/sandboxes/{sandbox.number}/")
     assert response.status_code == 200
     assert f"<h1>{sandbox.name}</h1>" in response.content.decode()
+
+
+def test_only_those_who_may_open_a_sandbox_are_offered_to(
+    lead_client, researcher_client, researcher, lead, fleet, slice_request, run_jobs
+):
+    """A lead sees a member's sandbox but may not open it unless it is shared with them: no button
+    that leads to a refusal, and no link to a home volume that is not theirs."""
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    owners = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert 'id="open-app"' in owners and "Only you get in" in owners and ">my home volume</a>" in owners
+    leads = lead_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert 'id="open-app"' not in leads and ">my home volume</a>" not in leads
+    assert "Only alice gets in: ask them to share it with you to open it." in leads
+    sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=[lead.username])
+    leads = lead_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert 'id="open-app"' in leads and "Shared with you by alice: you get in" in leads
+    owners = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert "Only you and those you share it with get in" in owners
 
 
 def test_extending_within_policy_moves_the_expiry(researcher_client, researcher, team, whole_gpus):
