@@ -46,7 +46,17 @@ def test_a_lead_gets_the_settings_link_and_nobody_sees_another_teams(lead, other
 def test_without_a_team_the_page_says_what_to_do(client, django_user_model):
     loner = django_user_model.objects.create_user(username="loner", password="x")
     client.force_login(loner)
-    assert "not a member of any team yet" in client.get("/teams/").content.decode()
+    page = client.get("/teams/").content.decode()
+    assert "not a member of any team yet" in page and "Ask a platform admin to add you to one." in page
+
+
+def test_an_admin_in_no_team_is_told_where_to_add_themselves(admin_user):
+    """Told to ask a platform admin, a platform admin would be asking themselves."""
+    client = signed_in(admin_user)
+    for path in ("/teams/", "/sandboxes/new/", "/deployments/new/"):
+        page = client.get(path).content.decode()
+        assert "Ask a platform admin" not in page, path
+        assert f'href="/admin/accounts/user/{admin_user.pk}/change/">your user in the admin</a>' in page, path
 
 
 def test_the_page_reads_a_few_queries_per_team(researcher, team, other_team, django_assert_max_num_queries):
