@@ -109,6 +109,17 @@ def test_the_estimate_says_why_a_lead_must_approve(researcher_client, fleet):
     assert "Needs a lead&#x27;s approval: more than 1 whole GPU and longer than 24 hours." in page
 
 
+def test_the_estimate_of_a_request_over_quota_says_it_will_be_refused(researcher_client, fleet, team):
+    """Over the quota a request is refused, whoever would approve it: the estimate must not say a
+    lead will decide."""
+    team.quota_gpus = Decimal(1)
+    team.save(update_fields=["quota_gpus"])
+    data = {**SLICE, "gpu_mode": "whole", "count": "2", "mig_profile": "", "ttl_hours": "8"}
+    page = researcher_client.get("/sandboxes/estimate/", data, **HTMX).content.decode()
+    assert "over quota" in page and "Refused: over the team's quota" in page
+    assert "Needs a lead" not in page
+
+
 def test_the_estimate_says_a_request_will_queue_when_no_node_has_room(
     researcher_client, researcher, team, whole_gpus
 ):
