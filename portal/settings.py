@@ -253,8 +253,12 @@ OIDC_TIMEOUT = env_float("PORTAL_OIDC_TIMEOUT_SECONDS", 10.0, minimum=1.0)
 OIDC_AUTHENTICATE_CLASS = "portal.accounts.oidc.PortalOIDCAuthenticateView"
 OIDC_CALLBACK_CLASS = "portal.accounts.oidc.PortalOIDCCallbackView"
 
+# Where a password is set (the Django admin, createsuperuser): Django's own checks, all of them.
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en-us"

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import pytest
 from axes.models import AccessAttempt
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
 from portal.core.proxies import client_address
+from tests.factories import UserFactory
 
 LOGIN = reverse("login")
 LOCKED = "Too many failed sign-ins"
@@ -124,3 +127,15 @@ def test_signing_in_to_another_account_does_not_wipe_the_failures(client, resear
     client.logout()
 
     assert fail(client, "alice", 5) == [200] * 4 + [429]
+
+
+@pytest.mark.parametrize(
+    "password, refused",
+    [("12345678901", "entirely numeric"), ("password123", "too common"), ("alice-smith", "too similar")],
+)
+def test_a_password_set_in_the_admin_must_not_be_guessable(password, refused):
+    """Where a password is set (the Django admin, createsuperuser): Django's own checks, all of them."""
+    user = UserFactory.build(username="alice-smith", first_name="Alice", last_name="Smith")
+    with pytest.raises(ValidationError, match=refused):
+        validate_password(password, user)
+    validate_password("gpu-quota-tundra-41", user)
