@@ -13,6 +13,7 @@ from portal.accounts.models import (
     User,
     WebhookDelivery,
 )
+from portal.core.errors import NotAllowed
 
 
 def user_role(*, user: User, team: Team) -> str | None:
@@ -60,6 +61,22 @@ def team_members(team: Team) -> list[User]:
 def can_manage(*, user: User, team: Team, owner: User) -> bool:
     """Owner, a lead of the team, or a platform admin."""
     return user.pk == owner.pk or user.is_platform_admin or is_lead(user=user, team=team)
+
+
+def refuse_owner_who_left(*, user: User, team: Team, owner: User, doing: str) -> None:
+    """An owner who is no longer in the team may still end their work there, but not spend more of
+    the team's money on it (extend, keep, restart, scale it up): a lead of the team may. Raises
+    NotAllowed for such an owner; nothing for anyone else `can_manage` lets in."""
+    if (
+        user.pk != owner.pk
+        or user.is_platform_admin
+        or Membership.objects.filter(user=user, team=team).exists()
+    ):
+        return
+    raise NotAllowed(
+        f"You are no longer a member of team {team.name}, which pays for it: a lead of the team may "
+        f"{doing} it, and you may still end it."
+    )
 
 
 NOTIFICATIONS_SHOWN = 10

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.accounts.models import Team, User
-from portal.accounts.selectors import can_manage, is_lead
+from portal.accounts.selectors import can_manage, is_lead, refuse_owner_who_left
 from portal.audit.services import audit_record
 from portal.catalog.models import CatalogModel
 from portal.catalog.runtimes import RUNTIMES, UnsupportedChoice, container_spec
@@ -202,6 +202,7 @@ def deployment_scale(
     if replicas < workload.replicas:
         _scale_down(workload, replicas=replicas, actor=user, now=now)
         return workload
+    refuse_owner_who_left(user=user, team=workload.team, owner=workload.owner, doing="scale up")
     team = _lock_team(workload)
     decision = scale_verdict(workload=workload, team=team, replicas=replicas, now=now).enforce()
     deciding_lead = user.pk != workload.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))

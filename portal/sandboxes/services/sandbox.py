@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.accounts.models import Membership, User
-from portal.accounts.selectors import can_manage
+from portal.accounts.selectors import can_manage, refuse_owner_who_left
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.jobs import enqueue
@@ -171,6 +171,7 @@ def sandbox_restart(*, user: User, sandbox_id: int, now: datetime | None = None)
     sandbox = workload_get_for(user=user, workload_id=sandbox_id, lock=True, kind=WorkloadKind.SANDBOX)
     if not can_manage(user=user, team=sandbox.team, owner=sandbox.owner):
         raise NotAllowed("Only the owner, a lead of the team or an admin may restart this sandbox.")
+    refuse_owner_who_left(user=user, team=sandbox.team, owner=sandbox.owner, doing="restart")
     if sandbox.state != WorkloadState.RUNNING:
         raise Conflict(
             f"Only a running sandbox can be restarted; this one is {sandbox.get_state_display().lower()}."

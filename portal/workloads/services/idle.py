@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.accounts.models import User
-from portal.accounts.selectors import can_manage
+from portal.accounts.selectors import can_manage, refuse_owner_who_left
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed
@@ -166,6 +166,7 @@ def workload_keep(*, user: User, workload_id: int, kind: str, now: datetime | No
     what = workload.get_kind_display()
     if not can_manage(user=user, team=workload.team, owner=workload.owner):
         raise NotAllowed(f"Only the owner, a lead of the team or an admin may keep this {what.lower()}.")
+    refuse_owner_who_left(user=user, team=workload.team, owner=workload.owner, doing="keep")
     if workload.state != WorkloadState.RUNNING:
         raise Conflict(f"{what} {workload.name} is {workload.get_state_display().lower()}.")
     Workload.objects.filter(pk=workload.pk).update(idle_kept_at=now, idle_warned_at=None)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from portal.accounts.action_links import action_links_for
 from portal.accounts.models import Notification, Team, User
 from portal.accounts.notifications import team_webhook_notify
-from portal.accounts.selectors import can_manage, is_lead, team_leads
+from portal.accounts.selectors import can_manage, is_lead, refuse_owner_who_left, team_leads
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
@@ -262,6 +262,7 @@ def workload_extend(
     workload = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
     if not can_manage(user=user, team=workload.team, owner=workload.owner):
         raise NotAllowed(f"Only the owner, a lead of the team or an admin may extend this {workload.kind}.")
+    refuse_owner_who_left(user=user, team=workload.team, owner=workload.owner, doing="extend")
     try:
         extra = Decimal(str(hours))
     except ArithmeticError:

@@ -1,0 +1,66 @@
+"""An owner who has left the team may still end their work there, but no longer spend the team's
+money on it (extend, keep, restart, scale up); a lead of the team still may."""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.accounts.models import Membership
+from portal.catalog.demo import catalog_seed
+from portal.core.errors import NotAllowed
+from portal.deployments.services import deployment_request, deployment_scale
+from portal.sandboxes.services import sandbox_request, sandbox_restart
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
+from portal.workloads.services import workload_extend, workload_keep, workload_terminate
+
+pytestmark = pytest.mark.django_db
+LEFT = "You are no longer a member of team Vision"
+
+
+def test_an_owner_who_left_the_team_may_end_their_sandbox_but_not_spend_on_it(
+    run_jobs, fleet, researcher, lead, slice_request
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    expires = Workload.objects.get(pk=sandbox.pk).expires_at
+    Membership.objects.filter(user=researcher, team=sandbox.team).delete()
+    for act in (
+        lambda: workload_extend(user=researcher, workload_id=sandbox.pk, hours=1, kind=WorkloadKind.SANDBOX),
+        lambda: workload_keep(user=researcher, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX),
+        lambda: sandbox_restart(user=researcher, sandbox_id=sandbox.pk),
+    ):
+        with pytest.raises(NotAllowed, match=LEFT):
+            act()
+    assert Workload.objects.get(pk=sandbox.pk).expires_at == expires  # nothing changed
+    workload_extend(user=lead, workload_id=sandbox.pk, hours=1, kind=WorkloadKind.SANDBOX)
+    assert Workload.objects.get(pk=sandbox.pk).expires_at > expires  # the lead still may
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX))
+    assert Workload.objects.get(pk=sandbox.pk).state == WorkloadState.TERMINATED
+
+
+def test_an_owner_who_left_may_scale_their_deployment_down_but_not_up(run_jobs, fleet, researcher, lead):
+    catalog_seed()
+    deployment = run_jobs(
+        lambda: deployment_request(
+            user=researcher, team="vision", name="llama8b", model="llama-3.1-8b-instruct",
+            gpu_type="h100-80gb", count=1, replicas=1,
+        )
+    )  # fmt: skip
+    assert Workload.objects.get(pk=deployment.pk).state == WorkloadState.RUNNING
+    Membership.objects.filter(user=researcher, team=deployment.team).delete()
+    with pytest.raises(NotAllowed, match=LEFT):
+        deployment_scale(user=researcher, deployment_id=deployment.pk, replicas=2)
+    run_jobs(lambda: deployment_scale(user=researcher, deployment_id=deployment.pk, replicas=0))
+    assert Workload.objects.get(pk=deployment.pk).replicas == 0
+
+
+def test_through_the_api_the_refusal_is_a_403_that_says_why(
+    run_jobs, fleet, researcher, alice, slice_request
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    Membership.objects.filter(user=researcher).delete()
+    answer = alice.post(f"/api/v1/sandboxes/{sandbox.number}/extend", {"hours": 1}, format="json")
+    assert answer.status_code == 403
+    assert answer.json()["error"]["message"] == (
+        "You are no longer a member of team Vision, which pays for it: a lead of the team may extend it, "
+        "and you may still end it."
+    )
