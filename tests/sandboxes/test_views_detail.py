@@ -141,6 +141,7 @@ def test_only_those_who_may_open_a_sandbox_are_offered_to(
     assert 'id="open-app"' in leads and "Shared with you by alice: you get in" in leads
     owners = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert "Only you and those you share it with get in" in owners
+    assert "they may read and change the files of your home volume" in owners  # said before sharing
 
 
 def test_extending_within_policy_moves_the_expiry(researcher_client, researcher, team, whole_gpus):

@@ -45,7 +45,9 @@ HOME_VOLUME = "home"
 # by the name in $SANDBOX_USER. sshd runs as that non-root user on an unprivileged port, so only
 # that user can log in, with the keys they gave the portal (the Secret `ssh-keys`, copied into
 # /home/.ssh-host every few seconds: the kubelet updates a mounted Secret in place while the
-# sandbox runs) and those in /home/.ssh/authorized_keys. Public keys need no secrecy; a Secret
+# sandbox runs), and no others: not ~/.ssh/authorized_keys of the home, which whoever the owner
+# shares a web sandbox with may write (the home is mounted there too), and which would let them
+# into the owner's ssh sandboxes after the share ends. Public keys need no secrecy; a Secret
 # because the portal's rights on Secrets are already held to its own namespaces.
 # StrictModes is off: the kubelet makes a volume's root group-writable for the pod's fsGroup
 # (setgid, g+rwx), and sshd's strict modes refuse keys under a group-writable /home. The group is
@@ -63,7 +65,7 @@ SHELL_SERVER_SCRIPT = (
     "keys; (while sleep 15; do keys || true; done) & "
     f"exec sshd -D -e -p {SHELL_PORT} -h {HOME}/.ssh-host/ssh_host_ed25519_key "
     f"-o PidFile={HOME}/.ssh-host/sshd.pid -o UsePAM=no -o PasswordAuthentication=no -o StrictModes=no "
-    f"-o 'AuthorizedKeysFile={HOME}/.ssh/authorized_keys {PORTAL_KEYS}'"
+    f"-o AuthorizedKeysFile={PORTAL_KEYS}"
 )
 
 
