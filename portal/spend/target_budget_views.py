@@ -55,6 +55,7 @@ def team_target_budgets_panel(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404(error.message) from error
     can_change = sees_whole_team(request.user, team)
     form = TargetBudgetForm() if can_change else None
+    saved = ""  # what was just done, said above the table
     if request.method == "POST":
         if not can_change:
             raise PermissionDenied(
@@ -80,11 +81,18 @@ def team_target_budgets_panel(request: HttpRequest, slug: str) -> HttpResponse:
             else:
                 if not wants_fragment(request):
                     return redirect("team-target-budgets", slug=team.slug)
+                whose = f"project {data['target']}" if data["kind"] == Budget.Kind.PROJECT else data["target"]
+                saved = (
+                    f"The budget of {whose} is removed."
+                    if data["remove"]
+                    else f"The budget of {whose} is set: ${data['monthly_amount']:,.2f} a month."
+                )
                 form = TargetBudgetForm()
                 team, found = team_target_budgets(user=request.user, slug=slug)
     if form is not None:
         suggest(form.fields["target"], target_suggestions(team), list_id="budget-targets")
     context = {"team": team, "target_budgets": [f for _, f in found], "can_change": can_change, "form": form}
+    context["saved"] = saved
     if wants_fragment(request):
         return fragment(request, "spend/partials/target_budgets.html", context)
     return page(request, "spend/target_budgets.html", context)

@@ -230,6 +230,7 @@ def test_leads_set_and_remove_budgets_on_the_web_members_only_read(
     hx = {"HTTP_HX_REQUEST": "true"}
     page = lead_client.post(url, {"kind": "user", "target": "alice", "monthly_amount": "20.00"}, **hx)
     assert 'id="target-budget-user-alice"' in page.content.decode()
+    assert "The budget of alice is set: $20.00 a month." in page.content.decode()  # said, not only shown
     assert Budget.objects.get(team=team, user=researcher).monthly_amount == Decimal("20.00")
     bad = lead_client.post(url, {"kind": "project", "target": "Bad Label", "monthly_amount": "5"}, **hx)
     # said beside the name given, in words for people (the API's message starts "project: ")
@@ -257,6 +258,10 @@ def test_leads_set_and_remove_budgets_on_the_web_members_only_read(
         and "runs out" not in over
     )
     assert 'hx-get="/spend/my-budgets/"' in researcher_client.get("/spend/").content.decode()
+    with time_machine.travel(NOW, tick=False):  # over it: the table says so, not a moving "runs out" time
+        table = lead_client.get(url, **hx).content.decode()
+    assert '<span class="verdict bad">spent</span>' in table
 
-    lead_client.post(url, {"kind": "user", "target": "alice", "remove": "on"}, **hx)
+    removed = lead_client.post(url, {"kind": "user", "target": "alice", "remove": "on"}, **hx)
+    assert "The budget of alice is removed." in removed.content.decode()
     assert not Budget.objects.exists()
