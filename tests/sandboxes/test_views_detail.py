@@ -242,9 +242,23 @@ def test_a_request_a_lead_approved_shows_the_approval_step_done(
 
     page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
 
-    assert '<li class="step step-done">Pending approval</li>' in page
+    assert '<li class="step step-done">Approved by a lead</li>' in page
     assert "Approved by policy" not in page
-    assert "Extension: <strong>pending</strong>" in page
+    assert "Extension by 2 h: <strong>pending</strong>" in page  # how long it asks for
+    assert "The request itself waits" not in page
+
+
+def test_an_extension_of_a_request_still_waiting_says_the_request_waits_too(
+    researcher_client, researcher, lead, fleet
+):
+    sandbox = sandbox_request(
+        user=researcher, team="vision", name="big", gpu_type="h100-80gb", count=4, ttl_hours=8
+    )
+    researcher_client.post(f"/sandboxes/{sandbox.number}/extend/", {"hours": "20"})
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert "Extension by 20 h: <strong>pending</strong>" in page
+    assert "The request itself waits for a lead too." in page
+    assert '<li class="step step-current">Pending approval</li>' in page
 
 
 def test_a_degraded_sandbox_says_so_beside_running(researcher_client, researcher, team, whole_gpus):
