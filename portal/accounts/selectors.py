@@ -58,6 +58,12 @@ def team_members(team: Team) -> list[User]:
     return list(User.objects.filter(memberships__team=team, is_active=True).order_by("username"))
 
 
+def team_has_hf_token(slug: str) -> bool:
+    """Whether the team has a Hugging Face token for its model servers (gated models need one)."""
+    team = Team.objects.filter(slug=slug).only("hf_token").first()
+    return team is not None and bool(team.hf_token)
+
+
 def can_manage(*, user: User, team: Team, owner: User) -> bool:
     """Owner, a lead of the team, or a platform admin."""
     return user.pk == owner.pk or user.is_platform_admin or is_lead(user=user, team=team)

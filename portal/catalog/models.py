@@ -102,12 +102,22 @@ class CatalogModel(models.Model):
     tags = models.JSONField(default=list, blank=True)
     description = models.TextField(blank=True)
     enabled = models.BooleanField(default=True)
+    gated = models.BooleanField(
+        default=False,
+        help_text="The hub serves its checkpoint (source) only with an access token of an account "
+        "that accepted its license: the team's Hugging Face token (Team settings).",
+    )
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    def needs_token(self, precision: str) -> bool:
+        """Whether serving it at `precision` downloads its gated checkpoint (a quantization from a
+        checkpoint of its own is another repository)."""
+        return self.gated and self.quantized_sources.get(precision, self.source) == self.source
 
     @property
     def generative(self) -> bool:

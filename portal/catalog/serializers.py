@@ -85,6 +85,7 @@ class CatalogModelSerializer(serializers.ModelSerializer):
             "slug",
             "name",
             "source",
+            "gated",
             "license",
             "task",
             "parameters",

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.accounts.selectors import user_teams
+from portal.accounts.selectors import team_has_hf_token, user_teams
 from portal.catalog.models import CatalogModel
 from portal.catalog.selectors import catalog_entries, default_request, model_sizing
 from portal.catalog.sizing import Sizing
@@ -209,6 +209,8 @@ def deployment_estimate_panel(request: HttpRequest) -> HttpResponse:
                 form.add_service_errors(error)
     errors = [] if estimate is not None else form.labelled_errors()
     context = {"estimate": estimate, "errors": errors}
+    if estimate is not None and form.entry.needs_token(form.cleaned_data["dtype"]):
+        context["no_hf_token"] = not team_has_hf_token(form.cleaned_data["team"])
     return fragment(request, "deployments/partials/estimate.html", context)
 
 

@@ -194,6 +194,29 @@ def test_the_estimate_prices_every_replica_and_says_when_a_lead_must_approve(ali
     assert "No estimate yet" in wrong and "above zero" in wrong
 
 
+def test_the_estimate_warns_of_a_gated_model_the_team_has_no_token_for(alice, team, fleet, catalog):
+    """Llama's checkpoint is gated on the hub: without the team's Hugging Face token its model
+    server could not download it. A quantization from another repository needs none."""
+    url = "/deployments/new/estimate/"
+    page = alice.get(url, LLAMA_8B_ON_H100, **HTMX).content.decode()
+    assert 'id="estimate-hf-token"' in page and "the team has no Hugging Face token" in page
+    awq = alice.get(url, {**LLAMA_8B_ON_H100, "dtype": "awq-int4", "gpu": ""}, **HTMX).content.decode()
+    assert 'id="estimate-hourly"' in awq and 'id="estimate-hf-token"' not in awq
+    qwen = {**LLAMA_8B_ON_H100, "model": "qwen2.5-7b-instruct", "sized_model": "qwen2.5-7b-instruct"}
+    assert 'id="estimate-hf-token"' not in alice.get(url, qwen, **HTMX).content.decode()
+    team.hf_token = "hf_" + "x" * 34
+    team.save()
+    assert 'id="estimate-hf-token"' not in alice.get(url, LLAMA_8B_ON_H100, **HTMX).content.decode()
+
+
+def test_the_catalog_says_which_models_are_gated(alice, catalog):
+    listed = alice.get("/catalog/").content.decode()
+    assert listed.count(">gated</span>") == 6  # Llama (three), Mistral, Mixtral, Gemma
+    assert 'id="model-gated"' in alice.get("/catalog/llama-3.1-8b-instruct/").content.decode()
+    assert 'id="model-gated"' not in alice.get("/catalog/qwen2.5-7b-instruct/").content.decode()
+    assert alice.get("/api/v1/catalog/models/gemma-2-9b-it").json()["gated"] is True
+
+
 def test_the_detail_fragment_is_only_the_live_card(alice, researcher, fleet, catalog, run_jobs):
     workload = deployed(run_jobs, researcher, gpu_type="h100-80gb", count=1)
     page = alice.get(f"/deployments/{workload.number}/", **HTMX).content.decode()
