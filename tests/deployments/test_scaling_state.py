@@ -47,6 +47,8 @@ def test_the_page_and_the_api_show_running_and_scaling(running, researcher, rese
     html = researcher_client.get(reverse("deployment-detail", args=[running.number])).content.decode()
     assert "state-running" in html and "scaling 1 → 0" in html
     assert "state-provisioning" not in html
+    # to zero it stops serving: not "the running ones keep serving"
+    assert "its replicas are being stopped, and it no longer serves" in html and "keep serving" not in html
     body = alice.get(f"/api/v1/deployments/{running.number}").json()
     assert body["state"] == "running"
     assert (body["scaling_from"], body["scaling_to"]) == (1, 0)
