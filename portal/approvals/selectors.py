@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.selectors import lead_team_ids
 from portal.core.selectors import one_visible
 from portal.fleet.selectors import current_prices
 from portal.workloads.models import Approval
-from portal.workloads.selectors import cost_of_hours
+from portal.workloads.selectors import cost_of_hours, scale_cost
 
 
 def approvals_visible_to(user: User) -> QuerySet[Approval]:
@@ -56,14 +57,19 @@ def approval_rows(approvals: list[Approval], *, user: User) -> list[ApprovalRow]
     for prices and one for the teams the user leads, however many rows."""
     prices = current_prices()
     led = set(lead_team_ids(user))
+    now = timezone.now()
     rows = []
     for approval in approvals:
         sandbox = approval.workload
-        if approval.kind == Approval.Kind.EXTEND and approval.extend_hours is not None:
-            hours = approval.extend_hours
+        price = prices.get(sandbox.gpu_type_id, Decimal(0))
+        if approval.kind == Approval.Kind.SCALE and approval.replicas is not None:
+            hours, cost = scale_cost(sandbox, approval.replicas, price=price, now=now)
         else:
-            hours = sandbox.lifetime_hours
-        cost = cost_of_hours(sandbox, hours, price=prices.get(sandbox.gpu_type_id, Decimal(0)))
+            if approval.kind == Approval.Kind.EXTEND and approval.extend_hours is not None:
+                hours = approval.extend_hours
+            else:
+                hours = sandbox.lifetime_hours
+            cost = cost_of_hours(sandbox, hours, price=price)
         can_decide = (
             approval.state == Approval.State.PENDING
             and approval.requested_by_id != user.pk

@@ -25,7 +25,13 @@ from portal.fleet.selectors import price_per_hour
 from portal.spend.models import Budget
 from portal.spend.selectors import allocation_cost, hourly_rate, to_cents
 from portal.workloads.models import LIVE_STATES, Approval, Workload, WorkloadState
-from portal.workloads.policy import budget_left, quota_left, workload_price_per_hour
+from portal.workloads.policy import (
+    budget_left,
+    fraction_to_decimal,
+    quota_left,
+    replica_share,
+    workload_price_per_hour,
+)
 from portal.workloads.queue_wait import estimated_waits
 
 
@@ -297,6 +303,21 @@ def cost_of_hours(workload: Workload, hours: Decimal, *, price: Decimal) -> Deci
     price times the hours. The approvals inbox, a waiting workload's page and the messages to its
     deciders all count a request's cost so."""
     return to_cents(workload_price_per_hour(workload=workload, price_per_gpu_hour=price) * hours)
+
+
+def scale_cost(
+    workload: Workload, replicas: int, *, price: Decimal, now: datetime
+) -> tuple[Decimal, Decimal]:
+    """What scaling a deployment up to `replicas` adds, to the cent, at `price` per GPU-hour: the
+    added replicas' share for the hours it has left (its lifetime, while it has not started).
+    Returns (hours, cost)."""
+    if workload.expires_at is None:
+        hours = workload.lifetime_hours
+    else:
+        seconds = max(Decimal(0), Decimal((workload.expires_at - now).total_seconds()))
+        hours = (seconds / Decimal(3600)).quantize(Decimal("0.01"))
+    added = replica_share(workload) * max(0, replicas - workload.replicas)
+    return hours, to_cents(price * fraction_to_decimal(added, "0.000001") * hours)
 
 
 def waiting_cost(workload: Workload) -> WaitingCost | None:

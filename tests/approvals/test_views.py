@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
+import pytest
+import time_machine
+from django.utils import timezone
+
+from portal.catalog.demo import catalog_seed
+from portal.deployments.services import deployment_request, deployment_scale
 from portal.sandboxes.services import sandbox_request
 from portal.workloads.models import Approval, Workload, WorkloadState
 from tests.rows import HTMX, make_sandbox
@@ -128,3 +134,24 @@ def test_a_researcher_who_leads_no_team_keeps_the_link_to_follow_their_own_reque
         "Your requests over your team's auto-approval line" in page
     )
     assert "Your requests over" not in lead_client.get("/approvals/").content.decode()
+
+
+def test_a_scale_request_shows_what_the_added_replicas_cost_for_the_time_left(
+    lead_client, researcher, run_jobs, fleet
+):
+    """A lead deciding a scale sees its cost: the added replicas' share for the hours left."""
+    catalog_seed()
+    start = timezone.now().replace(microsecond=0)
+    with time_machine.travel(start, tick=False):
+        deployment = run_jobs(
+            lambda: deployment_request(
+                user=researcher, team="vision", name="llama8b", model="llama-3.1-8b-instruct",
+                gpu_type="h100-80gb", count=1, replicas=1, ttl_hours=8,
+            )
+        )  # fmt: skip
+    with time_machine.travel(start + timedelta(hours=2), tick=False):
+        deployment_scale(user=researcher, deployment_id=deployment.pk, replicas=3)  # over 1 whole GPU: a lead
+        assert Approval.objects.filter(workload=deployment, kind=Approval.Kind.SCALE).exists()
+        page = lead_client.get("/approvals/").content.decode()
+    assert "6 h left" in page
+    assert "+$82.56" in page  # two more replicas of 1 x $6.88 for 6 hours
