@@ -5,8 +5,11 @@ Skipped where /usr/bin/chromium or Playwright is missing; PORTAL_REQUIRE_BROWSER
 
 from __future__ import annotations
 
-from portal.accounts.models import Notification
+from decimal import Decimal
+
+from portal.accounts.models import EmailDelivery, Notification
 from portal.sandboxes.services.sandbox import sandbox_request
+from portal.spend.models import Budget
 from portal.workloads.models import Approval, WorkloadState
 from tests import browser_support
 from tests.browser_support import BROWSER, PHONE, sign_in_as, sign_in_as_alice
@@ -84,6 +87,32 @@ def test_on_a_phone_the_dashboard_and_request_form_fit_without_sideways_scrollin
     estimate = page.locator(".estimate-card").bounding_box()
     submit = page.get_by_role("button", name="Request sandbox").bounding_box()
     assert estimate["y"] + estimate["height"] <= submit["y"]  # the price before the button
+
+
+def test_on_a_phone_the_wide_tables_of_notifications_and_budgets_scroll_in_their_card(
+    live_server, transactional_db, browser_page, researcher, lead, team
+):
+    """The latest e-mails and the user and project budgets have many columns: they scroll inside
+    their card, and the page itself does not scroll sideways."""
+    EmailDelivery.objects.create(
+        user=lead, address="bob@example.com", kind="budget", state="failed", attempts=4,
+        subject="Team Vision: 119 % of project detector's monthly budget spent",
+        body="x", last_error="SMTP 451: temporary local problem, please try again later",
+    )  # fmt: skip
+    Budget.objects.create(
+        team=team, kind="project", project="detector-long-label", monthly_amount=Decimal(250)
+    )
+    Budget.objects.create(team=team, kind="user", user=researcher, monthly_amount=Decimal(400))
+    page = browser_page
+    page.set_viewport_size(PHONE)
+    sign_in_as(page, live_server, "bob")
+    for path, wide in (
+        ("/notifications/", ".email-deliveries"),
+        ("/teams/vision/budget/", "#target-budgets table"),
+    ):
+        page.goto(f"{live_server.url}{path}")
+        page.locator(wide).wait_for()
+        assert page.evaluate(NO_SIDEWAYS_SCROLL), path
 
 
 def test_dark_mode_follows_the_system_setting(live_server, transactional_db, browser_page, researcher):
