@@ -98,6 +98,24 @@ def test_the_form_saves_what_it_holds_as_a_preset(fleet, researcher, researcher_
     assert preset.body["ttl_hours"] == "6"
 
 
+def test_a_preset_without_a_name_reopens_its_section_as_it_was_filled(fleet, researcher, researcher_client):
+    """The refusal is said at the top; the section holding the field to fix must not come back closed."""
+    form = {
+        "team": "vision", "name": "", "gpu_type": GpuType.objects.get().slug, "gpu_mode": "whole",
+        "count": 1, "lifetime_mode": "hours", "ttl_hours": 6, "save_preset": "1", "preset_name": " ",
+        "preset_team": "1",
+    }  # fmt: skip
+    page = researcher_client.post("/sandboxes/new/", form).content.decode()
+    assert "Name the preset (1-60 characters)." in page
+    assert '<details class="fieldset-details" id="preset-save" open>' in page
+    assert 'name="preset_team" value="1" checked' in page
+    assert not Preset.objects.exists()
+    assert (
+        '<details class="fieldset-details" id="preset-save">'
+        in researcher_client.get("/sandboxes/new/").content.decode()
+    )
+
+
 def test_the_presets_page_lists_and_deletes(fleet, alice, researcher_client):
     preset_id = _save(alice).json()["id"]
     page = researcher_client.get("/presets/").content.decode()
