@@ -253,6 +253,10 @@ class NotificationKind(models.TextChoices):
     OTHER = "other", "Other"
 
 
+# Kinds never sent by e-mail (portal and webhook only): the preferences offer no e-mail for them.
+NOT_EMAILED = frozenset({NotificationKind.RUNNING, NotificationKind.OTHER})
+
+
 class NotificationChannel(models.TextChoices):
     PORTAL = "portal", "Portal"
     EMAIL = "email", "E-mail"

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from portal.accounts.forms import PortalAuthenticationForm, SshKeyForm, TokenCreateForm
 from portal.accounts.models import (
+    NOT_EMAILED,
     ApiToken,
     NotificationChannel,
     NotificationKind,
@@ -238,6 +239,10 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
 NOTIFICATIONS_PAGE_SIZE = 25
 
 
+def _never(kind: str, channel: str) -> bool:
+    return channel == NotificationChannel.EMAIL and kind in NOT_EMAILED
+
+
 def _notifications_context(request: HttpRequest, errors: list[str] | None = None) -> dict:
     order = "unread" if request.GET.get("order") == "unread" else "newest"
     page_obj = Paginator(notifications_of(request.user, order=order), NOTIFICATIONS_PAGE_SIZE).get_page(
@@ -249,7 +254,8 @@ def _notifications_context(request: HttpRequest, errors: list[str] | None = None
             kind,
             label,
             [
-                (channel, not is_muted(prefs, kind=kind, channel=channel))
+                # None: this channel never carries this kind (no box to tick)
+                (channel, None if _never(kind, channel) else not is_muted(prefs, kind=kind, channel=channel))
                 for channel in NotificationChannel.values
             ],
         )
@@ -294,7 +300,8 @@ def notification_read(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def notification_preferences(request: HttpRequest) -> HttpResponse:
     """Save the preferences form: a ticked box keeps a kind on a channel; a kind the form does not
-    show (one that cannot reach this user now) keeps what it was."""
+    show (one that cannot reach this user now), or shows without a box on a channel that never
+    carries it, keeps what it was."""
     shown = {kind for kind, _ in _kinds_for(request.user)}
     prefs = notification_settings_of(request.user)
     muted = {
@@ -303,7 +310,7 @@ def notification_preferences(request: HttpRequest) -> HttpResponse:
             for kind in NotificationKind.values
             if (
                 f"{channel}:{kind}" not in request.POST
-                if kind in shown
+                if kind in shown and not _never(kind, channel)
                 else is_muted(prefs, kind=kind, channel=channel)
             )
         ]

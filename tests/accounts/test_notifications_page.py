@@ -3,13 +3,15 @@ preferences per kind and channel."""
 
 from __future__ import annotations
 
+import ast
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.core import mail
 from django.utils import timezone
 
-from portal.accounts.models import Notification, NotificationKind, NotificationSettings
+from portal.accounts.models import NOT_EMAILED, Notification, NotificationKind, NotificationSettings
 from portal.accounts.notifications import notify
 from tests.conftest import signed_in
 
@@ -92,6 +94,25 @@ def test_preferences_turn_a_kind_off_per_channel(run_jobs, researcher, researche
     assert [m.subject for m in mail.outbox] == ["over"]
     page = researcher_client.get("/notifications/").content.decode()
     assert 'name="portal:running" aria-label="Started and rescaled by portal">' in page
+    # never e-mailed: no box to tick, and saving without one changes nothing
+    assert 'name="email:running"' not in page and 'title="Never sent by email">—' in page
+    ticked.pop("email:running")
+    researcher_client.post("/notifications/preferences/", ticked | {"webhook_url": ""})
+    assert "running" not in NotificationSettings.objects.get(user=researcher).muted["email"]
+
+
+def test_the_kinds_offered_without_e_mail_are_those_no_notice_sends_by_e_mail():
+    """NOT_EMAILED is what the preferences promise: no `notify` of such a kind gives a subject."""
+    found = set()
+    root = Path(__file__).resolve().parents[2]
+    for path in [*(root / "portal").rglob("*.py"), *(root / "workers").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "notify":
+                given = {keyword.arg: keyword.value for keyword in node.keywords}
+                kind = given.get("kind")
+                if "email_subject" in given and isinstance(kind, ast.Constant):
+                    found.add(kind.value)
+    assert found and not found & NOT_EMAILED
 
 
 def test_a_webhook_url_the_portal_would_not_post_to_is_refused_with_nothing_saved(
