@@ -46,6 +46,7 @@ WORKLOAD_WORDS = {
     "access_failed": "Route, quota or keys not updated",
     "share": "Sharing changed",
     "kubeconfig": "Kubeconfig issued",
+    "kubectl_revoked": "Kubeconfigs revoked",
 }
 
 # Every other action, whole.

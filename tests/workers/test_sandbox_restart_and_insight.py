@@ -142,3 +142,27 @@ def test_a_kubeconfig_carries_a_token_of_the_sandboxs_account_that_dies_with_the
     assert fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace) is None  # the tokens are void
     assert not KubeAccess.objects.filter(workload=sandbox).exists()  # and forgotten
     get_driver.cache_clear()
+
+
+def test_deactivating_the_owner_voids_the_kubeconfig_of_their_running_sandbox(
+    run_jobs, fake_kube: FakeKube, running_on_kube, researcher
+):
+    """The gate and the ssh keys shut for a deactivated user; the kubeconfig's token would have
+    opened a shell in the sandbox until it expired. The next watch makes the ServiceAccount anew
+    (its tokens name the old one's uid) and forgets the kubeconfig."""
+    sandbox = running_on_kube(**WHOLE)
+    run_jobs(lambda: sandbox_kube_access_request(user=researcher, sandbox_id=sandbox.pk))
+    before = fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace)["metadata"]["uid"]
+    reconcile_workload(sandbox.pk)  # an active owner: nothing is voided
+    assert KubeAccess.objects.filter(workload=sandbox).exists()
+    assert fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace)["metadata"]["uid"] == before
+
+    researcher.is_active = False
+    researcher.save()
+    reconcile_workload(sandbox.pk)
+    account = fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace)
+    assert account is not None and account["metadata"]["uid"] != before
+    assert not KubeAccess.objects.filter(workload=sandbox).exists()
+    event = AuditEvent.objects.get(action="sandbox.kubectl_revoked")
+    assert event.detail == "alice is deactivated" and event.object_id == str(sandbox.pk)
+    assert Workload.objects.get(pk=sandbox.pk).state == WorkloadState.RUNNING  # the sandbox itself runs on

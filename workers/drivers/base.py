@@ -170,6 +170,9 @@ class ClusterDriver(Protocol):
     def kubectl_token(self, spec: WorkloadSpec, *, seconds: int) -> KubectlToken:
         """A token of the sandbox's ServiceAccount, good for `seconds` at most."""
 
+    def revoke_kubectl(self, spec: WorkloadSpec) -> None:
+        """Void every token of the sandbox's ServiceAccount issued so far, at once."""
+
     def home_state(self, spec: WorkloadSpec) -> HomeState:
         """The sandbox's home claim: bound to which volume, how big; keeps the volume past the
         sandbox (reclaim policy Retain) and grows the claim to the home's size."""

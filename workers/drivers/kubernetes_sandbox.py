@@ -16,7 +16,7 @@ from workers.drivers.prometheus import volume_used_gb
 from workers.manifests import MANAGED_BY, MANAGED_BY_KEY, SANDBOX_ID_KEY
 from workers.manifests.datasets import claim_name as dataset_claim_name
 from workers.manifests.datasets import copied_volume_name
-from workers.manifests.kubectl import KUBECTL_ACCOUNT
+from workers.manifests.kubectl import KUBECTL_ACCOUNT, kubectl_objects
 from workers.manifests.names import HOME_OWNER_KEY, POD_NAME, label_value, object_meta
 from workers.manifests.policy import DATASET_CLAIM_MIB, limit_range_manifest, resource_quota_manifest
 from workers.manifests.route import TLS_SECRET, has_route
@@ -87,6 +87,16 @@ class SandboxPartsMixin:
             ca_pem=self.config.user_ca_data or ca,
             namespace=spec.namespace,
         )
+
+    def revoke_kubectl(self, spec: WorkloadSpec) -> None:
+        """The sandbox's ServiceAccount made anew: the API server checks the uid of the account a
+        token names, so every token issued before is refused from now on (not only at its expiry),
+        and a later kubeconfig comes from the new account."""
+        self.api.delete("ServiceAccount", KUBECTL_ACCOUNT, spec.namespace)
+        account = next(
+            obj for obj in kubectl_objects(spec, self.options.manifests) if obj["kind"] == "ServiceAccount"
+        )
+        self._apply(account)
 
     def _prebind_home(self, spec: WorkloadSpec) -> None:
         """Point the owner's home volume at this sandbox's claim before the claim is made (the

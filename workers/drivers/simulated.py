@@ -204,6 +204,10 @@ class SimulatedDriver:
             )
         return PodInsight(events=tuple(events), log_tail="\n".join(log[-log_lines:]) + "\n")
 
+    def revoke_kubectl(self, spec: WorkloadSpec) -> None:
+        """A simulated cluster's tokens open nothing: nothing to void."""
+        self._maybe_fail()
+
     def kubectl_token(self, spec: WorkloadSpec, *, seconds: int) -> KubectlToken:
         """No API server stands behind a simulated cluster: a kubeconfig of the right shape,
         marked as simulated, whose token opens nothing."""

@@ -14,7 +14,13 @@ from portal.deployments.services import deployment_observed, deployment_release_
 from portal.fleet.models import MigSlice, Node
 from portal.fleet.services import mig_slices_observed
 from portal.sandboxes.selectors import sandbox_datasets
-from portal.sandboxes.services import home_attached, home_claim, sandbox_kube_access_revoke
+from portal.sandboxes.services import (
+    home_attached,
+    home_claim,
+    sandbox_kube_access_held,
+    sandbox_kube_access_revoke,
+    sandbox_kube_access_voided,
+)
 from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
     workload_access_observed,
@@ -350,11 +356,24 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     if status.phase == "running":
         workload_observed_health(workload_id=workload.pk, problem="", now=now)
         _refresh_access(driver, workload, spec)
+        _void_kubeconfigs_of_the_deactivated(driver, workload, spec)
         return
     problem = status.message or status.phase
     if status.phase == "absent":
         problem = "its objects are gone from the cluster; drift repair puts them back"
     workload_observed_health(workload_id=workload.pk, problem=problem, now=now)
+
+
+def _void_kubeconfigs_of_the_deactivated(
+    driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
+) -> None:
+    """An owner deactivated while their sandbox runs loses its kubeconfig at once, as the portal's
+    other doors (its gate, their SSH keys) shut for them: the tokens would otherwise open a shell
+    in it until they expire, up to a day later."""
+    if workload.owner.is_active or not sandbox_kube_access_held(sandbox_id=workload.pk):
+        return
+    driver.revoke_kubectl(spec)
+    sandbox_kube_access_voided(sandbox=workload, why=f"{workload.owner.username} is deactivated")
 
 
 def _slice_being_cut(workload: Workload) -> MigSlice | None:

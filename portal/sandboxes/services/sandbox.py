@@ -273,8 +273,21 @@ def sandbox_kube_access_issued(
     KubeAccess.objects.filter(pk=access_id).update(**fields)
 
 
+def sandbox_kube_access_held(*, sandbox_id: int) -> bool:
+    """Whether a kubeconfig of the sandbox was asked for (issued, or on its way)."""
+    return KubeAccess.objects.filter(workload_id=sandbox_id).exists()
+
+
+def sandbox_kube_access_voided(*, sandbox: Workload, why: str) -> None:
+    """The cluster voided the running sandbox's kubectl tokens (its account made anew): forget
+    its kubeconfigs and say why in its audit trail."""
+    if sandbox_kube_access_revoke(sandbox_id=sandbox.pk):
+        audit_record(actor=None, action="sandbox.kubectl_revoked", obj=sandbox, team=sandbox.team, detail=why)
+
+
 def sandbox_kube_access_revoke(*, sandbox_id: int) -> int:
-    """Forget every kubeconfig of an ended sandbox (its ServiceAccount went with its namespace,
-    which revoked the tokens on the cluster)."""
+    """Forget every kubeconfig of a sandbox: ended (its ServiceAccount went with its namespace,
+    which revoked the tokens on the cluster), or whose owner was deactivated (the account made
+    anew, which revoked them too)."""
     deleted, _ = KubeAccess.objects.filter(workload_id=sandbox_id).delete()
     return deleted
