@@ -3,10 +3,12 @@ budget."""
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.apps import apps as django_apps
 from django.utils import timezone
 
 from portal.accounts.models import Notification
@@ -97,3 +99,24 @@ def test_an_extension_that_costs_more_than_the_budget_left_needs_a_lead(
     assert Workload.objects.get(pk=sandbox.pk).expires_at == before
     approval = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
     assert "monthly budget" in approval.why_needed
+
+
+def test_a_migration_closes_the_extensions_left_pending_on_rejected_requests(researcher, lead, fleet):
+    """Before rejecting cancelled them, an extension asked while the request waited stayed pending;
+    migration 0017 closes such approvals and the leads' notices of them."""
+    sandbox = sandbox_request(
+        user=researcher, team="vision", name="big", gpu_type="h100-80gb", count=4, ttl_hours=8
+    )
+    workload_extend(user=researcher, workload_id=sandbox.pk, hours=20, kind=WorkloadKind.SANDBOX)
+    extension = Approval.objects.get(workload=sandbox, kind=Approval.Kind.EXTEND)
+    Workload.objects.filter(pk=sandbox.pk).update(state=S.REJECTED)  # rejected as before the fix
+    Approval.objects.filter(workload=sandbox, kind=Approval.Kind.CREATE).update(state=Approval.State.REJECTED)
+    running = sandbox_request(
+        user=researcher, team="vision", name="small", gpu_type="h100-80gb", count=4, ttl_hours=8
+    )
+    migration = importlib.import_module("portal.workloads.migrations.0017_close_orphaned_approvals")
+    migration.close_orphans(django_apps, None)
+    extension.refresh_from_db()
+    assert extension.state == Approval.State.CANCELLED
+    assert Notification.objects.get(user=lead, link=approval_link(extension)).read_at is not None
+    assert Approval.objects.get(workload=running).state == Approval.State.PENDING  # a live one is left alone
