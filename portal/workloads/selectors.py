@@ -404,6 +404,19 @@ def workload_audit_trail(workload: Workload) -> QuerySet[AuditEvent]:
     )
 
 
+def workload_page_trail(workload: Workload) -> QuerySet[AuditEvent]:
+    """The audit trail as its page shows it: without the decision events of its request's own
+    approval, which say again what the workload's events say (rejected, approved, withdrawn);
+    an extension's or a scale's decisions stay, having no other line."""
+    requests = [str(a.pk) for a in getattr(workload, "all_approvals", []) if a.kind == Approval.Kind.CREATE]
+    return workload_audit_trail(workload).exclude(
+        object_type="approval", object_id__in=requests, action__in=REQUEST_DECISIONS
+    )
+
+
+REQUEST_DECISIONS = ("approval.approve", "approval.reject", "approval.withdrawn")
+
+
 @dataclass(frozen=True)
 class Step:
     label: str

@@ -27,8 +27,8 @@ from portal.workloads.selectors import (
     listed_projects,
     pending_extension,
     user_standing,
-    workload_audit_trail,
     workload_id_for,
+    workload_page_trail,
 )
 from portal.workloads.services import (
     workload_extend,
@@ -80,7 +80,7 @@ TRAIL_SHOWN = 50  # events of a detail page's audit trail; `?trail=all` shows ev
 def audit_trail_context(request: HttpRequest, workload: Workload) -> dict[str, Any]:
     """A detail page's audit trail: its latest events, oldest first, and whether earlier ones
     were left out (a deployment that ran for weeks gathers scale and health events)."""
-    trail = workload_audit_trail(workload)
+    trail = workload_page_trail(workload)
     if request.GET.get("trail") == "all":
         events = list(trail)
         return {

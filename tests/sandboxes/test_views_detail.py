@@ -229,6 +229,38 @@ def test_a_rejected_request_shows_the_reason(researcher_client, researcher, team
     assert '<li class="step step-failed">Rejected</li>' in page
 
 
+def test_a_rejected_request_says_so_once_in_its_trail_and_an_extensions_decision_stays(
+    researcher_client, researcher, lead, fleet, run_jobs
+):
+    """The request's own approval and the workload both record a rejection: the page lists it once.
+    An extension's decision has no other line, so it stays."""
+    kept = run_jobs(
+        lambda: sandbox_request(
+            user=researcher, team="vision", name="small", gpu_type="h100-80gb", count=1, ttl_hours=2
+        )
+    )
+    researcher_client.post(f"/sandboxes/{kept.number}/extend/", {"hours": "30"})  # past the line: a lead
+    extension = Approval.objects.get(workload=kept, kind=Approval.Kind.EXTEND)
+    approval_decide(user=lead, approval_id=extension.pk, approve=False, comment="not that long")
+    page = researcher_client.get(f"/sandboxes/{kept.number}/").content.decode()
+    assert page.count("not that long") >= 1 and "Request rejected" in page
+
+    big = sandbox_request(
+        user=researcher, team="vision", name="big", gpu_type="h100-80gb", count=4, ttl_hours=8
+    )
+    run_jobs(
+        lambda: approval_decide(
+            user=lead, approval_id=big.approvals.get().pk, approve=False, comment="use one"
+        )
+    )
+    trail = (
+        researcher_client.get(f"/sandboxes/{big.number}/")
+        .content.decode()
+        .split('id="audit-trail-events"')[1]
+    )
+    assert "Rejected" in trail and "Request rejected" not in trail
+
+
 def test_a_request_a_lead_approved_shows_the_approval_step_done(
     researcher_client, researcher, lead, fleet, run_jobs
 ):
