@@ -47,7 +47,7 @@ def unread_count(user: User) -> int:
 class ApprovalRow:
     approval: Approval
     hours: Decimal
-    estimated_cost: Decimal
+    estimated_cost: Decimal | None  # None: a decided scale
     can_decide: bool
     error: str = ""
 
@@ -62,8 +62,13 @@ def approval_rows(approvals: list[Approval], *, user: User) -> list[ApprovalRow]
     for approval in approvals:
         sandbox = approval.workload
         price = prices.get(sandbox.gpu_type_id, Decimal(0))
-        if approval.kind == Approval.Kind.SCALE and approval.replicas is not None:
-            hours, cost = scale_cost(sandbox, approval.replicas, price=price, now=now)
+        cost: Decimal | None
+        if approval.kind == Approval.Kind.SCALE:
+            # while it waits: the added replicas for the hours left; once decided, the replicas
+            # it had then are gone from the row, so no figure rather than a wrong one
+            hours, cost = sandbox.lifetime_hours, None
+            if approval.state == Approval.State.PENDING and approval.replicas is not None:
+                hours, cost = scale_cost(sandbox, approval.replicas, price=price, now=now)
         else:
             if approval.kind == Approval.Kind.EXTEND and approval.extend_hours is not None:
                 hours = approval.extend_hours

@@ -93,16 +93,16 @@ class ApprovalSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=2))
     def get_lifetime_hours(self, approval: Approval) -> str:
-        """A new request's lifetime, or an extension's added hours."""
+        """A new request's lifetime, an extension's added hours, or the hours a deployment has
+        left while its scale waits."""
         return f"{self._row(approval).hours:.2f}"
 
     @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True))
     def get_estimated_cost(self, approval: Approval) -> str | None:
-        """What those hours cost at today's prices (USD); null for a scale, whose added replicas'
-        cost the deployment's estimate gives."""
-        if approval.kind == Approval.Kind.SCALE:
-            return None
-        return f"{self._row(approval).estimated_cost:.2f}"
+        """What those hours cost at today's prices (USD); for a scale waiting, what its added
+        replicas cost for those hours; null for a decided scale."""
+        cost = self._row(approval).estimated_cost
+        return None if cost is None else f"{cost:.2f}"
 
     @extend_schema_field(serializers.BooleanField())
     def get_can_decide(self, approval: Approval) -> bool:

@@ -19,8 +19,9 @@ class CatalogModelAdmin(admin.ModelAdmin):
         "max_context",
         "default_dtype",
         "enabled",
+        "gated",
     ]
-    list_filter = ["task", "runtime", "enabled"]
+    list_filter = ["task", "runtime", "enabled", "gated"]
     list_select_related = ["runtime"]
     search_fields = ["slug", "name", "source", "description"]
     prepopulated_fields = {"slug": ["name"]}
@@ -32,6 +33,7 @@ class CatalogModelAdmin(admin.ModelAdmin):
                     "slug",
                     "name",
                     "source",
+                    "gated",
                     "license",
                     "task",
                     "runtime",

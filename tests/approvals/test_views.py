@@ -8,6 +8,7 @@ import pytest
 import time_machine
 from django.utils import timezone
 
+from portal.approvals.services import approval_decide
 from portal.catalog.demo import catalog_seed
 from portal.deployments.services import deployment_request, deployment_scale
 from portal.sandboxes.services import sandbox_request
@@ -137,7 +138,7 @@ def test_a_researcher_who_leads_no_team_keeps_the_link_to_follow_their_own_reque
 
 
 def test_a_scale_request_shows_what_the_added_replicas_cost_for_the_time_left(
-    lead_client, researcher, run_jobs, fleet
+    lead_client, lead, researcher, run_jobs, fleet
 ):
     """A lead deciding a scale sees its cost: the added replicas' share for the hours left."""
     catalog_seed()
@@ -155,3 +156,11 @@ def test_a_scale_request_shows_what_the_added_replicas_cost_for_the_time_left(
         page = lead_client.get("/approvals/").content.decode()
     assert "6 h left" in page
     assert "+$82.56" in page  # two more replicas of 1 x $6.88 for 6 hours
+    scale = Approval.objects.get(workload=deployment, kind=Approval.Kind.SCALE)
+    with time_machine.travel(start + timedelta(hours=2), tick=False):
+        body = lead_client.get(f"/api/v1/approvals/{scale.pk}").json()
+    assert (body["estimated_cost"], body["lifetime_hours"]) == ("82.56", "6.00")  # the API says the same
+    run_jobs(lambda: approval_decide(user=lead, approval_id=scale.pk, approve=True))
+    decided = lead_client.get(f"/api/v1/approvals/{scale.pk}").json()
+    assert decided["estimated_cost"] is None  # its replicas then are gone: no figure, not a wrong one
+    assert "+$0.00" not in lead_client.get("/approvals/", {"state": "approved"}).content.decode()

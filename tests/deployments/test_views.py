@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
+from portal.catalog.models import CatalogModel
 from portal.deployments.models import Serving
 from portal.deployments.services import deployment_request
 from portal.workloads.models import Approval, Workload, WorkloadState
@@ -209,12 +210,14 @@ def test_the_estimate_warns_of_a_gated_model_the_team_has_no_token_for(alice, te
     assert 'id="estimate-hf-token"' not in alice.get(url, LLAMA_8B_ON_H100, **HTMX).content.decode()
 
 
-def test_the_catalog_says_which_models_are_gated(alice, catalog):
+def test_the_catalog_says_which_models_are_gated(alice, admin_client, catalog):
     listed = alice.get("/catalog/").content.decode()
     assert listed.count(">gated</span>") == 6  # Llama (three), Mistral, Mixtral, Gemma
     assert 'id="model-gated"' in alice.get("/catalog/llama-3.1-8b-instruct/").content.decode()
     assert 'id="model-gated"' not in alice.get("/catalog/qwen2.5-7b-instruct/").content.decode()
     assert alice.get("/api/v1/catalog/models/gemma-2-9b-it").json()["gated"] is True
+    gemma = CatalogModel.objects.get(slug="gemma-2-9b-it")
+    assert 'name="gated"' in admin_client.get(f"/admin/catalog/catalogmodel/{gemma.pk}/change/").content.decode()
 
 
 def test_the_detail_fragment_is_only_the_live_card(alice, researcher, fleet, catalog, run_jobs):

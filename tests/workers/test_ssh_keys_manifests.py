@@ -17,7 +17,7 @@ from tests.fakekube import SCHEMA_VERSION, fixtures
 from tests.rows import make_deployment, make_sandbox
 from tests.workers.test_manifests import by_kind, make_spec
 from workers.manifests import workload_objects
-from workers.manifests.workload import PORTAL_KEYS, SSH_KEYS_MOUNT
+from workers.manifests.workload import SSH_KEYS_MOUNT
 from workers.reconcile.workloads import workload_spec
 
 fake_kube = fixtures.fake_kube
@@ -42,12 +42,12 @@ def test_a_shell_sandbox_mounts_its_owners_keys_where_its_ssh_server_reads_them(
     container = pod["containers"][0]
     assert {"name": "ssh-keys", "mountPath": SSH_KEYS_MOUNT, "readOnly": True} in container["volumeMounts"]
     script = container["command"][-1]
-    assert f"cp {SSH_KEYS_MOUNT}/authorized_keys {PORTAL_KEYS}.new" in script
-    assert "while sleep 15; do keys || true; done" in script  # kept current while it runs
     # /home is group-writable under the pod's fsGroup: sshd's strict modes would refuse every key
     assert "-o StrictModes=no" in script
-    # the portal's keys only: the home may be written by those a web sandbox of the owner is shared with
-    assert script.endswith(f"-o AuthorizedKeysFile={PORTAL_KEYS}") and ".ssh/authorized_keys" not in script
+    # the portal's keys only, read from the Secret as mounted: nothing of the login from the home,
+    # which those a web sandbox of the owner is shared with may write
+    assert script.endswith(f"-o PermitUserRC=no -o AuthorizedKeysFile={SSH_KEYS_MOUNT}/authorized_keys")
+    assert "authorized_keys" not in script.replace(f"{SSH_KEYS_MOUNT}/authorized_keys", "")
 
 
 def test_without_keys_the_secret_is_there_empty_and_web_sandboxes_get_none():

@@ -43,29 +43,27 @@ HOME_VOLUME = "home"
 
 # The shell image contract: OpenSSH's sshd and ssh-keygen on the PATH, and uid run_as_user known
 # by the name in $SANDBOX_USER. sshd runs as that non-root user on an unprivileged port, so only
-# that user can log in, with the keys they gave the portal (the Secret `ssh-keys`, copied into
-# /home/.ssh-host every few seconds: the kubelet updates a mounted Secret in place while the
-# sandbox runs), and no others: not ~/.ssh/authorized_keys of the home, which whoever the owner
-# shares a web sandbox with may write (the home is mounted there too), and which would let them
-# into the owner's ssh sandboxes after the share ends. Public keys need no secrecy; a Secret
-# because the portal's rights on Secrets are already held to its own namespaces.
+# that user can log in, with the keys they gave the portal: read by sshd at each login from the
+# Secret `ssh-keys` as mounted (the kubelet updates a mounted Secret in place while the sandbox
+# runs), and no others. Nothing of its login may come from the home, which whoever the owner
+# shares a web sandbox with may write (the home is mounted there too): not
+# ~/.ssh/authorized_keys, nor a copy of the keys kept there, nor ~/.ssh/rc (PermitUserRC=no),
+# any of which would let them into the owner's ssh sandboxes after the share ends. Public keys
+# need no secrecy; a Secret because the portal's rights on Secrets are already held to its own
+# namespaces.
 # StrictModes is off: the kubelet makes a volume's root group-writable for the pod's fsGroup
 # (setgid, g+rwx), and sshd's strict modes refuse keys under a group-writable /home. The group is
 # the sandbox user's own and sshd runs as that one user, so nobody else could have written them.
 SSH_KEYS_SECRET = "ssh-keys"  # noqa: S105 (the object's name)
 SSH_KEYS_MOUNT = "/etc/gpu-portal/ssh"
-PORTAL_KEYS = f"{HOME}/.ssh-host/portal_authorized_keys"
 SHELL_SERVER_SCRIPT = (
     "set -eu; "
     f"mkdir -p {HOME}/.ssh {HOME}/.ssh-host; "
     f"[ -f {HOME}/.ssh-host/ssh_host_ed25519_key ] || "
     f"ssh-keygen -q -t ed25519 -N '' -f {HOME}/.ssh-host/ssh_host_ed25519_key; "
-    f"keys() {{ cp {SSH_KEYS_MOUNT}/authorized_keys {PORTAL_KEYS}.new && chmod 600 {PORTAL_KEYS}.new "
-    f"&& mv {PORTAL_KEYS}.new {PORTAL_KEYS}; }}; "
-    "keys; (while sleep 15; do keys || true; done) & "
     f"exec sshd -D -e -p {SHELL_PORT} -h {HOME}/.ssh-host/ssh_host_ed25519_key "
     f"-o PidFile={HOME}/.ssh-host/sshd.pid -o UsePAM=no -o PasswordAuthentication=no -o StrictModes=no "
-    f"-o AuthorizedKeysFile={PORTAL_KEYS}"
+    f"-o PermitUserRC=no -o AuthorizedKeysFile={SSH_KEYS_MOUNT}/authorized_keys"
 )
 
 
