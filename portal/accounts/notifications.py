@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from portal.accounts.emails import EMAIL_TASK, email_send
 from portal.accounts.models import (
+    NOT_EMAILED,
     EmailDelivery,
     Notification,
     NotificationChannel,
@@ -129,7 +130,8 @@ def notify(
     note = None
     if not is_muted(prefs, kind=kind, channel=NotificationChannel.PORTAL):
         note = Notification.objects.create(user=user, kind=kind, message=message[:500], link=link)
-    if email_subject and user.email and not is_muted(prefs, kind=kind, channel=NotificationChannel.EMAIL):
+    emailed = email_subject and kind not in NOT_EMAILED  # as the preferences promise
+    if emailed and user.email and not is_muted(prefs, kind=kind, channel=NotificationChannel.EMAIL):
         body = message + (f"\n\n{absolute(link)}" if link else "")
         for label, url in actions.items():
             body += f"\n\n{label.capitalize()}: {url}"

@@ -124,13 +124,19 @@ def _sizing(form: DeployForm) -> Sizing | None:
 def deployment_new(request: HttpRequest) -> HttpResponse:
     """The deploy form (`?model=<slug>` preselects a model); a valid request goes to its page."""
     prefilled_from = preset_problem = ""
+    preset_refused = False  # a preset asked for and not saved: its section opens again as filled
     if request.method == "POST":
         form = _deploy_form(request, request.POST, whole=True)
         if request.POST.get("save_preset"):
             form.fields["name"].required = False  # each request names itself
         sizing = _sizing(form)
-        if form.is_valid() and request.POST.get("save_preset"):
-            save_form_as_preset(request, form, kind=WorkloadKind.DEPLOYMENT, body=body_from_form(form))
+        if request.POST.get("save_preset"):
+            preset_refused = not (
+                form.is_valid()
+                and save_form_as_preset(
+                    request, form, kind=WorkloadKind.DEPLOYMENT, body=body_from_form(form)
+                )
+            )
         elif form.is_valid():
             try:
                 workload = deployment_request(user=request.user, **form.service_kwargs())
@@ -138,7 +144,7 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
                 form.add_service_errors(error)
             else:
                 return redirect(workload)
-        elif not request.POST.get("save_preset"):
+        else:
             form.require_name()
     else:
         initial, prefilled_from, preset_problem = _prefill(request)
@@ -148,6 +154,7 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "sizing": sizing,
+        "preset_refused": preset_refused,
         "prefilled_from": prefilled_from,
         "preset_problem": preset_problem,
         "presets": presets_for(user=request.user, kind=WorkloadKind.DEPLOYMENT),

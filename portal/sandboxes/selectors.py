@@ -12,7 +12,7 @@ import yaml
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from portal.accounts.models import Team, User
+from portal.accounts.models import Membership, Team, User
 from portal.accounts.selectors import user_teams
 from portal.accounts.ssh_keys import ssh_keys_of
 from portal.fleet.models import Gpu, GpuType
@@ -89,7 +89,11 @@ def sandbox_row_for(*, user: User, workload_id: int) -> SandboxRow:
         [workload_detail_for(user=user, workload_id=workload_id, kind=WorkloadKind.SANDBOX)]
     )
     sandbox = row.sandbox
-    opens = sandbox.owner_id == user.pk or any(u.pk == user.pk for u in sandbox.shared_with.all())
+    # as the gate decides: its owner, or someone it is shared with who is still in its team
+    opens = sandbox.owner_id == user.pk or (
+        any(u.pk == user.pk for u in sandbox.shared_with.all())
+        and Membership.objects.filter(user=user, team_id=sandbox.team_id).exists()
+    )
     return replace(row, waiting_cost=waiting_cost(sandbox), viewer_opens=opens)
 
 

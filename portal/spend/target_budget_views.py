@@ -5,6 +5,7 @@ fragments (htmx) into the page that includes their slot; the same services as th
 from __future__ import annotations
 
 from django import forms
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -79,14 +80,15 @@ def team_target_budgets_panel(request: HttpRequest, slug: str) -> HttpResponse:
             except DomainError as error:  # a bad project label: beside the name given
                 add_service_errors(form, error, {"project": "target"})
             else:
-                if not wants_fragment(request):
-                    return redirect("team-target-budgets", slug=team.slug)
                 whose = f"project {data['target']}" if data["kind"] == Budget.Kind.PROJECT else data["target"]
                 saved = (
                     f"The budget of {whose} is removed."
                     if data["remove"]
                     else f"The budget of {whose} is set: ${data['monthly_amount']:,.2f} a month."
                 )
+                if not wants_fragment(request):
+                    messages.success(request, saved)
+                    return redirect("team-target-budgets", slug=team.slug)
                 form = TargetBudgetForm()
                 team, found = team_target_budgets(user=request.user, slug=slug)
     if form is not None:

@@ -458,8 +458,8 @@ def progress_steps(workload: Workload, approval: Approval | None) -> list[Step]:
     for index, (label, _state) in enumerate(_STEP_STATES):
         if index == 0 and not needed_approval and state != WorkloadState.PENDING_APPROVAL:
             steps.append(Step("Approved by policy", "skipped"))
-        elif index < reached:  # past it: a lead approved it (or it needed none, above)
-            steps.append(Step("Approved by a lead" if index == 0 else label, "done"))
+        elif index < reached:  # past it: a lead or an admin approved it (or it needed none, above)
+            steps.append(Step("Approved" if index == 0 else label, "done"))
         elif index == reached and state in order:
             steps.append(Step(label, "current"))
         elif index == reached and state in _FAILED_ENDS:

@@ -234,9 +234,9 @@ def form_prefill(
     return None, "", ""
 
 
-def save_form_as_preset(request: HttpRequest, form: Any, *, kind: str, body: dict) -> None:
+def save_form_as_preset(request: HttpRequest, form: Any, *, kind: str, body: dict) -> bool:
     """A valid request form saved as the preset named in the POST (the team's, if asked), saying
-    so; a refusal shows as a message, as any service's."""
+    so; a refusal shows as a message, as any service's. Whether it was saved."""
     preset = run_service(
         request,
         lambda: preset_save(
@@ -249,6 +249,7 @@ def save_form_as_preset(request: HttpRequest, form: Any, *, kind: str, body: dic
     )
     if preset is not None:
         messages.success(request, f"Saved preset {preset.name} ({preset.scope}).")
+    return preset is not None
 
 
 @login_required

@@ -11,9 +11,16 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from portal.accounts.models import NOT_EMAILED, Notification, NotificationKind, NotificationSettings
+from portal.accounts.models import (
+    NOT_EMAILED,
+    EmailDelivery,
+    Notification,
+    NotificationKind,
+    NotificationSettings,
+)
 from portal.accounts.notifications import notify
 from tests.conftest import signed_in
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -113,6 +120,12 @@ def test_the_kinds_offered_without_e_mail_are_those_no_notice_sends_by_e_mail():
                 if "email_subject" in given and isinstance(kind, ast.Constant):
                     found.add(kind.value)
     assert found and not found & NOT_EMAILED
+    # and notify keeps the promise whatever a caller gives
+    mail.outbox.clear()
+    user = UserFactory(username="dora", email="dora@example.com")
+    for kind in NOT_EMAILED:
+        notify(user=user, message="m", kind=kind, email_subject="s")
+    assert mail.outbox == [] and not EmailDelivery.objects.exists()
 
 
 def test_a_webhook_url_the_portal_would_not_post_to_is_refused_with_nothing_saved(

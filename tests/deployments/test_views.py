@@ -217,7 +217,9 @@ def test_the_catalog_says_which_models_are_gated(alice, admin_client, catalog):
     assert 'id="model-gated"' not in alice.get("/catalog/qwen2.5-7b-instruct/").content.decode()
     assert alice.get("/api/v1/catalog/models/gemma-2-9b-it").json()["gated"] is True
     gemma = CatalogModel.objects.get(slug="gemma-2-9b-it")
-    assert 'name="gated"' in admin_client.get(f"/admin/catalog/catalogmodel/{gemma.pk}/change/").content.decode()
+    assert (
+        'name="gated"' in admin_client.get(f"/admin/catalog/catalogmodel/{gemma.pk}/change/").content.decode()
+    )
 
 
 def test_the_detail_fragment_is_only_the_live_card(alice, researcher, fleet, catalog, run_jobs):

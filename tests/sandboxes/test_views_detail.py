@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from portal.accounts.models import Membership
 from portal.approvals.services import approval_decide
 from portal.sandboxes.services import sandbox_request, sandbox_share
 from portal.workloads.models import Approval, Workload, WorkloadState
@@ -126,7 +127,7 @@ def test_the_lead_of_the_team_may_see_a_members_sandbox(lead_client, researcher,
 
 
 def test_only_those_who_may_open_a_sandbox_are_offered_to(
-    lead_client, researcher_client, researcher, lead, fleet, slice_request, run_jobs
+    lead_client, researcher_client, researcher, lead, admin_user, admin_client, fleet, slice_request, run_jobs
 ):
     """A lead sees a member's sandbox but may not open it unless it is shared with them: no button
     that leads to a refusal, and no link to a home volume that is not theirs."""
@@ -141,6 +142,14 @@ def test_only_those_who_may_open_a_sandbox_are_offered_to(
     assert 'id="open-app"' in leads and "Shared with you by alice: you get in" in leads
     owners = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert "Only you and those you share it with get in" in owners
+    # an admin it was shared with while in the team, who has left it since: the gate refuses them
+    membership = Membership.objects.create(
+        user=admin_user, team=sandbox.team, role=Membership.Role.RESEARCHER
+    )
+    sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=[lead.username, admin_user.username])
+    membership.delete()
+    admins = admin_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert 'id="open-app"' not in admins and 'id="open-app-closed"' in admins
     assert "they may read and change the files of your home volume" in owners  # said before sharing
 
 
@@ -274,7 +283,7 @@ def test_a_request_a_lead_approved_shows_the_approval_step_done(
 
     page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
 
-    assert '<li class="step step-done">Approved by a lead</li>' in page
+    assert '<li class="step step-done">Approved</li>' in page
     assert "Approved by policy" not in page
     assert "Extension by 2 h: <strong>pending</strong>" in page  # how long it asks for
     assert "The request itself waits" not in page

@@ -265,3 +265,9 @@ def test_leads_set_and_remove_budgets_on_the_web_members_only_read(
     removed = lead_client.post(url, {"kind": "user", "target": "alice", "remove": "on"}, **hx)
     assert "The budget of alice is removed." in removed.content.decode()
     assert not Budget.objects.exists()
+    plain = lead_client.post(
+        url, {"kind": "project", "target": "detector", "monthly_amount": "9"}, follow=True
+    )
+    assert (
+        "The budget of project detector is set: $9.00 a month." in plain.content.decode()
+    )  # without htmx too

@@ -114,9 +114,19 @@ def test_a_migration_closes_the_extensions_left_pending_on_rejected_requests(res
     running = sandbox_request(
         user=researcher, team="vision", name="small", gpu_type="h100-80gb", count=4, ttl_hours=8
     )
+    cancelled = sandbox_request(
+        user=researcher, team="vision", name="old", gpu_type="h100-80gb", count=4, ttl_hours=8
+    )
+    old = Approval.objects.get(workload=cancelled)
+    Approval.objects.filter(pk=old.pk).update(
+        state=Approval.State.CANCELLED
+    )  # cancelled, its notice left unread
     migration = importlib.import_module("portal.workloads.migrations.0017_close_orphaned_approvals")
     migration.close_orphans(django_apps, None)
     extension.refresh_from_db()
     assert extension.state == Approval.State.CANCELLED
     assert Notification.objects.get(user=lead, link=approval_link(extension)).read_at is not None
-    assert Approval.objects.get(workload=running).state == Approval.State.PENDING  # a live one is left alone
+    assert Notification.objects.get(user=lead, link=approval_link(old)).read_at is not None
+    waiting = Approval.objects.get(workload=running)
+    assert waiting.state == Approval.State.PENDING  # a live one is left alone, and its notice unread
+    assert Notification.objects.get(user=lead, link=approval_link(waiting)).read_at is None

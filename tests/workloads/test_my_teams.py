@@ -56,7 +56,9 @@ def test_an_admin_in_no_team_is_told_where_to_add_themselves(admin_user):
     for path in ("/teams/", "/sandboxes/new/", "/deployments/new/"):
         page = client.get(path).content.decode()
         assert "Ask a platform admin" not in page, path
-        assert '<a href="/admin/accounts/team/">open its team</a> and add yourself under its memberships' in page, path
+        assert (
+            '<a href="/admin/accounts/team/">open its team</a> and add yourself under its memberships' in page
+        ), path
 
 
 def test_the_page_reads_a_few_queries_per_team(researcher, team, other_team, django_assert_max_num_queries):

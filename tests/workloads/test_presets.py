@@ -110,10 +110,10 @@ def test_a_preset_without_a_name_reopens_its_section_as_it_was_filled(fleet, res
     assert '<details class="fieldset-details" id="preset-save" open>' in page
     assert 'name="preset_team" value="1" checked' in page
     assert not Preset.objects.exists()
-    assert (
-        '<details class="fieldset-details" id="preset-save">'
-        in researcher_client.get("/sandboxes/new/").content.decode()
-    )
+    mine = {key: value for key, value in form.items() if key != "preset_team"} | {"preset_name": "one-gpu"}
+    saved = researcher_client.post("/sandboxes/new/", mine).content.decode()
+    assert Preset.objects.get().name == "one-gpu"  # saved: the section closes, empty for the next one
+    assert '<details class="fieldset-details" id="preset-save">' in saved and 'value="one-gpu"' not in saved
 
 
 def test_the_presets_page_lists_and_deletes(fleet, alice, researcher_client):

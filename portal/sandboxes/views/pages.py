@@ -109,13 +109,16 @@ def _prefill(request: HttpRequest) -> tuple[dict | None, str, str]:
 @require_http_methods(["GET", "POST"])
 def sandbox_new(request: HttpRequest) -> HttpResponse:
     """The request form; a valid request goes to its detail page."""
+    preset_refused = False  # a preset asked for and not saved: its section opens again as filled
     if request.method == "POST":
         form = _request_form(request, request.POST, whole=True)
         prefilled_from = ""
         if request.POST.get("save_preset"):
             form.fields["name"].required = False  # each request names itself
-            if form.is_valid():
-                save_form_as_preset(request, form, kind=WorkloadKind.SANDBOX, body=body_from_form(form))
+            preset_refused = not (
+                form.is_valid()
+                and save_form_as_preset(request, form, kind=WorkloadKind.SANDBOX, body=body_from_form(form))
+            )
         elif form.is_valid():
             try:
                 sandbox = sandbox_request(user=request.user, **form.service_kwargs())
@@ -131,6 +134,7 @@ def sandbox_new(request: HttpRequest) -> HttpResponse:
         form = _request_form(request, initial=initial, whole=True)
     context = {
         "form": form,
+        "preset_refused": preset_refused,
         "quota_rule": share_rule_text(),
         "prefilled_from": prefilled_from,
         "preset_problem": preset_problem,

@@ -7,18 +7,22 @@ ENDED = ("terminated", "expired", "rejected", "failed")
 def close_orphans(apps, schema_editor):
     """Approvals still pending on workloads that ended (an extension asked while the request
     waited, left when the request was rejected) can no longer be decided: cancelled, and the
-    deciders' notices of them marked done, as the portal now does when a workload ends."""
+    deciders' notices of every approval no longer pending marked done, as the portal now does
+    when a workload ends."""
     Approval = apps.get_model("workloads", "Approval")
     Notification = apps.get_model("accounts", "Notification")
     now = timezone.now()
-    orphans = list(
-        Approval.objects.filter(state="pending", workload__state__in=ENDED).values_list("pk", flat=True)
-    )
-    if not orphans:
-        return
-    Approval.objects.filter(pk__in=orphans).update(state="cancelled", decided_at=now)
-    links = [f"/approvals/#approval-{pk}" for pk in orphans]
-    Notification.objects.filter(link__in=links, read_at__isnull=True).update(read_at=now)
+    orphans = Approval.objects.filter(state="pending", workload__state__in=ENDED)
+    orphans.update(state="cancelled", decided_at=now)
+    # and every decider's notice of an approval no longer pending (those the portal cancelled
+    # before it marked their notices done too)
+    unread = Notification.objects.filter(link__startswith="/approvals/#approval-", read_at__isnull=True)
+    waiting = {
+        f"/approvals/#approval-{pk}"
+        for pk in Approval.objects.filter(state="pending").values_list("pk", flat=True)
+    }
+    done = [pk for pk, link in unread.values_list("pk", "link") if link not in waiting]
+    Notification.objects.filter(pk__in=done).update(read_at=now)
 
 
 class Migration(migrations.Migration):

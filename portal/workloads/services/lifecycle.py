@@ -15,7 +15,8 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from portal.accounts.models import Notification, User
+from portal.accounts.models import User
+from portal.accounts.notifications import notifications_mark_read_by_link
 from portal.accounts.services import notify
 from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
@@ -186,8 +187,7 @@ def approvals_cancel(*, workload: Workload, at: datetime) -> None:
     Approval.objects.filter(pk__in=[a.pk for a in pending], state=Approval.State.PENDING).update(
         state=Approval.State.CANCELLED, decided_at=at
     )
-    links = [approval_link(approval) for approval in pending]
-    Notification.objects.filter(link__in=links, read_at__isnull=True).update(read_at=at)
+    notifications_mark_read_by_link(links=[approval_link(approval) for approval in pending], now=at)
 
 
 def workload_reject(*, workload: Workload, actor: User, reason: str, now: datetime) -> None:
