@@ -404,6 +404,9 @@ def workload_audit_trail(workload: Workload) -> QuerySet[AuditEvent]:
     )
 
 
+REQUEST_DECISIONS = ("approval.approve", "approval.reject", "approval.withdrawn")
+
+
 def workload_page_trail(workload: Workload) -> QuerySet[AuditEvent]:
     """The audit trail as its page shows it: without the decision events of its request's own
     approval, which say again what the workload's events say (rejected, approved, withdrawn);
@@ -412,9 +415,6 @@ def workload_page_trail(workload: Workload) -> QuerySet[AuditEvent]:
     return workload_audit_trail(workload).exclude(
         object_type="approval", object_id__in=requests, action__in=REQUEST_DECISIONS
     )
-
-
-REQUEST_DECISIONS = ("approval.approve", "approval.reject", "approval.withdrawn")
 
 
 @dataclass(frozen=True)

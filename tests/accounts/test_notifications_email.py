@@ -48,7 +48,7 @@ def _closed_port() -> int:
 def test_the_email_is_sent_after_commit_by_a_job_and_recorded(run_jobs, researcher):
     researcher.email = "alice@example.com"
     researcher.save()
-    notify(user=researcher, message="Sandbox x is running.", email_subject="Running", kind="running")
+    notify(user=researcher, message="Sandbox x failed.", email_subject="Failed", kind="health")
     delivery = EmailDelivery.objects.get()
     assert delivery.state == EmailDelivery.State.PENDING and mail.outbox == []  # nothing sent in the request
 
