@@ -43,6 +43,7 @@ from portal.workloads.selectors import (
     in_scope,
     placement_label,
     waiting_cost,
+    workload_actions_for,
     workloads_visible_to,
 )
 
@@ -339,7 +340,8 @@ def deployment_rows(workloads: list[Workload], *, now: datetime | None = None) -
 def deployment_row_for(*, user: User, deployment_id: int) -> DeploymentRow:
     """The detail page's deployment; NotFound when the user may not see it."""
     (row,) = deployment_rows([deployment_get_for(user=user, deployment_id=deployment_id)])
-    return replace(row, waiting_cost=waiting_cost(row.deployment))
+    actions = workload_actions_for(row.actions, user=user, workload=row.deployment)
+    return replace(row, waiting_cost=waiting_cost(row.deployment), actions=actions)
 
 
 def fit_value(fit: Fit) -> str:

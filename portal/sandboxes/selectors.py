@@ -36,6 +36,7 @@ from portal.workloads.selectors import (
     in_scope,
     placement_label,
     waiting_cost,
+    workload_actions_for,
     workload_detail_for,
     workload_get_for,
     workload_placement,
@@ -94,7 +95,8 @@ def sandbox_row_for(*, user: User, workload_id: int) -> SandboxRow:
         any(u.pk == user.pk for u in sandbox.shared_with.all())
         and Membership.objects.filter(user=user, team_id=sandbox.team_id).exists()
     )
-    return replace(row, waiting_cost=waiting_cost(sandbox), viewer_opens=opens)
+    actions = workload_actions_for(row.actions, user=user, workload=sandbox)
+    return replace(row, waiting_cost=waiting_cost(sandbox), viewer_opens=opens, actions=actions)
 
 
 @dataclass(frozen=True)

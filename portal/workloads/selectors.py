@@ -386,6 +386,30 @@ def workload_allowed_actions(workload: Workload, *, now: datetime | None = None)
     return actions
 
 
+# what spends only ("scale" stays: down to fewer replicas it still may)
+SPENDING_ACTIONS = frozenset({"extend", "keep", "restart", "scale_back"})
+
+
+def workload_actions_for(
+    actions: list[str], *, user: User, workload: Workload, team_ids: frozenset[int] | None = None
+) -> list[str]:
+    """`workload_allowed_actions` as `user` may take them: an owner no longer in the team (and no
+    admin) may end, withdraw and scale down their work there, but not spend more of the team's
+    money on it (`refuse_owner_who_left`), so what only spends is not offered to them.
+    `team_ids`: the teams the user is in, where the caller has read them (a list, once)."""
+    if user.pk != workload.owner_id or user.is_platform_admin:
+        return actions
+    if team_ids is None:
+        team_ids = member_team_ids(user)
+    if workload.team_id in team_ids:
+        return actions
+    return [action for action in actions if action not in SPENDING_ACTIONS]
+
+
+def member_team_ids(user: User) -> frozenset[int]:
+    return frozenset(Membership.objects.filter(user=user).values_list("team_id", flat=True))
+
+
 def any_live(workloads: list[Workload]) -> bool:
     return any(workload.state in LIVE_STATES for workload in workloads)
 

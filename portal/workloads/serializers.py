@@ -12,6 +12,8 @@ from portal.core.serializers import HoursField, StrictBooleanField, StrictCharFi
 from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH, Approval, Workload, WorkloadState
 from portal.workloads.selectors import (
     TeamStanding,
+    member_team_ids,
+    workload_actions_for,
     workload_allowed_actions,
     workload_cost_so_far,
     workload_hourly_cost,
@@ -180,8 +182,17 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.ListField(child=serializers.ChoiceField(choices=ACTIONS)))
     def get_allowed_actions(self, workload: Workload) -> list[str]:
-        """What can be done to it now and succeed (the others answer 409)."""
-        return workload_allowed_actions(workload)
+        """What can be done to it now and succeed (the others answer 409; 403 for an owner no
+        longer in the team, who is not offered what only spends)."""
+        actions = workload_allowed_actions(workload)
+        request = self.context.get("request")
+        if request is None or not request.user.is_authenticated or request.user.pk != workload.owner_id:
+            return actions
+        if "member_team_ids" not in self.context:  # read once for a whole list
+            self.context["member_team_ids"] = member_team_ids(request.user)
+        return workload_actions_for(
+            actions, user=request.user, workload=workload, team_ids=self.context["member_team_ids"]
+        )
 
     @extend_schema_field(GpuSerializer)
     def get_gpu(self, workload: Workload) -> dict[str, Any]:

@@ -47,7 +47,9 @@ def test_a_request_waiting_for_a_lead_shows_what_it_will_cost(
     )
     assert sandbox.state == WorkloadState.PENDING_APPROVAL
 
-    with django_assert_max_num_queries(20):  # the whole page; its cost reads one price
+    with django_assert_max_num_queries(
+        21
+    ):  # the whole page; its cost reads one price, and whether its owner is still in the team
         page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
 
     assert "<dt>Cost, estimated</dt>" in page

@@ -64,3 +64,24 @@ def test_through_the_api_the_refusal_is_a_403_that_says_why(
         "You are no longer a member of team Vision, which pays for it: a lead of the team may extend it, "
         "and you may still end it."
     )
+
+
+def test_an_owner_who_left_is_not_offered_what_only_spends(
+    run_jobs, fleet, researcher, alice, researcher_client, slice_request
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    before = alice.get(f"/api/v1/sandboxes/{sandbox.number}").json()["allowed_actions"]
+    assert {"extend", "restart", "terminate"} <= set(before)
+    Membership.objects.filter(user=researcher).delete()
+    after = alice.get(f"/api/v1/sandboxes/{sandbox.number}").json()["allowed_actions"]
+    assert "terminate" in after and not {"extend", "restart"} & set(after)
+    listed = alice.get("/api/v1/sandboxes").json()["results"][0]["allowed_actions"]
+    assert listed == after
+    extend = f'action="/sandboxes/{sandbox.number}/extend/"'
+    Membership.objects.create(user=researcher, team=sandbox.team, role=Membership.Role.RESEARCHER)
+    assert (
+        extend in researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    )  # a member's page
+    Membership.objects.filter(user=researcher).delete()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert ">Terminate<" in page and extend not in page and ">Restart<" not in page
