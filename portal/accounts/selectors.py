@@ -69,15 +69,29 @@ def can_manage(*, user: User, team: Team, owner: User) -> bool:
     return user.pk == owner.pk or user.is_platform_admin or is_lead(user=user, team=team)
 
 
+def member_team_ids(user: User) -> frozenset[int]:
+    """The ids of the teams the user is in."""
+    return frozenset(Membership.objects.filter(user=user).values_list("team_id", flat=True))
+
+
+def owner_left_team(
+    *, user: User, team_id: int, owner_id: int, team_ids: frozenset[int] | None = None
+) -> bool:
+    """Whether `user` owns work of a team they are no longer in (an admin never counts): they may
+    still end it there, but not spend more of the team's money on it. `team_ids`: the user's
+    teams, where the caller has read them (a list, once)."""
+    if user.pk != owner_id or user.is_platform_admin:
+        return False
+    if team_ids is not None:
+        return team_id not in team_ids
+    return not Membership.objects.filter(user=user, team_id=team_id).exists()
+
+
 def refuse_owner_who_left(*, user: User, team: Team, owner: User, doing: str) -> None:
     """An owner who is no longer in the team may still end their work there, but not spend more of
     the team's money on it (extend, keep, restart, scale it up): a lead of the team may. Raises
     NotAllowed for such an owner; nothing for anyone else `can_manage` lets in."""
-    if (
-        user.pk != owner.pk
-        or user.is_platform_admin
-        or Membership.objects.filter(user=user, team=team).exists()
-    ):
+    if not owner_left_team(user=user, team_id=team.pk, owner_id=owner.pk):
         return
     raise NotAllowed(
         f"You are no longer a member of team {team.name}, which pays for it: a lead of the team may "

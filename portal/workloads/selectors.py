@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.accounts.models import Membership, Team, User
-from portal.accounts.selectors import lead_team_ids
+from portal.accounts.selectors import lead_team_ids, member_team_ids, owner_left_team
 from portal.audit.models import AuditEvent
 from portal.core.errors import NotFound
 from portal.core.selectors import every_word_in, one_visible
@@ -97,7 +97,7 @@ def listed_projects(user: User, *, scope: str, led: Sequence[int] | None = None)
     labels would be read from every labelled workload)."""
     if scope == "mine":
         return _first_labels([], _labels_of(Workload.objects.filter(owner=user), "project"))
-    team_ids = list(Membership.objects.filter(user=user).values_list("team_id", flat=True))
+    team_ids = sorted(member_team_ids(user))
     labels = {label for found in team_projects(user, team_ids, led=led).values() for label in found}
     return _first_labels([], labels)
 
@@ -397,17 +397,11 @@ def workload_actions_for(
     admin) may end, withdraw and scale down their work there, but not spend more of the team's
     money on it (`refuse_owner_who_left`), so what only spends is not offered to them.
     `team_ids`: the teams the user is in, where the caller has read them (a list, once)."""
-    if user.pk != workload.owner_id or user.is_platform_admin:
-        return actions
-    if team_ids is None:
-        team_ids = member_team_ids(user)
-    if workload.team_id in team_ids:
+    if not owner_left_team(
+        user=user, team_id=workload.team_id, owner_id=workload.owner_id, team_ids=team_ids
+    ):
         return actions
     return [action for action in actions if action not in SPENDING_ACTIONS]
-
-
-def member_team_ids(user: User) -> frozenset[int]:
-    return frozenset(Membership.objects.filter(user=user).values_list("team_id", flat=True))
 
 
 def any_live(workloads: list[Workload]) -> bool:

@@ -8,11 +8,11 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal.accounts.selectors import member_team_ids
 from portal.core.serializers import HoursField, StrictBooleanField, StrictCharField, StrictIntegerField, money
 from portal.workloads.models import PROJECT_HELP, PROJECT_MAX_LENGTH, Approval, Workload, WorkloadState
 from portal.workloads.selectors import (
     TeamStanding,
-    member_team_ids,
     workload_actions_for,
     workload_allowed_actions,
     workload_cost_so_far,
