@@ -87,6 +87,13 @@ def owner_left_team(
     return not Membership.objects.filter(user=user, team_id=team_id).exists()
 
 
+def owner_shut_out(owner: User, *, team_id: int) -> bool:
+    """Whether the owner of running work of a team has lost the ways into it (its app through the
+    gate, ssh, kubectl): deactivated, or no longer in the team (an admin never counts as having
+    left). They may still end it; a lead of the team may too."""
+    return not owner.is_active or owner_left_team(user=owner, team_id=team_id, owner_id=owner.pk)
+
+
 def refuse_owner_who_left(*, user: User, team: Team, owner: User, doing: str) -> None:
     """An owner who is no longer in the team may still end their work there, but not spend more of
     the team's money on it (extend, keep, restart, scale it up): a lead of the team may. Raises

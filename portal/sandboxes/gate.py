@@ -6,9 +6,10 @@ goes to sandbox hosts: it stays on the portal's host. A person signs in at the p
 them back to the sandbox with a one-time ticket (60 s, bound to them and to that host); the check
 turns the ticket into a gate cookie of that sandbox host alone (no Domain attribute, so no other
 sandbox and not the portal see it; HttpOnly; signed, holding the user and the host). Every check
-then re-reads who may pass (owner, those they share with, the sandbox running) through a cache of
-a few seconds, so ending or unsharing a sandbox shuts its door within that time, and a password
-change (the session hash in the cookie) signs the person out of every sandbox.
+then re-reads who may pass (its owner and those they share with, while members of its team; the
+sandbox running) through a cache of a few seconds, so ending or unsharing a sandbox, or removing
+someone from its team, shuts its door within that time, and a password change (the session hash
+in the cookie) signs the person out of every sandbox.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 from cachetools import TTLCache, cached
 from django.core import signing
 from django.core.cache import caches
+from django.db.models import Exists, OuterRef
 from django.urls import reverse
 from django.utils import timezone
 
-from portal.accounts.models import User
+from portal.accounts.models import Membership, User
 from portal.core.errors import NotAllowed, NotFound
 from portal.core.proxies import url_hostname
 from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
@@ -45,7 +47,8 @@ class SandboxDoor:
 
     workload_id: int
     owner_id: int
-    allowed: frozenset[int]  # the owner and those they share with
+    allowed: frozenset[int]  # the owner and those they share with, while members of its team
+    owner_left: bool  # its owner is no longer in its team (so not in `allowed`)
     state: str
     expires_at: datetime | None
 
@@ -118,21 +121,38 @@ def gate_door(host: str) -> SandboxDoor | None:
     namespace = host.split(".", 1)[0]
     workload = (
         Workload.objects.filter(namespace=namespace, kind=WorkloadKind.SANDBOX)
-        .select_related("cluster")
-        .only("id", "owner_id", "team_id", "state", "expires_at", "namespace", "cluster")
+        .select_related("cluster", "owner")
+        .only(
+            "id",
+            "team_id",
+            "state",
+            "expires_at",
+            "namespace",
+            "cluster",
+            "owner__id",
+            "owner__is_staff",
+            "owner__is_superuser",
+        )
+        .annotate(
+            owner_in_team=Exists(
+                Membership.objects.filter(user_id=OuterRef("owner_id"), team_id=OuterRef("team_id"))
+            )
+        )
         .order_by("-pk")
         .first()
     )
     door = None
     if workload is not None and sandbox_host(workload) == host:
-        # those it is shared with, while they are still members of its team
+        # its owner and those it is shared with, while they are still members of its team
         shared = workload.shared_with.filter(memberships__team_id=workload.team_id).values_list(
             "id", flat=True
         )
+        left = not (workload.owner_in_team or workload.owner.is_platform_admin)  # as owner_left_team
         door = SandboxDoor(
             workload_id=workload.pk,
             owner_id=workload.owner_id,
-            allowed=frozenset({workload.owner_id, *shared}),
+            allowed=frozenset({*shared} if left else {workload.owner_id, *shared}),
+            owner_left=left,
             state=workload.state,
             expires_at=workload.expires_at,
         )
@@ -149,6 +169,8 @@ def _refusal(door: SandboxDoor | None, person: Person, now: datetime) -> str:
     """Why `person` may not pass `door` now, or "" when they may."""
     if door is None:
         return "There is no sandbox at this address."
+    if person.user_id == door.owner_id and door.owner_left:
+        return "You are no longer a member of this sandbox's team: you may still end it in the portal."
     if person.user_id not in door.allowed:
         return "This sandbox is not shared with you: ask its owner to share it."
     if door.state != WorkloadState.RUNNING:

@@ -12,8 +12,8 @@ import yaml
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from portal.accounts.models import Membership, Team, User
-from portal.accounts.selectors import user_teams
+from portal.accounts.models import Team, User
+from portal.accounts.selectors import member_team_ids, user_teams
 from portal.accounts.ssh_keys import ssh_keys_of
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import current_prices, storage_price
@@ -90,12 +90,15 @@ def sandbox_row_for(*, user: User, workload_id: int) -> SandboxRow:
         [workload_detail_for(user=user, workload_id=workload_id, kind=WorkloadKind.SANDBOX)]
     )
     sandbox = row.sandbox
-    # as the gate decides: its owner, or someone it is shared with who is still in its team
-    opens = sandbox.owner_id == user.pk or (
-        any(u.pk == user.pk for u in sandbox.shared_with.all())
-        and Membership.objects.filter(user=user, team_id=sandbox.team_id).exists()
-    )
-    actions = workload_actions_for(row.actions, user=user, workload=sandbox)
+    # as the gate decides: its owner or someone it is shared with, while still in its team (an
+    # admin owner counts as in it)
+    team_ids = member_team_ids(user)
+    in_team = sandbox.team_id in team_ids
+    if sandbox.owner_id == user.pk:
+        opens = in_team or user.is_platform_admin
+    else:
+        opens = in_team and any(u.pk == user.pk for u in sandbox.shared_with.all())
+    actions = workload_actions_for(row.actions, user=user, workload=sandbox, team_ids=team_ids)
     return replace(row, waiting_cost=waiting_cost(sandbox), viewer_opens=opens, actions=actions)
 
 

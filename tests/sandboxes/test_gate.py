@@ -303,3 +303,27 @@ def test_someone_who_left_the_team_no_longer_gets_in(sandbox, researcher, lead, 
     gate_cache_clear()
     refused = check(Client(), **{COOKIE: cookie})
     assert refused.status_code == 403 and b"not shared with you" in refused.content
+
+
+def test_an_owner_who_left_the_team_no_longer_gets_in_and_is_told_why(sandbox, researcher, team):
+    cookie = enter(researcher)
+    researcher.memberships.filter(team=team).delete()
+    gate_cache_clear()
+    refused = check(Client(), **{COOKIE: cookie})
+    assert refused.status_code == 403
+    assert (
+        refused.content
+        == b"You are no longer a member of this sandbox's team: you may still end it in the portal."
+    )
+    page = signed_in(researcher).get(reverse("sandbox-simulated", args=[HOST]), follow=True)
+    assert page.status_code == 403 and b"no longer a member" in page.content
+    MembershipFactory(user=researcher, team=team)  # back in the team, back in the sandbox
+    gate_cache_clear()
+    assert check(Client(), **{COOKIE: cookie}).status_code == 200
+
+
+def test_an_admin_who_owns_a_sandbox_of_a_team_they_are_not_in_gets_in(sandbox, researcher, team):
+    researcher.memberships.filter(team=team).delete()
+    researcher.is_staff = True
+    researcher.save(update_fields=["is_staff"])
+    enter(researcher)

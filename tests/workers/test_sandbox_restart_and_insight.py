@@ -144,12 +144,20 @@ def test_a_kubeconfig_carries_a_token_of_the_sandboxs_account_that_dies_with_the
     get_driver.cache_clear()
 
 
-def test_deactivating_the_owner_voids_the_kubeconfig_of_their_running_sandbox(
-    run_jobs, fake_kube: FakeKube, running_on_kube, researcher
+@pytest.mark.parametrize(
+    ("shut_out", "why"),
+    [
+        ("deactivated", "alice is deactivated"),
+        ("removed from the team", "alice is no longer in team vision"),
+    ],
+)
+def test_deactivating_the_owner_or_removing_them_from_the_team_voids_the_kubeconfig(
+    run_jobs, fake_kube: FakeKube, running_on_kube, researcher, shut_out, why
 ):
-    """The gate and the ssh keys shut for a deactivated user; the kubeconfig's token would have
-    opened a shell in the sandbox until it expired. The next watch makes the ServiceAccount anew
-    (its tokens name the old one's uid) and forgets the kubeconfig."""
+    """The gate and the ssh keys shut for a deactivated user, or one no longer in the team; the
+    kubeconfig's token would have opened a shell in the sandbox until it expired. The next watch
+    makes the ServiceAccount anew (its tokens name the old one's uid) and forgets the kubeconfig,
+    and the owner may not ask for another."""
     sandbox = running_on_kube(**WHOLE)
     run_jobs(lambda: sandbox_kube_access_request(user=researcher, sandbox_id=sandbox.pk))
     before = fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace)["metadata"]["uid"]
@@ -157,12 +165,22 @@ def test_deactivating_the_owner_voids_the_kubeconfig_of_their_running_sandbox(
     assert KubeAccess.objects.filter(workload=sandbox).exists()
     assert fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace)["metadata"]["uid"] == before
 
-    researcher.is_active = False
-    researcher.save()
+    if shut_out == "deactivated":
+        researcher.is_active = False
+        researcher.save()
+    else:
+        researcher.memberships.filter(team=sandbox.team).delete()
+        with pytest.raises(NotAllowed, match="no longer a member of team Vision: kubectl access"):
+            sandbox_kube_access_request(user=researcher, sandbox_id=sandbox.pk)
     reconcile_workload(sandbox.pk)
     account = fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace)
     assert account is not None and account["metadata"]["uid"] != before
     assert not KubeAccess.objects.filter(workload=sandbox).exists()
     event = AuditEvent.objects.get(action="sandbox.kubectl_revoked")
-    assert event.detail == "alice is deactivated" and event.object_id == str(sandbox.pk)
+    assert event.detail == why and event.object_id == str(sandbox.pk)
+    reconcile_workload(sandbox.pk)  # voided once: the account is not made anew at each watch
+    assert (
+        fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace)["metadata"]["uid"]
+        == (account["metadata"]["uid"])
+    )
     assert Workload.objects.get(pk=sandbox.pk).state == WorkloadState.RUNNING  # the sandbox itself runs on

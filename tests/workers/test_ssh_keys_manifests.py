@@ -142,6 +142,11 @@ def test_a_running_sandboxs_watch_refreshes_its_access_never_its_pod(fleet, rese
 
     assert [spec.workload_id for spec in applied] == [box.pk, web.pk]  # the web one for its route
     assert applied[0].ssh_keys == (ED25519.rsplit(" ", 1)[0],) and applied[1].ssh_keys == ()
+    membership = researcher.memberships.get(team=team)
+    membership.delete()
+    assert workload_spec(box).ssh_keys == ()  # the keys of an owner who left the team open nothing
+    membership.save()
+    assert workload_spec(box).ssh_keys == applied[0].ssh_keys  # back in the team
     researcher.is_active = False
     researcher.save(update_fields=["is_active"])
     assert workload_spec(box).ssh_keys == ()  # a deactivated owner's keys open nothing

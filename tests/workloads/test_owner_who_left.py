@@ -9,7 +9,7 @@ from portal.accounts.models import Membership
 from portal.catalog.demo import catalog_seed
 from portal.core.errors import NotAllowed
 from portal.deployments.services import deployment_request, deployment_scale
-from portal.sandboxes.services import sandbox_request, sandbox_restart
+from portal.sandboxes.services import sandbox_request, sandbox_restart, sandbox_share
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import workload_extend, workload_keep, workload_terminate
 
@@ -85,3 +85,29 @@ def test_an_owner_who_left_is_not_offered_what_only_spends(
     Membership.objects.filter(user=researcher).delete()
     page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert ">Terminate<" in page and extend not in page and ">Restart<" not in page
+
+
+def test_an_owner_who_left_loses_the_ways_into_their_sandbox_and_the_page_says_so(
+    run_jobs, fleet, researcher, lead, alice, researcher_client, slice_request
+):
+    """The gate, ssh and kubectl are for the team's members: the page offers none of them to an
+    owner who left, nor sharing with more people; they may still stop sharing it and end it."""
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=["bob"])
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert 'id="open-app"' in page and 'id="sandbox-kubectl"' in page and 'id="owner-left-team"' not in page
+    Membership.objects.filter(user=researcher).delete()
+    page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert 'id="owner-left-team"' in page and "no longer a member of team Vision" in page
+    assert (
+        'id="open-app"' not in page and 'id="sandbox-kubectl"' not in page and "sandbox-sharing" not in page
+    )
+    with pytest.raises(NotAllowed, match="not share it with more people"):
+        sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=["bob", "carol"])
+    answer = alice.post(f"/api/v1/sandboxes/{sandbox.number}/kubeconfig")
+    assert (
+        answer.status_code == 403
+        and "kubectl access to its sandboxes is for its members" in answer.json()["error"]["message"]
+    )
+    sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=[])  # unsharing still works
+    assert not sandbox.shared_with.exists()

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from portal.accounts.models import SshKey
+from portal.accounts.selectors import owner_shut_out
 from portal.deployments.services import deployment_observed, deployment_release_scaled_away
 from portal.fleet.models import MigSlice, Node
 from portal.fleet.services import mig_slices_observed
@@ -167,12 +168,13 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
 
 def _ssh_keys(workload: Workload) -> tuple[str, ...]:
     """A shell sandbox's owner's public keys, oldest first (the order the Secret keeps them in);
-    none once the owner is deactivated, as the portal's other doors refuse them then."""
+    none once the owner is deactivated or has left its team, as the portal's other doors refuse
+    them then."""
     if (
         workload.kind != WorkloadKind.SANDBOX
         or workload.image is None
         or workload.image.kind != Image.Kind.SHELL
-        or not workload.owner.is_active
+        or owner_shut_out(workload.owner, team_id=workload.team_id)
     ):
         return ()
     return tuple(
@@ -356,7 +358,7 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     if status.phase == "running":
         workload_observed_health(workload_id=workload.pk, problem="", now=now)
         _refresh_access(driver, workload, spec)
-        _void_kubeconfigs_of_the_deactivated(driver, workload, spec)
+        _void_kubeconfigs_of_the_shut_out(driver, workload, spec)
         return
     problem = status.message or status.phase
     if status.phase == "absent":
@@ -364,16 +366,21 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     workload_observed_health(workload_id=workload.pk, problem=problem, now=now)
 
 
-def _void_kubeconfigs_of_the_deactivated(
-    driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
-) -> None:
-    """An owner deactivated while their sandbox runs loses its kubeconfig at once, as the portal's
-    other doors (its gate, their SSH keys) shut for them: the tokens would otherwise open a shell
-    in it until they expire, up to a day later."""
-    if workload.owner.is_active or not sandbox_kube_access_held(sandbox_id=workload.pk):
+def _void_kubeconfigs_of_the_shut_out(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec) -> None:
+    """An owner deactivated or removed from the team while their sandbox runs loses its
+    kubeconfig at once, as the portal's other doors (its gate, their SSH keys) shut for them: the
+    tokens would otherwise open a shell in it until they expire, up to a day later."""
+    if not sandbox_kube_access_held(sandbox_id=workload.pk):
+        return
+    owner = workload.owner
+    if not owner.is_active:
+        why = f"{owner.username} is deactivated"
+    elif owner_shut_out(owner, team_id=workload.team_id):
+        why = f"{owner.username} is no longer in team {workload.team.slug}"
+    else:
         return
     driver.revoke_kubectl(spec)
-    sandbox_kube_access_voided(sandbox=workload, why=f"{workload.owner.username} is deactivated")
+    sandbox_kube_access_voided(sandbox=workload, why=why)
 
 
 def _slice_being_cut(workload: Workload) -> MigSlice | None:

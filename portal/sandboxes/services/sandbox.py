@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.accounts.models import Membership, User
-from portal.accounts.selectors import can_manage, refuse_owner_who_left
+from portal.accounts.selectors import can_manage, owner_shut_out, refuse_owner_who_left
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.jobs import enqueue
@@ -135,6 +135,12 @@ def sandbox_share(*, user: User, sandbox_id: int, usernames: list[str]) -> Workl
             "JupyterLab or VS Code sandbox instead."
         )
     wanted = sorted({name.strip() for name in usernames if name.strip()} - {user.username})
+    before = sorted(sandbox.shared_with.values_list("username", flat=True))
+    if set(wanted) - set(before) and owner_shut_out(user, team_id=sandbox.team_id):
+        raise NotAllowed(
+            f"You are no longer a member of team {sandbox.team.name}: you may stop sharing this "
+            "sandbox, not share it with more people."
+        )
     members = {
         member.username: member
         for member in User.objects.filter(
@@ -146,7 +152,6 @@ def sandbox_share(*, user: User, sandbox_id: int, usernames: list[str]) -> Workl
         raise ValidationFailed(
             f"Not members of team {sandbox.team.slug}: {', '.join(unknown)}.", fields={"users": unknown}
         )
-    before = sorted(sandbox.shared_with.values_list("username", flat=True))
     if before != wanted:
         sandbox.shared_with.set(members.values())
         audit_record(
@@ -230,6 +235,11 @@ def sandbox_kube_access_request(*, user: User, sandbox_id: int, now: datetime | 
     sandbox = workload_get_for(user=user, workload_id=sandbox_id, kind=WorkloadKind.SANDBOX)
     if sandbox.owner_id != user.pk:
         raise NotAllowed("kubectl access to a sandbox is its owner's alone.")
+    if owner_shut_out(user, team_id=sandbox.team_id):
+        raise NotAllowed(
+            f"You are no longer a member of team {sandbox.team.name}: kubectl access to its sandboxes "
+            "is for its members. You may still end this one."
+        )
     if sandbox.state != WorkloadState.RUNNING:
         raise Conflict(
             f"A kubeconfig is issued for a running sandbox; this one is {sandbox.get_state_display().lower()}."
@@ -287,7 +297,7 @@ def sandbox_kube_access_voided(*, sandbox: Workload, why: str) -> None:
 
 def sandbox_kube_access_revoke(*, sandbox_id: int) -> int:
     """Forget every kubeconfig of a sandbox: ended (its ServiceAccount went with its namespace,
-    which revoked the tokens on the cluster), or whose owner was deactivated (the account made
-    anew, which revoked them too)."""
+    which revoked the tokens on the cluster), or whose owner was deactivated or left its team (the
+    account made anew, which revoked them too)."""
     deleted, _ = KubeAccess.objects.filter(workload_id=sandbox_id).delete()
     return deleted

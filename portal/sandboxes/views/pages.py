@@ -207,19 +207,21 @@ def sandbox_detail(request: HttpRequest, number: int) -> HttpResponse:
         "panels_changed": panels_changed(request, panels),
     }
     if not wants_fragment(request) or context["panels_changed"]:
-        context.update(_panels_context(request, row.sandbox))
+        context.update(_panels_context(request, row.sandbox, owner_in=row.viewer_opens))
     return page(request, "sandboxes/detail.html", context, fragment="sandboxes/partials/detail_live.html")
 
 
-def _panels_context(request: HttpRequest, sandbox: Workload) -> dict:
+def _panels_context(request: HttpRequest, sandbox: Workload, *, owner_in: bool) -> dict:
     """What the panels below the live card show that the card does not: /home, and for its owner
-    sharing while it lives and kubectl access while it runs."""
+    sharing while it lives and kubectl access while it runs. `owner_in`: whether the one looking
+    owns it and is still in its team (or an admin), as the gate lets them in."""
     context: dict = {"home_note": sandbox_home_note(sandbox)}
     web_app = sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL  # ssh: the owner's keys only
-    if sandbox.owner_id == request.user.pk and sandbox.is_live and web_app:
+    owner_in = owner_in and sandbox.owner_id == request.user.pk
+    if owner_in and sandbox.is_live and web_app:
         context["share_choices"] = [m for m in team_members(sandbox.team) if m.pk != request.user.pk]
         context["shared_ids"] = {user.pk for user in sandbox.shared_with.all()}
-    if sandbox.owner_id == request.user.pk and sandbox.state == WorkloadState.RUNNING:
+    if owner_in and sandbox.state == WorkloadState.RUNNING:
         access = kube_access_of(sandbox, request.user)
         context["kubectl_panel"] = {"access": access, "usable": kube_access_usable(access, sandbox)}
         context["ssh_key_count"] = _ssh_key_count(request.user, sandbox)
