@@ -18,6 +18,12 @@ class User(AbstractUser):
     cluster_identity = models.CharField(
         max_length=200, blank=True, help_text="Kubernetes user or group bound in sandbox namespaces."
     )
+    sign_outs = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="How often they signed out of the portal: a sandbox's gate cookie names the count "
+        "it was given at, and opens nothing after the next sign-out.",
+    )
 
     @property
     def is_platform_admin(self) -> bool:

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from portal.accounts.models import ApiToken, GroupRule, Membership, OidcIdentity, Team, User
@@ -20,6 +21,12 @@ from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, NotFound, ValidationFailed
 
 TOKEN_PREFIX = "gpp_"  # noqa: S105 - a public prefix, not a secret
+
+
+def user_signed_out(*, user: User) -> None:
+    """The user signed out of the portal (one browser): the sandboxes' gate cookies given to them
+    before, in any browser, open nothing any more (`portal.sandboxes.gate`)."""
+    User.objects.filter(pk=user.pk).update(sign_outs=F("sign_outs") + 1)
 
 
 def hash_token(raw: str) -> str:

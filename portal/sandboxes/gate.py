@@ -5,11 +5,12 @@ The cluster's ingress asks the portal's check endpoint before each request reach
 goes to sandbox hosts: it stays on the portal's host. A person signs in at the portal, which sends
 them back to the sandbox with a one-time ticket (60 s, bound to them and to that host); the check
 turns the ticket into a gate cookie of that sandbox host alone (no Domain attribute, so no other
-sandbox and not the portal see it; HttpOnly; signed, holding the user and the host). Every check
-then re-reads who may pass (its owner and those they share with, while members of its team; the
-sandbox running) through a cache of a few seconds, so ending or unsharing a sandbox, or removing
-someone from its team, shuts its door within that time, and a password change (the session hash
-in the cookie) signs the person out of every sandbox.
+sandbox and not the portal see it; HttpOnly; signed, holding the user, the host and how often the
+user had signed out of the portal). Every check then re-reads who may pass (its owner and those
+they share with, while members of its team; the sandbox running) through a cache of a few
+seconds, so ending or unsharing a sandbox, or removing someone from its team, shuts its door
+within that time, and a password change (the session hash in the cookie) or signing out of the
+portal signs the person out of every sandbox.
 """
 
 from __future__ import annotations
@@ -59,10 +60,11 @@ class Person:
     username: str
     active: bool
     session_hash: str
+    sign_outs: int
 
     @classmethod
     def of(cls, user: User) -> Person:
-        return cls(user.pk, user.username, user.is_active, user.get_session_auth_hash()[:16])
+        return cls(user.pk, user.username, user.is_active, user.get_session_auth_hash()[:16], user.sign_outs)
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,9 @@ def gate_door(host: str) -> SandboxDoor | None:
 
 @cached(TTLCache(maxsize=10_000, ttl=FACTS_SECONDS), lock=threading.Lock())
 def _person(user_id: int) -> Person | None:
-    user = User.objects.filter(pk=user_id).only("id", "username", "is_active", "password").first()
+    user = (
+        User.objects.filter(pk=user_id).only("id", "username", "is_active", "password", "sign_outs").first()
+    )
     return None if user is None else Person.of(user)
 
 
@@ -206,7 +210,8 @@ def gate_ticket_issue(*, user: User, url: str) -> str:
     reason = _refusal(door, person, timezone.now())
     if reason:
         raise NotAllowed(reason)
-    return signing.dumps({"u": user.pk, "h": host, "n": secrets.token_urlsafe(12)}, salt=_TICKET_SALT)
+    claim = {"u": user.pk, "h": host, "o": user.sign_outs, "n": secrets.token_urlsafe(12)}
+    return signing.dumps(claim, salt=_TICKET_SALT)
 
 
 def gate_decide(
@@ -224,12 +229,17 @@ def gate_decide(
         person = _person(int(claim["u"]))
         if claim.get("h") != host or person is None or not person.active:
             return GateDecision(401, "The sign-in link is for another sandbox: sign in again.")
+        if person.sign_outs != claim.get("o"):
+            return GateDecision(401, "You signed out of the portal since: sign in again.")
         if not caches["shared"].add(f"gate-ticket:{claim['n']}", 1, TICKET_SECONDS + 5):
             return GateDecision(401, "The sign-in link was used already: sign in again.")
         reason = _refusal(door, person, now)
         if reason:
             return GateDecision(403, reason, person.username)
-        value = signing.dumps({"u": person.user_id, "h": host, "a": person.session_hash}, salt=_COOKIE_SALT)
+        value = signing.dumps(
+            {"u": person.user_id, "h": host, "a": person.session_hash, "o": person.sign_outs},
+            salt=_COOKIE_SALT,
+        )
         seconds = COOKIE_SECONDS
         if door is not None and door.expires_at is not None:
             seconds = max(1, min(seconds, int((door.expires_at - now).total_seconds())))
@@ -241,7 +251,13 @@ def gate_decide(
     except signing.BadSignature:
         return GateDecision(401, "Your sign-in to this sandbox has expired: sign in again.")
     person = _person(int(claim["u"]))
-    if claim.get("h") != host or person is None or not person.active or person.session_hash != claim.get("a"):
+    if (
+        claim.get("h") != host
+        or person is None
+        or not person.active
+        or person.session_hash != claim.get("a")
+        or person.sign_outs != claim.get("o", 0)
+    ):
         return GateDecision(401, "Sign in to the portal again to open this sandbox.")
     reason = _refusal(door, person, now)
     return GateDecision(403, reason, person.username) if reason else GateDecision(200, "", person.username)

@@ -327,3 +327,21 @@ def test_an_admin_who_owns_a_sandbox_of_a_team_they_are_not_in_gets_in(sandbox, 
     researcher.is_staff = True
     researcher.save(update_fields=["is_staff"])
     enter(researcher)
+
+
+def test_signing_out_of_the_portal_signs_the_person_out_of_every_sandbox(sandbox, researcher):
+    """The gate cookie is not the portal's session: it would otherwise open the sandbox from that
+    browser for up to 12 hours after its user signed out (a shared computer, say)."""
+    cookie = enter(researcher)
+    other_browser = enter(researcher)
+    portal = signed_in(researcher)
+    unused_ticket = sign_in_to(portal)["Location"]
+    assert portal.post(reverse("logout")).status_code == 302
+    gate_cache_clear()
+    for kept in (cookie, other_browser):
+        refused = check(Client(), **{COOKIE: kept})
+        assert refused.status_code == 401 and b"Sign in to the portal again" in refused.content
+    late = check(Client(), unused_ticket)
+    assert late.status_code == 401 and b"signed out of the portal since" in late.content
+    enter(researcher)  # signing in again opens it again
+    assert Client().post(reverse("logout")).status_code == 302  # signing out with no session: nothing
