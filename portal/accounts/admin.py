@@ -62,7 +62,7 @@ class TeamAdmin(admin.ModelAdmin):
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("name", "user", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at")
     readonly_fields = ("prefix", "token_hash", "created_at", "last_used_at")
-    list_filter = ("revoked_at",)
+    list_filter = ("revoked_at", "expires_at")  # "No date": tokens that never expire
 
 
 @admin.register(Notification)

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 
 from portal.accounts.backends import local_password_allowed
 from portal.accounts.models import ApiToken
+from portal.accounts.services import token_expiry_help, token_max_days
 
 
 def _refuse_password_sign_in(username: str | None) -> None:
@@ -43,11 +44,7 @@ class TokenCreateForm(forms.Form):
         required=False,
         widget=forms.TextInput(attrs={"placeholder": "ci-pipeline", "autocomplete": "off"}),
     )
-    expires_days = forms.IntegerField(
-        label="Expires after (days; empty: never)",
-        required=False,
-        widget=forms.NumberInput(attrs={"min": "1", "max": "3650", "placeholder": "90"}),
-    )
+    expires_days = forms.IntegerField(label="Expires after (days)", required=False, min_value=1)
     scope = forms.ChoiceField(
         choices=ApiToken.Scope.choices,
         initial=ApiToken.Scope.WORKLOADS,
@@ -63,6 +60,12 @@ class TokenCreateForm(forms.Form):
 
     def __init__(self, *args, teams: list | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        expiry = self.fields["expires_days"]  # its maximum is token_create's to check
+        expiry.widget.attrs.update(max=str(token_max_days()), placeholder="never")
+        expiry.help_text = token_expiry_help()
+        if settings.PORTAL_TOKEN_MAX_DAYS:
+            expiry.initial = min(settings.PORTAL_TOKEN_DEFAULT_DAYS, settings.PORTAL_TOKEN_MAX_DAYS)
+            expiry.widget.attrs["placeholder"] = str(expiry.initial)
         self.fields["team"].choices = [("", "—"), *((team.slug, team.name) for team in teams or [])]
 
 

@@ -15,6 +15,7 @@ from portal.accounts.models import (
     SshKey,
     WebhookFormat,
 )
+from portal.accounts.services import token_expiry_help, token_max_days
 from portal.core.serializers import QuerySerializer, StrictBooleanField, StrictCharField, StrictIntegerField
 
 
@@ -68,8 +69,8 @@ class TokenCreateSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         min_value=1,
-        max_value=3650,
-        help_text="Days until it expires (1-3650); never when absent.",
+        max_value=token_max_days(),
+        help_text=token_expiry_help(),
     )
     scope = serializers.ChoiceField(
         choices=ApiToken.Scope.choices,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -29,6 +30,20 @@ def user_signed_out(*, user: User) -> None:
     User.objects.filter(pk=user.pk).update(sign_outs=F("sign_outs") + 1)
 
 
+def token_max_days() -> int:
+    """The longest lifetime a token may be given, in days (PORTAL_TOKEN_MAX_DAYS; 3650 where the
+    portal sets no maximum, and then a token may also never expire)."""
+    return settings.PORTAL_TOKEN_MAX_DAYS or 3650
+
+
+def token_expiry_help() -> str:
+    """What a token's expiry field accepts, and what an empty one gives."""
+    if not settings.PORTAL_TOKEN_MAX_DAYS:
+        return "Days until it expires (1-3650); empty: never."
+    default = min(settings.PORTAL_TOKEN_DEFAULT_DAYS, settings.PORTAL_TOKEN_MAX_DAYS)
+    return f"Days until it expires (1-{settings.PORTAL_TOKEN_MAX_DAYS}); empty: {default}."
+
+
 def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
@@ -43,23 +58,32 @@ def token_create(
     team: str = "",
 ) -> tuple[ApiToken, str]:
     """Create a token and return it with its secret, which is never stored and never shown again.
-    Made with another token (`via`), it may have no wider scope and may not outlive it."""
+    With no `expires_days` it expires after PORTAL_TOKEN_DEFAULT_DAYS (never, where the portal
+    sets no maximum). Made with another token (`via`), it may have no wider scope and may not
+    outlive it: with no `expires_days`, it expires with it at the latest."""
     name = name.strip()
     now = timezone.now()
     if not name:
         raise ValidationFailed("Give the token a name.", fields={"name": ["This field is required."]})
-    if expires_days is not None and not 1 <= expires_days <= 3650:
+    longest = token_max_days()
+    if expires_days is not None and not 1 <= expires_days <= longest:
         raise ValidationFailed(
-            "Expiry must be between 1 and 3650 days.", fields={"expires_days": ["Between 1 and 3650."]}
+            f"Expiry must be between 1 and {longest} days.",
+            fields={"expires_days": [f"Between 1 and {longest}."]},
         )
     if scope not in ApiToken.Scope.values:
         message = f"One of {', '.join(ApiToken.Scope.values)}."
         raise ValidationFailed(f"scope: {message}", fields={"scope": [message]})
     serving_team = _serving_team(user=user, scope=scope, slug=team.strip())
+    chosen = expires_days is not None
+    if not chosen and settings.PORTAL_TOKEN_MAX_DAYS:
+        expires_days = min(settings.PORTAL_TOKEN_DEFAULT_DAYS, settings.PORTAL_TOKEN_MAX_DAYS)
     expires_at = now + timedelta(days=expires_days) if expires_days else None
     if via is not None:
         if via.scope != ApiToken.Scope.ADMIN:
             raise NotAllowed("Only a token with the admin scope may create tokens.")
+        if not chosen and via.expires_at is not None and (expires_at is None or expires_at > via.expires_at):
+            expires_at = via.expires_at  # the default, cut to the token making it
         if via.expires_at is not None and (expires_at is None or expires_at > via.expires_at):
             message = (
                 f"At most until {via.expires_at:%Y-%m-%d %H:%M} UTC, when the token creating it expires."

@@ -33,9 +33,14 @@ def test_a_new_token_is_shown_once_and_works(researcher, alice):
     assert bearer(raw).get("/api/v1/me").json()["username"] == "alice"
 
 
-def test_a_token_without_expiry_never_expires(alice):
-    created = alice.post(URL, {"name": "forever"}, format="json").json()
-    assert created["expires_at"] is None
+def test_a_token_without_expiry_expires_with_the_default_or_never_with_no_maximum(
+    alice, researcher, settings
+):
+    created = alice.post(URL, {"name": "unsaid"}, format="json").json()
+    assert created["expires_at"] is not None  # 90 days, cut to the token making it
+    settings.PORTAL_TOKEN_MAX_DAYS = 0
+    _, raw = token_create(user=researcher, name="root", scope="admin")
+    assert bearer(raw).post(URL, {"name": "forever"}, format="json").json()["expires_at"] is None
 
 
 def test_token_input_errors_are_400s_naming_the_field(alice):

@@ -44,6 +44,43 @@ def test_token_needs_a_name_and_a_sane_expiry(researcher):
     assert ApiToken.objects.count() == 0
 
 
+def test_every_token_expires_by_default_and_none_outlives_the_maximum(
+    researcher, researcher_client, alice, settings
+):
+    """A token asked for with no expiry used to last for ever: a leaked one in an old CI config
+    kept working years later. It now gets PORTAL_TOKEN_DEFAULT_DAYS, and PORTAL_TOKEN_MAX_DAYS caps
+    any asked for, in the service, the API and the page alike."""
+    assert (settings.PORTAL_TOKEN_DEFAULT_DAYS, settings.PORTAL_TOKEN_MAX_DAYS) == (90, 365)
+    before = timezone.now()
+    token, _ = token_create(user=researcher, name="ci")
+    assert before + timedelta(days=90) <= token.expires_at <= timezone.now() + timedelta(days=90)
+    with pytest.raises(ValidationFailed, match="between 1 and 365 days"):
+        token_create(user=researcher, name="x", expires_days=366)
+    assert token_create(user=researcher, name="year", expires_days=365)[0].expires_at is not None
+
+    refused = alice.post("/api/v1/tokens", {"name": "long", "expires_days": 400}, format="json")
+    assert refused.status_code == 400 and "expires_days" in refused.json()["error"]["fields"]
+    page = researcher_client.get("/tokens/").content.decode()
+    assert 'name="expires_days" value="90" min="1" max="365"' in page and "empty: 90." in page
+    refused = researcher_client.post("/tokens/", {"name": "long", "expires_days": "400"}).content.decode()
+    assert "Between 1 and 365." in refused
+    made = researcher_client.post("/tokens/", {"name": "blank", "expires_days": ""})
+    assert made.status_code == 200 and ApiToken.objects.get(name="blank").expires_at is not None
+    assert not ApiToken.objects.filter(name="long").exists()
+
+    settings.PORTAL_TOKEN_MAX_DAYS = 0  # no maximum: no expiry asked, none given
+    assert token_create(user=researcher, name="forever")[0].expires_at is None
+    assert token_create(user=researcher, name="decade", expires_days=3650)[0].expires_at is not None
+
+
+def test_an_admin_finds_the_tokens_that_never_expire(researcher, admin_client, settings):
+    settings.PORTAL_TOKEN_MAX_DAYS = 0
+    token_create(user=researcher, name="forever")
+    token_create(user=researcher, name="thirty-day-ci", expires_days=30)
+    page = admin_client.get("/admin/accounts/apitoken/", {"expires_at__isnull": "True"}).content.decode()
+    assert "forever" in page and "thirty-day-ci" not in page
+
+
 def test_create_token_command_prints_the_token_alone_on_the_last_line(researcher, capsys):
     call_command("create_token", "alice", "--expires-days", "7")
     raw = capsys.readouterr().out.strip().splitlines()[-1]

@@ -168,6 +168,6 @@ def test_the_schema_says_the_bounds_the_api_enforces():
     expires = document["components"]["schemas"]["TokenCreateRequest"]["properties"]["expires_days"]
 
     assert (page_size["schema"]["minimum"], page_size["schema"]["maximum"]) == (1, 500)
-    assert (expires["minimum"], expires["maximum"]) == (1, 3650)
+    assert (expires["minimum"], expires["maximum"]) == (1, 365)  # PORTAL_TOKEN_MAX_DAYS
     assert "404" in document["paths"]["/api/v1/sandboxes"]["get"]["responses"]  # a page past the last
     assert "404" in document["paths"]["/api/v1/spend"]["get"]["responses"]  # a team not yours
