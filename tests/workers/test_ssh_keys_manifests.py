@@ -1,6 +1,6 @@
 """A shell sandbox lets in its owner's SSH keys: the Secret `ssh-keys` (one authorized_keys line
-per key), mounted read-only and copied by the start script where sshd reads it, kept current by
-the worker while the sandbox runs without touching its pod."""
+per key), mounted read-only where sshd reads it at each login, kept current by the worker while
+the sandbox runs without touching its pod. Its host key is a Secret of its own, made once."""
 
 from __future__ import annotations
 
@@ -17,7 +17,12 @@ from tests.fakekube import SCHEMA_VERSION, fixtures
 from tests.rows import make_deployment, make_sandbox
 from tests.workers.test_manifests import by_kind, make_spec
 from workers.manifests import workload_objects
-from workers.manifests.workload import SSH_KEYS_MOUNT
+from workers.manifests.workload import (
+    SSH_HOST_KEY_MOUNT,
+    SSH_KEYS_MOUNT,
+    new_ssh_host_key,
+    ssh_host_key_public,
+)
 from workers.reconcile.workloads import workload_spec
 
 fake_kube = fixtures.fake_kube
@@ -48,6 +53,14 @@ def test_a_shell_sandbox_mounts_its_owners_keys_where_its_ssh_server_reads_them(
     # which those a web sandbox of the owner is shared with may write
     assert script.endswith(f"-o PermitUserRC=no -o AuthorizedKeysFile={SSH_KEYS_MOUNT}/authorized_keys")
     assert "authorized_keys" not in script.replace(f"{SSH_KEYS_MOUNT}/authorized_keys", "")
+    # nor its host key, nor its pid file: the home holds nothing sshd reads or writes
+    host_key = {"name": "ssh-host-key", "secret": {"secretName": "ssh-host-key", "defaultMode": 0o440}}
+    assert host_key in pod["volumes"]
+    assert {"name": "ssh-host-key", "mountPath": SSH_HOST_KEY_MOUNT, "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    assert f"-h {SSH_HOST_KEY_MOUNT}/ssh_host_ed25519_key " in script and "-o PidFile=none " in script
+    assert script.count("/home") == 1 and "mkdir -p /home/.ssh; " in script  # for the user's own use
 
 
 def test_without_keys_the_secret_is_there_empty_and_web_sandboxes_get_none():
@@ -89,6 +102,34 @@ def test_a_key_added_while_it_runs_reaches_the_secret_and_leaves_the_pod_alone(f
     b.refresh_access(replace(spec, ssh_keys=more))
     a.refresh_access(spec)
     assert _lines(fake_kube.get("Secret", "ssh-keys", spec.namespace)) == f"{KEYS[0]}\n"
+
+
+def test_the_host_key_is_made_once_before_the_pod_and_never_changed(fake_kube):
+    """Made anew at each apply, it would make every ssh client warn of a changed host; kept in
+    the home, a sharee of a web sandbox could read or replace it."""
+    from workers.drivers.base import ClusterConfig
+    from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
+
+    config = ClusterConfig(name="fake", driver="kubernetes", api_url=fake_kube.url)
+    spec = make_spec(image_kind="shell", ssh_keys=KEYS)
+    KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0))).apply_workload(spec)
+    secret = fake_kube.get("Secret", "ssh-host-key", spec.namespace)
+    private = base64.b64decode(secret["data"]["ssh_host_ed25519_key"]).decode()
+    assert private.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert ssh_host_key_public(private).startswith("ssh-ed25519 AAAA")
+    statefulset = fake_kube.get("StatefulSet", "sandbox", spec.namespace)
+    made = int(secret["metadata"]["resourceVersion"])
+    assert made < int(statefulset["metadata"]["resourceVersion"])  # before the StatefulSet that mounts it
+
+    # another worker process (nothing cached) applies it again: the key stays
+    KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0))).apply_workload(spec)
+    again = fake_kube.get("Secret", "ssh-host-key", spec.namespace)
+    assert again["metadata"]["resourceVersion"] == secret["metadata"]["resourceVersion"]
+    assert not [r for r in fake_kube.api.requests if r.name == "ssh-host-key" and r.method == "PATCH"]
+    web = make_spec(image_kind="jupyter", workload_id=43, namespace="sbx-vision-web-43")
+    KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0))).apply_workload(web)
+    assert fake_kube.get("Secret", "ssh-host-key", web.namespace) is None
+    assert new_ssh_host_key() != private
 
 
 @pytest.mark.django_db

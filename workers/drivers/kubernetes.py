@@ -73,6 +73,12 @@ from workers.manifests.serving import (
     serving_access,
     serving_selector,
 )
+from workers.manifests.workload import (
+    SSH_HOST_KEY_SECRET,
+    SSH_KEYS_SECRET,
+    new_ssh_host_key,
+    ssh_host_key_secret,
+)
 from workers.spec import WorkloadSpec
 
 log = logging.getLogger(__name__)
@@ -99,7 +105,7 @@ REQUIRED_PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("", "events"): frozenset({"list"}),
     ("", "nodes"): frozenset({"get", "list", "patch"}),
     ("", "configmaps"): frozenset({"create", "get", "patch"}),
-    # get/patch/delete: hf-token and ssh-keys only
+    # get/patch/delete: hf-token, ssh-keys and ssh-host-key only
     ("", "secrets"): frozenset({"create", "get", "patch", "delete"}),
     ("resource.k8s.io", "resourceclaims"): frozenset({"create", "get", "delete"}),
     ("resource.k8s.io", "resourceslices"): frozenset({"list"}),
@@ -246,6 +252,8 @@ class KubernetesDriver(SandboxPartsMixin):
             self._prebind_home(spec)
             for obj in objects:
                 self._apply(obj)
+                if obj["kind"] == "Secret" and obj["metadata"]["name"] == SSH_KEYS_SECRET:
+                    self._make_ssh_host_key(spec)  # before the pod that mounts it
             for mount in spec.datasets:
                 self._provide_dataset(spec, mount)
             self._copy_tls_secret(spec)
@@ -285,6 +293,18 @@ class KubernetesDriver(SandboxPartsMixin):
         for obj in keys:
             self._apply(obj)
         return not fresh
+
+    def _make_ssh_host_key(self, spec: WorkloadSpec) -> None:
+        """An ssh sandbox's host key: made once, never patched nor read back into a manifest,
+        so that it stays the one its owner's known_hosts holds for as long as the sandbox lives
+        (restarts and rescheduling included)."""
+        if self.api.get("Secret", SSH_HOST_KEY_SECRET, spec.namespace) is not None:
+            return
+        try:
+            self.api.create(ssh_host_key_secret(spec, new_ssh_host_key()))
+        except KubernetesApiError as exc:
+            if exc.status != 409:  # another worker made it meanwhile: theirs stands
+                raise
 
     def _apply(self, obj: dict) -> None:
         """Read; create what is missing, and patch (or, for a new roleRef, replace) only what

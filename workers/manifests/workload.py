@@ -11,6 +11,15 @@ from __future__ import annotations
 import base64
 from urllib.parse import urlsplit
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+    load_ssh_private_key,
+)
+
 from workers.manifests.claims import claim_name, claim_pod_spec, uses_dra
 from workers.manifests.datasets import add_datasets
 from workers.manifests.names import (
@@ -41,7 +50,7 @@ from workers.spec import WorkloadSpec
 HOME = "/home"
 HOME_VOLUME = "home"
 
-# The shell image contract: OpenSSH's sshd and ssh-keygen on the PATH, and uid run_as_user known
+# The shell image contract: OpenSSH's sshd on the PATH, and uid run_as_user known
 # by the name in $SANDBOX_USER. sshd runs as that non-root user on an unprivileged port, so only
 # that user can log in, with the keys they gave the portal: read by sshd at each login from the
 # Secret `ssh-keys` as mounted (the kubelet updates a mounted Secret in place while the sandbox
@@ -54,17 +63,48 @@ HOME_VOLUME = "home"
 # StrictModes is off: the kubelet makes a volume's root group-writable for the pod's fsGroup
 # (setgid, g+rwx), and sshd's strict modes refuse keys under a group-writable /home. The group is
 # the sandbox user's own and sshd runs as that one user, so nobody else could have written them.
+# The server's own host key is not in the home either, where a sharee could read it (and pose as
+# the sandbox to its owner's ssh client) or replace it: the portal makes one per sandbox, in the
+# Secret `ssh-host-key`, once (never patched, so clients' known_hosts stay right across restarts).
+# The kubelet writes a Secret's files as root with the pod's fsGroup (the sandbox user's group)
+# able to read them; sshd's check that a private key is not readable by others applies to keys
+# its own user owns, so it takes that file as mounted. No pid file: it would be written in a
+# writable place, and sshd -D in the foreground needs none.
 SSH_KEYS_SECRET = "ssh-keys"  # noqa: S105 (the object's name)
 SSH_KEYS_MOUNT = "/etc/gpu-portal/ssh"
+SSH_HOST_KEY_SECRET = "ssh-host-key"  # noqa: S105 (the object's name)
+SSH_HOST_KEY_MOUNT = "/etc/gpu-portal/ssh-host"
+SSH_HOST_KEY_FILE = "ssh_host_ed25519_key"
 SHELL_SERVER_SCRIPT = (
     "set -eu; "
-    f"mkdir -p {HOME}/.ssh {HOME}/.ssh-host; "
-    f"[ -f {HOME}/.ssh-host/ssh_host_ed25519_key ] || "
-    f"ssh-keygen -q -t ed25519 -N '' -f {HOME}/.ssh-host/ssh_host_ed25519_key; "
-    f"exec sshd -D -e -p {SHELL_PORT} -h {HOME}/.ssh-host/ssh_host_ed25519_key "
-    f"-o PidFile={HOME}/.ssh-host/sshd.pid -o UsePAM=no -o PasswordAuthentication=no -o StrictModes=no "
+    f"mkdir -p {HOME}/.ssh; "
+    f"exec sshd -D -e -p {SHELL_PORT} -h {SSH_HOST_KEY_MOUNT}/{SSH_HOST_KEY_FILE} "
+    "-o PidFile=none -o UsePAM=no -o PasswordAuthentication=no -o StrictModes=no "
     f"-o PermitUserRC=no -o AuthorizedKeysFile={SSH_KEYS_MOUNT}/authorized_keys"
 )
+
+
+def new_ssh_host_key() -> str:
+    """A new ed25519 private key in OpenSSH's format, as ssh-keygen writes one."""
+    key = Ed25519PrivateKey.generate()
+    return key.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()).decode()
+
+
+def ssh_host_key_public(private_key: str) -> str:
+    """The public half of a host key, as `ssh-keyscan` and known_hosts give it (`ssh-ed25519 AAAA…`)."""
+    key = load_ssh_private_key(private_key.encode(), password=None)
+    return key.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+
+
+def ssh_host_key_secret(spec: WorkloadSpec, private_key: str) -> dict:
+    """A shell sandbox's ssh server's host key: made once, when the sandbox is first applied."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": object_meta(spec, SSH_HOST_KEY_SECRET),
+        "type": "Opaque",
+        "data": {SSH_HOST_KEY_FILE: base64.b64encode(private_key.encode()).decode()},
+    }
 
 
 def ssh_keys_secret(spec: WorkloadSpec) -> dict:
@@ -197,8 +237,14 @@ def pod_template(spec: WorkloadSpec, options: ManifestOptions | None = None) -> 
     )
     if spec.image_kind == "shell":
         pod_spec["volumes"].append({"name": SSH_KEYS_SECRET, "secret": {"secretName": SSH_KEYS_SECRET}})
-        pod_spec["containers"][0]["volumeMounts"].append(
-            {"name": SSH_KEYS_SECRET, "mountPath": SSH_KEYS_MOUNT, "readOnly": True}
+        pod_spec["volumes"].append(
+            {"name": SSH_HOST_KEY_SECRET, "secret": {"secretName": SSH_HOST_KEY_SECRET, "defaultMode": 0o440}}
+        )
+        pod_spec["containers"][0]["volumeMounts"].extend(
+            [
+                {"name": SSH_KEYS_SECRET, "mountPath": SSH_KEYS_MOUNT, "readOnly": True},
+                {"name": SSH_HOST_KEY_SECRET, "mountPath": SSH_HOST_KEY_MOUNT, "readOnly": True},
+            ]
         )
     if uses_dra(spec.gpu):
         claim_pod_spec(pod_spec, pod_spec["containers"][0], claim_name())
