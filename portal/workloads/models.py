@@ -79,6 +79,9 @@ def project_label_error(label: str) -> str:
     return ""
 
 
+# How a withdrawn request's message begins (`Workload.withdrawn`).
+WITHDRAWN_BY = "Withdrawn by "
+
 # How the policy begins its reasons for a lead's decision (portal.workloads.policy).
 NEEDS_A_LEAD = "Needs a lead's approval: "
 
@@ -338,6 +341,16 @@ class Workload(models.Model):
         """It ended before it was placed on a GPU (rejected, withdrawn, or ended while it waited):
         it never ran, held nothing and was billed nothing."""
         return self.state in END_STATES and self.started_at is None and not self.node_name
+
+    @property
+    def withdrawn(self) -> bool:
+        """Its request was withdrawn before it started (its owner, a lead or an admin took it
+        back): ended, never placed, its message saying so (the service that withdraws writes it)."""
+        return (
+            self.state == WorkloadState.TERMINATED
+            and self.never_placed
+            and self.message.startswith(WITHDRAWN_BY)
+        )
 
     @property
     def shown_state(self) -> str:

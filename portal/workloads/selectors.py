@@ -491,26 +491,13 @@ def progress_steps(workload: Workload, approval: Approval | None) -> list[Step]:
     elif state in _FAILED_ENDS:
         steps.append(Step(workload.get_state_display().capitalize(), "failed"))
     elif state in (WorkloadState.TERMINATED, WorkloadState.EXPIRED) and workload.never_placed:
-        label = (
-            "Withdrawn" if workload_withdrawn(workload) else f"{workload.get_state_display()} before it ran"
-        )
+        label = "Withdrawn" if workload.withdrawn else f"{workload.get_state_display()} before it ran"
         steps.append(Step(label.capitalize(), "done"))
     elif state in (WorkloadState.TERMINATED, WorkloadState.EXPIRED):
         steps.append(Step(workload.get_state_display().capitalize(), "done"))
     else:
         steps.append(Step("Ended", "todo"))
     return steps
-
-
-def workload_withdrawn(workload: Workload) -> bool:
-    """Its request was withdrawn before it started (its owner, a lead or an admin took it back)."""
-    return (
-        workload.state == WorkloadState.TERMINATED
-        and workload.never_placed
-        and AuditEvent.objects.filter(
-            object_type=workload.kind, object_id=str(workload.pk), action=f"{workload.kind}.withdrawn"
-        ).exists()
-    )
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,10 @@ def test_a_withdrawn_deployment_says_it_was_withdrawn_and_never_ran(
     page = researcher_client.get(reverse("deployment-detail", args=[deployment.number])).content.decode()
     assert '<li class="step step-done">Withdrawn</li>' in page
     assert "Terminated</li>" not in page
+    assert '<span class="state state-terminated">withdrawn</span>' in page  # its badge says so too
+    assert ">terminated</span>" not in page
+    listed = researcher_client.get("/deployments/?scope=ended").content.decode()
+    assert '<span class="state state-terminated">withdrawn</span>' in listed
     assert "GPUs given back" not in page and "never placed: it held no GPU" in page
     assert "3, ended" not in page and "3 asked for" in page
 

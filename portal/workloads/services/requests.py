@@ -21,7 +21,7 @@ from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.text import hours_words
 from portal.fleet.selectors import capacity_free_now, price_per_hour
 from portal.spend.selectors import to_cents
-from portal.workloads.models import Approval, Workload, WorkloadState
+from portal.workloads.models import WITHDRAWN_BY, Approval, Workload, WorkloadState
 from portal.workloads.policy import (
     PolicyEstimate,
     Verdict,
@@ -380,7 +380,7 @@ def workload_withdraw(*, user: User, workload_id: int, now: datetime | None = No
         event="withdrawn",
         detail=f"withdrawn while {workload.state.replace('_', ' ')}",
         ended_at=now,
-        message=f"Withdrawn by {user.username} before it started; nothing was billed.",
+        message=f"{WITHDRAWN_BY}{user.username} before it started; nothing was billed.",
     )
     _close_withdrawn(pending, actor=user, now=now)
     return workload
