@@ -212,10 +212,6 @@ AUTHENTICATION_BACKENDS = [
 # each within PORTAL_LOGIN_LOCKOUT_MINUTES of the last, lock it out for that long. A platform admin
 # unlocks at once by deleting its row under Axes, Access attempts, in the Django admin.
 AXES_FAILURE_LIMIT = env_int("PORTAL_LOGIN_FAILURE_LIMIT", 10, minimum=1)
-# API tokens: the longest lifetime one may be given, in days (0: no maximum, and a token asked for
-# with no expiry never expires), and what one asked for with no expiry gets (at most the maximum).
-PORTAL_TOKEN_MAX_DAYS = env_int("PORTAL_TOKEN_MAX_DAYS", 365, minimum=0)
-PORTAL_TOKEN_DEFAULT_DAYS = env_int("PORTAL_TOKEN_DEFAULT_DAYS", 90, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("PORTAL_LOGIN_LOCKOUT_MINUTES", 15.0, minimum=1.0))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 # A successful sign-in does not wipe the count: it would wipe the address's too, and with it the
@@ -223,6 +219,10 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = False
 AXES_LOCKOUT_CALLABLE = "portal.accounts.views.sign_in_locked_out"
 AXES_CLIENT_IP_CALLABLE = "portal.core.proxies.client_address"
+# API tokens: the longest lifetime one may be given, in days (0: no maximum, and a token asked for
+# with no expiry never expires), and what one asked for with no expiry gets (at most the maximum).
+PORTAL_TOKEN_MAX_DAYS = env_int("PORTAL_TOKEN_MAX_DAYS", 365, minimum=0)
+PORTAL_TOKEN_DEFAULT_DAYS = env_int("PORTAL_TOKEN_DEFAULT_DAYS", 90, minimum=1)
 
 # --- Single sign-on (OpenID Connect, mozilla-django-oidc; docs/sso.md) -----------------------
 # Off while PORTAL_OIDC_ISSUER is unset. Endpoints come from the issuer's
