@@ -84,6 +84,10 @@ def _schedule() -> dict:
             "task": "notifications.prune",
             "schedule": 86400.0,
         },
+        "warn-expiring-tokens": {  # users of tokens in use that expire within a week
+            "task": "accounts.warn_expiring_tokens",
+            "schedule": 3600.0,
+        },
         "remind-approvals": {  # leads reminded of requests waiting past the team's reminder hours
             "task": "approvals.remind_waiting",
             "schedule": 600.0,

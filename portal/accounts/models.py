@@ -211,6 +211,9 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    expiry_warned_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its user was told it expires soon (a token in use)."
+    )
 
     class Meta:
         ordering = ["-created_at"]

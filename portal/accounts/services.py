@@ -13,9 +13,10 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
+from django.urls import reverse
 from django.utils import timezone
 
-from portal.accounts.models import ApiToken, GroupRule, Membership, OidcIdentity, Team, User
+from portal.accounts.models import ApiToken, GroupRule, Membership, NotificationKind, OidcIdentity, Team, User
 from portal.accounts.notifications import notifications_mark_read, notify  # noqa: F401 (the callers' import)
 from portal.accounts.selectors import is_lead
 from portal.audit.services import audit_record
@@ -126,6 +127,44 @@ def _serving_team(*, user: User, scope: str, slug: str) -> Team | None:
         message = "A serving token calls one team's endpoints: name one of your teams."
         raise ValidationFailed(message, fields={"team": [message]})
     return membership.team
+
+
+TOKEN_WARNING_DAYS = 7  # a token in use expiring within this many days: its user is told
+TOKEN_IN_USE_DAYS = 30  # in use: used within this many days
+
+
+def tokens_warn_expiring(*, now: datetime | None = None) -> int:
+    """Tell the users of tokens still in use that expire within TOKEN_WARNING_DAYS, once each
+    (in the portal and by e-mail, as expiry warnings), so that a CI job or a node agent does not
+    stop with a 401 one morning. How many were told."""
+    now = now or timezone.now()
+    due = ApiToken.objects.select_related("user").filter(
+        revoked_at__isnull=True,
+        expiry_warned_at__isnull=True,
+        expires_at__gt=now,
+        expires_at__lte=now + timedelta(days=TOKEN_WARNING_DAYS),
+        last_used_at__gte=now - timedelta(days=TOKEN_IN_USE_DAYS),
+        user__is_active=True,
+    )
+    told = 0
+    for token in due:
+        if not ApiToken.objects.filter(pk=token.pk, expiry_warned_at__isnull=True).update(
+            expiry_warned_at=now
+        ):
+            continue  # another worker told them
+        when = f"{token.expires_at:%Y-%m-%d %H:%M} UTC"
+        notify(
+            user=token.user,
+            kind=NotificationKind.EXPIRY_WARNING,
+            message=(
+                f"Your API token {token.name} ({token.prefix}…) expires on {when} and is still in use: "
+                "make a new one under API tokens and put it where this one is."
+            ),
+            link=reverse("tokens"),
+            email_subject=f"API token {token.name} expires on {when}",
+        )
+        told += 1
+    return told
 
 
 def token_revoke(*, user: User, token_id: int) -> ApiToken:

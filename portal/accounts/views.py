@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import LoginView
@@ -36,7 +38,7 @@ from portal.accounts.selectors import (
     user_teams,
     webhook_deliveries_of,
 )
-from portal.accounts.services import notifications_mark_read, token_create, token_revoke
+from portal.accounts.services import TOKEN_WARNING_DAYS, notifications_mark_read, token_create, token_revoke
 from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
 from portal.accounts.team_settings import IDLE_BOUNDS, team_settings_of, team_settings_set
 from portal.core.errors import DomainError, NotAllowed, NotFound
@@ -107,6 +109,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
         "created": created,
         "secret": secret,
         "now": timezone.now(),
+        "soon": timezone.now() + timedelta(days=TOKEN_WARNING_DAYS),
     }
     if request.method == "POST" and wants_fragment(request):
         return fragment(request, "accounts/partials/tokens_panel.html", context)

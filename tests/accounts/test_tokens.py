@@ -81,6 +81,36 @@ def test_an_admin_finds_the_tokens_that_never_expire(researcher, admin_client, s
     assert "forever" in page and "thirty-day-ci" not in page
 
 
+def test_the_user_of_a_token_in_use_is_told_once_a_week_before_it_expires(
+    researcher, researcher_client, lead, mailoutbox, run_jobs
+):
+    from portal.accounts.models import Notification
+    from portal.accounts.services import tokens_warn_expiring
+
+    now = timezone.now()
+    in_use, _ = token_create(user=researcher, name="ci-nightly", expires_days=5)
+    idle, _ = token_create(user=researcher, name="forgotten", expires_days=5)
+    later, _ = token_create(user=researcher, name="later", expires_days=30)
+    gone, _ = token_create(user=lead, name="revoked", expires_days=5)
+    ApiToken.objects.filter(pk__in=[in_use.pk, later.pk, gone.pk]).update(
+        last_used_at=now - timedelta(hours=2)
+    )
+    ApiToken.objects.filter(pk=idle.pk).update(last_used_at=now - timedelta(days=40))
+    token_revoke(user=lead, token_id=gone.pk)
+
+    assert run_jobs(lambda: tokens_warn_expiring(now=now)) == 1
+    (note,) = Notification.objects.filter(user=researcher)
+    assert note.kind == "expiry_warning" and note.link == "/tokens/"
+    assert note.message.startswith(f"Your API token ci-nightly ({in_use.prefix}…) expires on ")
+    (mail,) = mailoutbox
+    assert mail.to == [researcher.email] and mail.subject.startswith("API token ci-nightly expires on ")
+    assert tokens_warn_expiring(now=now + timedelta(hours=1)) == 0  # once
+    page = researcher_client.get("/tokens/").content.decode()
+    row = page.split(f'id="token-{in_use.pk}"')[1].split("</tr>")[0]
+    assert '<span class="tag warn"' in row and "expires 4\xa0days" in row
+    assert '<span class="tag warn"' not in page.split(f'id="token-{later.pk}"')[1].split("</tr>")[0]
+
+
 def test_create_token_command_prints_the_token_alone_on_the_last_line(researcher, capsys):
     call_command("create_token", "alice", "--expires-days", "7")
     raw = capsys.readouterr().out.strip().splitlines()[-1]

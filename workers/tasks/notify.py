@@ -1,5 +1,5 @@
 """Notification jobs: sending e-mails and posting webhook messages (each with a timeout, retried
-with back-off) and the reminders of approvals that wait. Each calls one service and returns."""
+with back-off), the reminders of approvals that wait and the warnings of API tokens that expire. Each calls one service and returns."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from celery import shared_task
 
 from portal.accounts.emails import email_deliver as send
 from portal.accounts.notifications import deliveries_prune, deliveries_redrive
+from portal.accounts.services import tokens_warn_expiring
 from portal.accounts.webhooks import webhook_deliver as deliver
 from portal.approvals.services import approvals_remind_waiting
 
@@ -43,6 +44,12 @@ def redrive() -> None:
 def prune() -> None:
     """Forget the e-mails and webhook messages sent or failed long ago."""
     deliveries_prune()
+
+
+@shared_task(name="accounts.warn_expiring_tokens", ignore_result=True)
+def warn_expiring_tokens() -> None:
+    """Tell the users of tokens in use that expire within a week."""
+    tokens_warn_expiring()
 
 
 @shared_task(name="approvals.remind_waiting", ignore_result=True)
