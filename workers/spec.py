@@ -104,3 +104,5 @@ class WorkloadSpec:
     datasets: tuple[DatasetMount, ...] = ()
     # A shell sandbox's owner's SSH public keys (authorized_keys lines), kept current while it runs.
     ssh_keys: tuple[str, ...] = ()
+    # A shell sandbox's ssh server's private host key (OpenSSH's format), the same for its life.
+    ssh_host_key: str = field(default="", repr=False)

@@ -77,7 +77,8 @@ class SandboxListView(_Sandbox, WorkloadListView):
     """Sandboxes you may see (researcher: own; lead: the team's; admin: all), newest first."""
 
     def get_queryset(self) -> QuerySet[Workload]:
-        return workloads_with_details(workloads_visible_to(self.request.user, kind=WorkloadKind.SANDBOX))
+        sandboxes = workloads_visible_to(self.request.user, kind=WorkloadKind.SANDBOX)
+        return workloads_with_details(sandboxes).prefetch_related("ssh_host_key")
 
     @extend_schema(
         request=SandboxRequestSerializer,

@@ -229,7 +229,10 @@ def gate_decide(
         person = _person(int(claim["u"]))
         if claim.get("h") != host or person is None or not person.active:
             return GateDecision(401, "The sign-in link is for another sandbox: sign in again.")
-        if person.sign_outs != claim.get("o"):
+        # Its count was read fresh when it was issued; the person's here may be a few seconds
+        # old, so only a count below theirs (a sign-out since) refuses it.
+        sign_outs = int(claim.get("o", 0))
+        if sign_outs < person.sign_outs:
             return GateDecision(401, "You signed out of the portal since: sign in again.")
         if not caches["shared"].add(f"gate-ticket:{claim['n']}", 1, TICKET_SECONDS + 5):
             return GateDecision(401, "The sign-in link was used already: sign in again.")
@@ -237,7 +240,7 @@ def gate_decide(
         if reason:
             return GateDecision(403, reason, person.username)
         value = signing.dumps(
-            {"u": person.user_id, "h": host, "a": person.session_hash, "o": person.sign_outs},
+            {"u": person.user_id, "h": host, "a": person.session_hash, "o": sign_outs},
             salt=_COOKIE_SALT,
         )
         seconds = COOKIE_SECONDS
@@ -256,7 +259,7 @@ def gate_decide(
         or person is None
         or not person.active
         or person.session_hash != claim.get("a")
-        or person.sign_outs != claim.get("o", 0)
+        or int(claim.get("o", 0)) < person.sign_outs  # signed out since it was given
     ):
         return GateDecision(401, "Sign in to the portal again to open this sandbox.")
     reason = _refusal(door, person, now)

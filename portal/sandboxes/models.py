@@ -1,4 +1,5 @@
-"""What only sandboxes keep: kubectl access issued to their owners, and their owners' homes."""
+"""What only sandboxes keep: kubectl access issued to their owners, an ssh sandbox's host key,
+and their owners' homes."""
 
 from __future__ import annotations
 
@@ -34,6 +35,26 @@ class KubeAccess(models.Model):
     @property
     def pending(self) -> bool:
         return self.issued_at is None or self.issued_at < self.requested_at
+
+
+class SshHostKey(models.Model):
+    """An ssh sandbox's server host key: made once, when its objects are first built, kept
+    encrypted while it lives (its namespace holds it as the Secret `ssh-host-key`), so its owner
+    can check the fingerprint their ssh client shows against the page's; the row goes when the
+    sandbox ends."""
+
+    workload = models.OneToOneField(
+        "workloads.Workload", on_delete=models.CASCADE, related_name="ssh_host_key"
+    )
+    private_key = EncryptedTextField()
+    public_key = models.CharField(max_length=200, help_text="As known_hosts holds it: ssh-ed25519 AAAA…")
+    fingerprint = models.CharField(
+        max_length=60, help_text="SHA256:..., as ssh shows it on first connecting."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"ssh host key of {self.workload_id}"
 
 
 class Home(models.Model):

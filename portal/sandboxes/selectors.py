@@ -13,12 +13,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from portal.accounts.models import Team, User
-from portal.accounts.selectors import member_team_ids, user_teams
+from portal.accounts.selectors import member_team_ids, owner_shut_out, user_teams
 from portal.accounts.ssh_keys import ssh_keys_of
+from portal.core.errors import NotAllowed
 from portal.fleet.models import Gpu, GpuType
 from portal.fleet.selectors import current_prices, storage_price
 from portal.sandboxes.gate import sandbox_app_url
-from portal.sandboxes.models import Dataset, Home, KubeAccess
+from portal.sandboxes.models import Dataset, Home, KubeAccess, SshHostKey
 from portal.workloads.models import (
     END_STATES,
     LIVE_STATES,
@@ -59,6 +60,7 @@ class SandboxRow:
     estimated_wait: QueueWait | None = None  # while queued
     waiting_cost: WaitingCost | None = None  # while waiting: its cost once placed
     viewer_opens: bool = True  # whether the one looking may open its app: its owner, or shared with them
+    ssh_host_key: SshHostKey | None = None  # an ssh sandbox's, on its page
 
     @property
     def placement_label(self) -> str:
@@ -99,7 +101,13 @@ def sandbox_row_for(*, user: User, workload_id: int) -> SandboxRow:
     else:
         opens = in_team and any(u.pk == user.pk for u in sandbox.shared_with.all())
     actions = workload_actions_for(row.actions, user=user, workload=sandbox, team_ids=team_ids)
-    return replace(row, waiting_cost=waiting_cost(sandbox), viewer_opens=opens, actions=actions)
+    return replace(
+        row,
+        waiting_cost=waiting_cost(sandbox),
+        viewer_opens=opens,
+        actions=actions,
+        ssh_host_key=ssh_host_key_of(sandbox),
+    )
 
 
 @dataclass(frozen=True)
@@ -197,14 +205,41 @@ def sandbox_insight_for(*, user: User, sandbox_id: int) -> tuple[Workload, Workl
 
 
 def sandbox_kube_access_for(*, user: User, sandbox_id: int) -> tuple[Workload, KubeAccess | None]:
-    """A sandbox the user may see, and the kubeconfig issued to them for it (None: never asked)."""
+    """A sandbox the user may see, and the kubeconfig issued to them for it (None: never asked);
+    NotAllowed for an owner no longer in its team."""
     sandbox = workload_get_for(user=user, workload_id=sandbox_id, kind=WorkloadKind.SANDBOX)
+    refuse_kubectl_to_the_shut_out(user=user, sandbox=sandbox)
     return sandbox, kube_access_of(sandbox, user)
+
+
+KUBECTL_FOR_MEMBERS = "kubectl access to a sandbox is for members of its team"
+
+
+def refuse_kubectl_to_the_shut_out(*, user: User, sandbox: Workload) -> None:
+    """The owner may neither get nor read a kubeconfig once no longer in the team (or
+    deactivated): NotAllowed, saying so."""
+    if owner_shut_out(user, team_id=sandbox.team_id):
+        raise NotAllowed(
+            f"You are no longer a member of team {sandbox.team.name}: {KUBECTL_FOR_MEMBERS}. "
+            "You may still end this one."
+        )
 
 
 def kube_access_of(sandbox: Workload, user: User) -> KubeAccess | None:
     """The kubeconfig issued to `user` for a sandbox already loaded (None: never asked)."""
     return KubeAccess.objects.filter(workload=sandbox, user=user).first()
+
+
+def ssh_host_key_of(sandbox: Workload) -> SshHostKey | None:
+    """An ssh sandbox's server host key, for its owner to check what their ssh client shows on
+    first connecting (prefetched by lists, `ssh_host_key`); None for a web sandbox, or an ssh one
+    whose objects were never built (it was never placed)."""
+    if sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL:
+        return None
+    try:
+        return sandbox.ssh_host_key
+    except SshHostKey.DoesNotExist:
+        return None
 
 
 def kube_access_usable(access: KubeAccess | None, sandbox: Workload, *, now: datetime | None = None) -> bool:

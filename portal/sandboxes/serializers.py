@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from portal.core.serializers import StrictBooleanField, StrictCharField, StrictIntegerField, money, validated
 from portal.sandboxes.gate import sandbox_app_url
-from portal.sandboxes.selectors import home_monthly_cost
+from portal.sandboxes.selectors import home_monthly_cost, ssh_host_key_of
 from portal.workloads.models import Workload
 from portal.workloads.selectors import (
     workload_placement,
@@ -59,6 +59,11 @@ class SandboxRequestSerializer(WorkloadRequestSerializer):
         }
 
 
+class SshHostKeySerializer(serializers.Serializer):
+    public_key = StrictCharField(help_text="ssh-ed25519 AAAA…")
+    fingerprint = StrictCharField(help_text="SHA256:…")
+
+
 class SandboxSerializer(WorkloadSerializer):
     """A sandbox as the API shows it. Expects the prefetches of `workloads_with_details` and an
     optional `queue_positions` dict in the context."""
@@ -73,6 +78,10 @@ class SandboxSerializer(WorkloadSerializer):
     open_url = serializers.SerializerMethodField(
         help_text="Opens the sandbox's JupyterLab or VS Code in a browser, through the portal's sign-in; "
         "null unless it is running with a web app."
+    )
+    ssh_host_key = serializers.SerializerMethodField(
+        help_text="An ssh sandbox's server host key (`public_key` as known_hosts holds it, `fingerprint` "
+        "as ssh shows it on first connecting); null for a web sandbox or one never placed."
     )
 
     class Meta:
@@ -89,8 +98,14 @@ class SandboxSerializer(WorkloadSerializer):
             "shared_with",
             "datasets",
             "open_url",
+            "ssh_host_key",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(SshHostKeySerializer(allow_null=True))
+    def get_ssh_host_key(self, sandbox: Workload) -> dict[str, str] | None:
+        key = ssh_host_key_of(sandbox)
+        return None if key is None else {"public_key": key.public_key, "fingerprint": key.fingerprint}
 
     def get_open_url(self, sandbox: Workload) -> str | None:
         path = sandbox_app_url(sandbox)

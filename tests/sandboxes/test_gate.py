@@ -345,3 +345,16 @@ def test_signing_out_of_the_portal_signs_the_person_out_of_every_sandbox(sandbox
     assert late.status_code == 401 and b"signed out of the portal since" in late.content
     enter(researcher)  # signing in again opens it again
     assert Client().post(reverse("logout")).status_code == 302  # signing out with no session: nothing
+
+
+def test_signing_out_and_straight_back_in_gets_in_though_the_gate_remembers_the_old_count(
+    sandbox, researcher
+):
+    """The gate keeps who a person is for a few seconds; a ticket issued after signing in again
+    carries the new count, which a remembered older one must not refuse (a sign-in loop)."""
+    old = enter(researcher)  # the gate now remembers alice with no sign-outs
+    assert signed_in(researcher).post(reverse("logout")).status_code == 302
+    new = enter(researcher)  # remembered still: the new ticket's count is higher, and passes
+    gate_cache_clear()
+    assert check(Client(), **{COOKIE: new}).status_code == 200
+    assert check(Client(), **{COOKIE: old}).status_code == 401

@@ -20,7 +20,7 @@ import yaml
 
 from tests.fakekube import SCHEMA_VERSION, FakeKube, dra, fixtures
 from tests.fakekube.resources import BY_KIND
-from tests.workers.test_manifests import SLICE, make_serving_spec, make_spec
+from tests.workers.test_manifests import HOST_KEY, SLICE, make_serving_spec, make_spec
 from workers.drivers.kubernetes import REQUIRED_PERMISSIONS, KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import MIG_CONFIG_KEY, merge_mig_config
 from workers.manifests.options import ManifestOptions, SandboxRoute
@@ -294,6 +294,7 @@ def exercise(fake: FakeKube, driver: KubernetesDriver) -> set[tuple[str, str, st
     changed = dataclasses.replace(
         spec,
         image_kind="shell",
+        ssh_host_key=HOST_KEY,
         gpu=SLICE,
         cpu=12,
         expires_at=datetime(2026, 3, 1, tzinfo=UTC),

@@ -10,7 +10,7 @@ import yaml
 
 from portal.fleet.geometry import GPU_MODELS
 from tests.fakekube import FakeKube, fixtures
-from tests.workers.test_manifests import SLICE, make_spec
+from tests.workers.test_manifests import HOST_KEY, SLICE, make_spec
 from workers.drivers.base import ClusterConfig, DriverError
 from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
 from workers.drivers.kubernetes_nodes import gpu_type_slug, product_slug_table
@@ -115,6 +115,21 @@ def test_dropping_the_cluster_identity_removes_the_owner_binding(
     kube_driver.apply_workload(dataclasses.replace(SPEC, user_identity=""))  # nothing left to delete: fine
 
 
+def test_the_watch_of_a_running_sandbox_removes_the_owner_binding_once_the_spec_has_none(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    """An owner deactivated or removed from the team: their own cluster identity would otherwise
+    keep exec and port-forward into the sandbox, which only apply_workload (never run again on a
+    running sandbox) used to take away."""
+    kube_driver.apply_workload(SPEC)
+    kube_driver.refresh_access(SPEC)
+    assert fake_kube.get("RoleBinding", "sandbox-owner", NS) is not None
+    kube_driver.refresh_access(dataclasses.replace(SPEC, user_identity=""))
+    assert fake_kube.get("RoleBinding", "sandbox-owner", NS) is None
+    kube_driver.refresh_access(SPEC)  # back in the team: bound again
+    assert fake_kube.get("RoleBinding", "sandbox-owner", NS) is not None
+
+
 def test_a_change_kubernetes_forbids_is_a_final_error_naming_the_field(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
@@ -182,7 +197,7 @@ def test_a_ready_jupyter_sandbox_is_running_with_its_url(
 def test_a_ready_shell_sandbox_is_running_with_an_ssh_command(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:
-    spec = dataclasses.replace(SPEC, image_kind="shell", gpu=SLICE)
+    spec = dataclasses.replace(SPEC, image_kind="shell", gpu=SLICE, ssh_host_key=HOST_KEY)
     kube_driver.apply_workload(spec)
     fake_kube.pod_running(NS)
     assert kube_driver.workload_status(spec).access == "ssh -p 2222 alice@sbx-42.sandboxes.gpu.internal"

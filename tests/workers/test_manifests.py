@@ -65,7 +65,17 @@ def make_spec(**overrides: object) -> WorkloadSpec:
         "user_identity": "alice@firm.example",
     }
     values.update(overrides)
+    if values["image_kind"] == "shell":
+        values.setdefault("ssh_host_key", HOST_KEY)  # the portal makes one for each ssh sandbox
     return WorkloadSpec(**values)
+
+
+# An ed25519 host key in OpenSSH's format (a test key, made for these tests alone).
+HOST_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
 
 
 def make_serving_spec(replicas: int = 2, **overrides: object) -> WorkloadSpec:

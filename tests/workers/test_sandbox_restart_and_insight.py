@@ -11,10 +11,11 @@ import yaml
 from portal.audit.models import AuditEvent
 from portal.core.errors import Conflict, NotAllowed, NotFound
 from portal.sandboxes.models import KubeAccess
-from portal.sandboxes.selectors import kubeconfig_text
+from portal.sandboxes.selectors import kubeconfig_text, sandbox_kube_access_for
 from portal.sandboxes.services import sandbox_insight_request, sandbox_kube_access_request, sandbox_restart
 from portal.workloads.models import Workload, WorkloadInsight, WorkloadState
 from portal.workloads.services import workload_terminate
+from tests.conftest import signed_in
 from tests.factories import UserFactory
 from tests.fakekube import FakeKube
 from tests.workers.conftest import WHOLE
@@ -172,6 +173,11 @@ def test_deactivating_the_owner_or_removing_them_from_the_team_voids_the_kubecon
         researcher.memberships.filter(team=sandbox.team).delete()
         with pytest.raises(NotAllowed, match="no longer a member of team Vision: kubectl access"):
             sandbox_kube_access_request(user=researcher, sandbox_id=sandbox.pk)
+        # nor is the kubeconfig issued before handed out again, on the page, for download or in the API
+        with pytest.raises(NotAllowed, match="no longer a member"):
+            sandbox_kube_access_for(user=researcher, sandbox_id=sandbox.pk)
+        download = signed_in(researcher).get(f"/sandboxes/{sandbox.number}/kubeconfig/")
+        assert download.status_code == 403 and b"no longer a member" in download.content
     reconcile_workload(sandbox.pk)
     account = fake_kube.get("ServiceAccount", "sandbox-user", sandbox.namespace)
     assert account is not None and account["metadata"]["uid"] != before
@@ -184,3 +190,17 @@ def test_deactivating_the_owner_or_removing_them_from_the_team_voids_the_kubecon
         == (account["metadata"]["uid"])
     )
     assert Workload.objects.get(pk=sandbox.pk).state == WorkloadState.RUNNING  # the sandbox itself runs on
+
+
+def test_a_kubeconfig_asked_for_before_the_owner_left_the_team_is_not_issued_after(
+    fake_kube: FakeKube, running_on_kube, researcher
+):
+    from workers.reconcile.kube_access import issue_kube_access
+
+    sandbox = running_on_kube(**WHOLE)
+    access = sandbox_kube_access_request(user=researcher, sandbox_id=sandbox.pk)  # its job not run yet
+    researcher.memberships.filter(team=sandbox.team).delete()
+    issue_kube_access(access.pk)
+    access = KubeAccess.objects.get(pk=access.pk)
+    assert access.error == "kubectl access to a sandbox is for members of its team" and not access.token
+    assert fake_kube.api.issued_tokens == []

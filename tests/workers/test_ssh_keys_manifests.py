@@ -8,21 +8,20 @@ import base64
 
 import kubernetes_validate
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_ssh_private_key
 
 from portal.accounts.ssh_keys import ssh_key_add
 from portal.audit.models import AuditEvent
+from portal.sandboxes.models import SshHostKey
+from portal.sandboxes.services import host_key, sandbox_ssh_host_key, sandbox_ssh_host_key_forget
 from portal.workloads.models import Image
 from tests.accounts.test_ssh_keys import ECDSA, ED25519
 from tests.fakekube import SCHEMA_VERSION, fixtures
 from tests.rows import make_deployment, make_sandbox
 from tests.workers.test_manifests import by_kind, make_spec
 from workers.manifests import workload_objects
-from workers.manifests.workload import (
-    SSH_HOST_KEY_MOUNT,
-    SSH_KEYS_MOUNT,
-    new_ssh_host_key,
-    ssh_host_key_public,
-)
+from workers.manifests.workload import SSH_HOST_KEY_MOUNT, SSH_KEYS_MOUNT
 from workers.reconcile.workloads import workload_spec
 
 fake_kube = fixtures.fake_kube
@@ -34,10 +33,14 @@ def _lines(secret: dict) -> str:
 
 
 def test_a_shell_sandbox_mounts_its_owners_keys_where_its_ssh_server_reads_them():
-    objects = by_kind(workload_objects(make_spec(image_kind="shell", ssh_keys=KEYS)))
+    built = workload_objects(make_spec(image_kind="shell", ssh_keys=KEYS))
+    objects = by_kind(built)
 
-    secret = objects["Secret"]
-    assert secret["metadata"]["name"] == "ssh-keys"
+    secrets = {obj["metadata"]["name"]: obj for obj in built if obj["kind"] == "Secret"}
+    assert list(secrets) == ["ssh-keys", "ssh-host-key"]
+    secret = secrets["ssh-keys"]
+    host_secret = secrets["ssh-host-key"]
+    assert kubernetes_validate.validate(host_secret, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
     assert _lines(secret) == f"{KEYS[0]}\n"
     assert kubernetes_validate.validate(secret, SCHEMA_VERSION, strict=True) == SCHEMA_VERSION
     statefulset = objects["StatefulSet"]
@@ -64,7 +67,11 @@ def test_a_shell_sandbox_mounts_its_owners_keys_where_its_ssh_server_reads_them(
 
 
 def test_without_keys_the_secret_is_there_empty_and_web_sandboxes_get_none():
-    empty = by_kind(workload_objects(make_spec(image_kind="shell")))["Secret"]
+    (empty,) = [
+        obj
+        for obj in workload_objects(make_spec(image_kind="shell"))
+        if obj["metadata"]["name"] == "ssh-keys"
+    ]
     assert _lines(empty) == ""
     assert "Secret" not in by_kind(workload_objects(make_spec(image_kind="jupyter", ssh_keys=KEYS)))
 
@@ -92,7 +99,7 @@ def test_a_key_added_while_it_runs_reaches_the_secret_and_leaves_the_pod_alone(f
     asked = len(fake_kube.api.requests)
     driver.refresh_access(replace(spec, ssh_keys=more))  # unchanged: the keys are read, nothing written
     again = [(r.method, r.resource, r.name) for r in fake_kube.api.requests[asked:]]
-    assert again == [("GET", "secrets", "ssh-keys")]
+    assert again == [("GET", "secrets", "ssh-keys"), ("GET", "secrets", "ssh-host-key")]
 
     # Worker process A applied {k1}; B then {k1, k2}; k2 is removed, and A, whose last write was
     # {k1} again, takes the next pass: the key goes, whatever A remembers.
@@ -104,9 +111,9 @@ def test_a_key_added_while_it_runs_reaches_the_secret_and_leaves_the_pod_alone(f
     assert _lines(fake_kube.get("Secret", "ssh-keys", spec.namespace)) == f"{KEYS[0]}\n"
 
 
-def test_the_host_key_is_made_once_before_the_pod_and_never_changed(fake_kube):
-    """Made anew at each apply, it would make every ssh client warn of a changed host; kept in
-    the home, a sharee of a web sandbox could read or replace it."""
+def test_the_host_key_is_given_before_the_pod_and_left_alone_after(fake_kube):
+    """The portal's key, as a Secret the pod mounts: applied again by another worker process, it
+    is read and found equal, never written."""
     from workers.drivers.base import ClusterConfig
     from workers.drivers.kubernetes import KubernetesDriver, KubernetesOptions
 
@@ -114,22 +121,57 @@ def test_the_host_key_is_made_once_before_the_pod_and_never_changed(fake_kube):
     spec = make_spec(image_kind="shell", ssh_keys=KEYS)
     KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0))).apply_workload(spec)
     secret = fake_kube.get("Secret", "ssh-host-key", spec.namespace)
-    private = base64.b64decode(secret["data"]["ssh_host_ed25519_key"]).decode()
-    assert private.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
-    assert ssh_host_key_public(private).startswith("ssh-ed25519 AAAA")
+    assert base64.b64decode(secret["data"]["ssh_host_ed25519_key"]).decode() == spec.ssh_host_key
     statefulset = fake_kube.get("StatefulSet", "sandbox", spec.namespace)
     made = int(secret["metadata"]["resourceVersion"])
     assert made < int(statefulset["metadata"]["resourceVersion"])  # before the StatefulSet that mounts it
 
-    # another worker process (nothing cached) applies it again: the key stays
     KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0))).apply_workload(spec)
-    again = fake_kube.get("Secret", "ssh-host-key", spec.namespace)
-    assert again["metadata"]["resourceVersion"] == secret["metadata"]["resourceVersion"]
+    assert fake_kube.get("Secret", "ssh-host-key", spec.namespace)["metadata"]["resourceVersion"] == str(made)
     assert not [r for r in fake_kube.api.requests if r.name == "ssh-host-key" and r.method == "PATCH"]
     web = make_spec(image_kind="jupyter", workload_id=43, namespace="sbx-vision-web-43")
     KubernetesDriver(config, KubernetesOptions(timeout=(2.0, 2.0))).apply_workload(web)
     assert fake_kube.get("Secret", "ssh-host-key", web.namespace) is None
-    assert new_ssh_host_key() != private
+    with pytest.raises(ValueError, match="needs its host key"):
+        workload_objects(make_spec(image_kind="shell", ssh_host_key=""))
+
+
+@pytest.mark.django_db
+def test_a_shell_sandbox_keeps_one_host_key_for_its_life_and_forgets_it_at_the_end(
+    fleet, researcher, team, monkeypatch
+):
+    shell = Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
+    gpu = fleet["whole"].gpus.first()
+    box = make_sandbox(owner=researcher, team=team, gpu=gpu, image=shell, cluster=gpu.node.cluster)
+    web = make_sandbox(owner=researcher, team=team, gpu=fleet["whole"].gpus.last(), cluster=gpu.node.cluster)
+
+    private = workload_spec(box).ssh_host_key
+    assert private.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert workload_spec(box).ssh_host_key == private  # the same at every spec
+    assert workload_spec(web).ssh_host_key == ""
+    kept = SshHostKey.objects.get(workload=box)
+    loaded = load_ssh_private_key(private.encode(), password=None).public_key()
+    assert kept.public_key == loaded.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+    assert kept.public_key.startswith("ssh-ed25519 ") and kept.fingerprint.startswith("SHA256:")
+    assert private not in repr(workload_spec(box))  # never in a log line
+
+    # Two workers build its first spec at once: the one that loses the race takes the winner's key.
+    other = make_sandbox(owner=researcher, team=team, gpu=fleet["whole"].gpus.all()[1], image=shell)
+    made = Ed25519PrivateKey.generate
+
+    def the_other_worker_first():
+        SshHostKey.objects.create(
+            workload=other, private_key="theirs", public_key="ssh-ed25519 A", fingerprint="x"
+        )
+        return made()
+
+    monkeypatch.setattr(
+        host_key, "Ed25519PrivateKey", type("K", (), {"generate": staticmethod(the_other_worker_first)})
+    )
+    assert sandbox_ssh_host_key(sandbox_id=other.pk).private_key == "theirs"
+
+    sandbox_ssh_host_key_forget(sandbox_id=box.pk)
+    assert not SshHostKey.objects.filter(workload=box).exists()
 
 
 @pytest.mark.django_db

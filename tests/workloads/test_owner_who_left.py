@@ -99,15 +99,17 @@ def test_an_owner_who_left_loses_the_ways_into_their_sandbox_and_the_page_says_s
     Membership.objects.filter(user=researcher).delete()
     page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert 'id="owner-left-team"' in page and "no longer a member of team Vision" in page
-    assert (
-        'id="open-app"' not in page and 'id="sandbox-kubectl"' not in page and "sandbox-sharing" not in page
-    )
+    assert 'id="open-app"' not in page and 'id="sandbox-kubectl"' not in page
+    # the sharing panel stays, to stop sharing: the one it is shared with is its only choice
+    sharing = page.split('id="sandbox-sharing"')[1].split("</section>")[0]
+    assert 'id="sharing-owner-left"' in sharing and "not share it with more people" in sharing
+    assert 'value="bob" checked' in sharing and 'value="carol"' not in sharing
     with pytest.raises(NotAllowed, match="not share it with more people"):
         sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=["bob", "carol"])
     answer = alice.post(f"/api/v1/sandboxes/{sandbox.number}/kubeconfig")
     assert (
         answer.status_code == 403
-        and "kubectl access to its sandboxes is for its members" in answer.json()["error"]["message"]
+        and "kubectl access to a sandbox is for members of its team" in answer.json()["error"]["message"]
     )
     sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=[])  # unsharing still works
     assert not sandbox.shared_with.exists()

@@ -73,12 +73,6 @@ from workers.manifests.serving import (
     serving_access,
     serving_selector,
 )
-from workers.manifests.workload import (
-    SSH_HOST_KEY_SECRET,
-    SSH_KEYS_SECRET,
-    new_ssh_host_key,
-    ssh_host_key_secret,
-)
 from workers.spec import WorkloadSpec
 
 log = logging.getLogger(__name__)
@@ -252,8 +246,6 @@ class KubernetesDriver(SandboxPartsMixin):
             self._prebind_home(spec)
             for obj in objects:
                 self._apply(obj)
-                if obj["kind"] == "Secret" and obj["metadata"]["name"] == SSH_KEYS_SECRET:
-                    self._make_ssh_host_key(spec)  # before the pod that mounts it
             for mount in spec.datasets:
                 self._provide_dataset(spec, mount)
             self._copy_tls_secret(spec)
@@ -273,8 +265,9 @@ class KubernetesDriver(SandboxPartsMixin):
             self._applied[spec.namespace] = (digest, now)
 
     def refresh_access(self, spec: WorkloadSpec) -> bool:
-        """Its quota and route: applied when they changed, and again (a read of each, a write
-        only where one differs or went missing) after `reapply_seconds`. An ssh sandbox's keys:
+        """Its quota, route and the binding of its owner's identity (removed once the spec has
+        none): applied when they changed, and again (a read of each, a write only where one
+        differs or went missing) after `reapply_seconds`. An ssh sandbox's keys and host key:
         read and compared on every call, so that a key removed is gone from the cluster on the
         next pass of whichever worker process makes it (another process's cache knows nothing
         of a key it did not see)."""
@@ -288,23 +281,14 @@ class KubernetesDriver(SandboxPartsMixin):
         if not fresh:
             for obj in cached:
                 self._apply(obj)
+            if not any(obj["kind"] == "RoleBinding" for obj in cached):
+                # its owner was deactivated or left the team (or the cluster binds no identity)
+                self.api.delete("RoleBinding", ROLE_BINDING_NAME, spec.namespace)
             self._copy_tls_secret(spec)
             self._access_applied[spec.namespace] = (digest, now)
         for obj in keys:
             self._apply(obj)
         return not fresh
-
-    def _make_ssh_host_key(self, spec: WorkloadSpec) -> None:
-        """An ssh sandbox's host key: made once, never patched nor read back into a manifest,
-        so that it stays the one its owner's known_hosts holds for as long as the sandbox lives
-        (restarts and rescheduling included)."""
-        if self.api.get("Secret", SSH_HOST_KEY_SECRET, spec.namespace) is not None:
-            return
-        try:
-            self.api.create(ssh_host_key_secret(spec, new_ssh_host_key()))
-        except KubernetesApiError as exc:
-            if exc.status != 409:  # another worker made it meanwhile: theirs stands
-                raise
 
     def _apply(self, obj: dict) -> None:
         """Read; create what is missing, and patch (or, for a new roleRef, replace) only what

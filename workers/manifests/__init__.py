@@ -36,6 +36,7 @@ from workers.manifests.workload import (
     home_claim_manifest,
     sandbox_access,
     service_manifest,
+    ssh_host_key_secret,
     ssh_keys_secret,
     stateful_set_manifest,
 )
@@ -74,11 +75,15 @@ __all__ = [
 def access_objects(spec: WorkloadSpec, options: ManifestOptions | None = None) -> list[dict]:
     """What its users reach a running workload through, which may change while it runs without
     touching its pods: its quota (first: a route may need room for the Service of the portal's
-    check), its route, and an ssh sandbox's owner's keys (last)."""
+    check), its route, the binding of its owner's cluster identity, and an ssh sandbox's
+    owner's keys and its host key (last)."""
     options = options or ManifestOptions()
     objects = [resource_quota_manifest(spec), *route_objects(spec, options.route)]
+    role_binding = role_binding_manifest(spec, options)
+    if role_binding is not None:
+        objects.append(role_binding)
     if spec.serving is None and spec.image_kind == "shell":
-        objects.append(ssh_keys_secret(spec))
+        objects.extend([ssh_keys_secret(spec), ssh_host_key_secret(spec)])
     return objects
 
 
@@ -108,7 +113,7 @@ def workload_objects(spec: WorkloadSpec, options: ManifestOptions | None = None)
         return objects
     objects.extend(kubectl_objects(spec, options))
     if spec.image_kind == "shell":
-        objects.append(ssh_keys_secret(spec))
+        objects.extend([ssh_keys_secret(spec), ssh_host_key_secret(spec)])
     objects.append(service_manifest(spec))
     objects.extend(route_objects(spec, options.route))
     if uses_dra(spec.gpu):

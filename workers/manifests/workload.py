@@ -11,15 +11,6 @@ from __future__ import annotations
 import base64
 from urllib.parse import urlsplit
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import (
-    Encoding,
-    NoEncryption,
-    PrivateFormat,
-    PublicFormat,
-    load_ssh_private_key,
-)
-
 from workers.manifests.claims import claim_name, claim_pod_spec, uses_dra
 from workers.manifests.datasets import add_datasets
 from workers.manifests.names import (
@@ -64,8 +55,9 @@ HOME_VOLUME = "home"
 # (setgid, g+rwx), and sshd's strict modes refuse keys under a group-writable /home. The group is
 # the sandbox user's own and sshd runs as that one user, so nobody else could have written them.
 # The server's own host key is not in the home either, where a sharee could read it (and pose as
-# the sandbox to its owner's ssh client) or replace it: the portal makes one per sandbox, in the
-# Secret `ssh-host-key`, once (never patched, so clients' known_hosts stay right across restarts).
+# the sandbox to its owner's ssh client) or replace it: the portal makes one per sandbox, keeps it
+# (its page shows the fingerprint) and gives it as the Secret `ssh-host-key`, the same for the
+# sandbox's life, so clients' known_hosts stay right across restarts.
 # The kubelet writes a Secret's files as root with the pod's fsGroup (the sandbox user's group)
 # able to read them; sshd's check that a private key is not readable by others applies to keys
 # its own user owns, so it takes that file as mounted. No pid file: it would be written in a
@@ -84,26 +76,17 @@ SHELL_SERVER_SCRIPT = (
 )
 
 
-def new_ssh_host_key() -> str:
-    """A new ed25519 private key in OpenSSH's format, as ssh-keygen writes one."""
-    key = Ed25519PrivateKey.generate()
-    return key.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()).decode()
-
-
-def ssh_host_key_public(private_key: str) -> str:
-    """The public half of a host key, as `ssh-keyscan` and known_hosts give it (`ssh-ed25519 AAAA…`)."""
-    key = load_ssh_private_key(private_key.encode(), password=None)
-    return key.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
-
-
-def ssh_host_key_secret(spec: WorkloadSpec, private_key: str) -> dict:
-    """A shell sandbox's ssh server's host key: made once, when the sandbox is first applied."""
+def ssh_host_key_secret(spec: WorkloadSpec) -> dict:
+    """A shell sandbox's ssh server's host key, as the portal keeps it."""
+    if not spec.ssh_host_key:
+        raise ValueError("an ssh sandbox needs its host key")
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": object_meta(spec, SSH_HOST_KEY_SECRET),
         "type": "Opaque",
-        "data": {SSH_HOST_KEY_FILE: base64.b64encode(private_key.encode()).decode()},
+        # `data`, as the API server keeps it, so an unchanged key reads back equal (no patch)
+        "data": {SSH_HOST_KEY_FILE: base64.b64encode(spec.ssh_host_key.encode()).decode()},
     }
 
 

@@ -7,7 +7,9 @@ import logging
 
 from django.utils import timezone
 
+from portal.accounts.selectors import owner_shut_out
 from portal.sandboxes.models import KubeAccess
+from portal.sandboxes.selectors import KUBECTL_FOR_MEMBERS
 from portal.sandboxes.services import KUBE_TOKEN_MAX, sandbox_kube_access_issued
 from portal.workloads.models import WorkloadState
 from workers.drivers.base import DriverError
@@ -30,6 +32,9 @@ def issue_kube_access(access_id: int) -> None:
     sandbox, now = access.workload, timezone.now()
     if sandbox.state != WorkloadState.RUNNING or sandbox.cluster is None:
         sandbox_kube_access_issued(access_id=access.pk, error=f"the sandbox is {sandbox.state}")
+        return
+    if owner_shut_out(sandbox.owner, team_id=sandbox.team_id):  # since they asked
+        sandbox_kube_access_issued(access_id=access.pk, error=KUBECTL_FOR_MEMBERS)
         return
     seconds = int(min(sandbox.expires_at - now, KUBE_TOKEN_MAX).total_seconds())
     try:

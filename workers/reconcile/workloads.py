@@ -21,6 +21,8 @@ from portal.sandboxes.services import (
     sandbox_kube_access_held,
     sandbox_kube_access_revoke,
     sandbox_kube_access_voided,
+    sandbox_ssh_host_key,
+    sandbox_ssh_host_key_forget,
 )
 from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
@@ -144,6 +146,9 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
     serving = _serving_spec(workload, claims) if workload.kind == WorkloadKind.DEPLOYMENT else None
     namespace = workload.namespace or namespace_for(workload)
     domain = workload.cluster.sandbox_base_domain if workload.cluster else ""
+    # an owner deactivated or no longer in the team keeps no way in: no binding of their own
+    # cluster identity, no ssh keys
+    shut_out = owner_shut_out(workload.owner, team_id=workload.team_id)
     return WorkloadSpec(
         workload_id=workload.pk,
         name=workload.name,
@@ -158,24 +163,31 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         gpu=claims[0] if claims else _shape_claim(workload),
         expires_at=workload.expiry_from(timezone.now()),  # set once running; until then, if it started now
         access_host=f"{_host_label(workload, namespace)}.{domain}",
-        user_identity=workload.owner.cluster_identity,
+        user_identity="" if shut_out else workload.owner.cluster_identity,
         serving=serving,
         home=home_volume(home_attached(workload=workload)) if workload.kind == WorkloadKind.SANDBOX else None,
         datasets=tuple(dataset_mount(dataset) for dataset in sandbox_datasets(workload)),
-        ssh_keys=_ssh_keys(workload),
+        ssh_keys=() if shut_out else _ssh_keys(workload),
+        ssh_host_key=_ssh_host_key(workload),
     )
 
 
+def _shell_sandbox(workload: Workload) -> bool:
+    return (
+        workload.kind == WorkloadKind.SANDBOX
+        and workload.image is not None
+        and workload.image.kind == Image.Kind.SHELL
+    )
+
+
+def _ssh_host_key(workload: Workload) -> str:
+    """A shell sandbox's ssh server's host key, made at its first spec and the same after."""
+    return sandbox_ssh_host_key(sandbox_id=workload.pk).private_key if _shell_sandbox(workload) else ""
+
+
 def _ssh_keys(workload: Workload) -> tuple[str, ...]:
-    """A shell sandbox's owner's public keys, oldest first (the order the Secret keeps them in);
-    none once the owner is deactivated or has left its team, as the portal's other doors refuse
-    them then."""
-    if (
-        workload.kind != WorkloadKind.SANDBOX
-        or workload.image is None
-        or workload.image.kind != Image.Kind.SHELL
-        or owner_shut_out(workload.owner, team_id=workload.team_id)
-    ):
+    """A shell sandbox's owner's public keys, oldest first (the order the Secret keeps them in)."""
+    if not _shell_sandbox(workload):
         return ()
     return tuple(
         SshKey.objects.filter(user_id=workload.owner_id).order_by("pk").values_list("public_key", flat=True)
@@ -399,6 +411,7 @@ def _teardown(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec, now
     if driver.delete_workload(spec):
         workload_mark_ended(workload_id=workload.pk, now=now)
         sandbox_kube_access_revoke(sandbox_id=workload.pk)  # its tokens died with the namespace
+        sandbox_ssh_host_key_forget(sandbox_id=workload.pk)  # its Secret too
         return
     workload_removal_stuck(workload_id=workload.pk, now=now)
     Workload.objects.filter(pk=workload.pk, state=WorkloadState.TERMINATING).update(

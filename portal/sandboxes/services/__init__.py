@@ -1,5 +1,6 @@
 """Sandbox services: requests and what their owners do with a running sandbox (share, restart,
-events and log, kubectl), and their persistent homes. Other apps import from here."""
+events and log, kubectl), an ssh sandbox's host key, and their persistent homes. Other apps
+import from here."""
 
 from portal.sandboxes.services.again import sandbox_request_body
 from portal.sandboxes.services.home import (
@@ -14,6 +15,7 @@ from portal.sandboxes.services.home import (
     home_resize,
     home_trouble,
 )
+from portal.sandboxes.services.host_key import sandbox_ssh_host_key, sandbox_ssh_host_key_forget
 from portal.sandboxes.services.sandbox import (
     KUBE_TOKEN_MAX,
     SandboxEstimateFields,
@@ -57,4 +59,6 @@ __all__ = [
     "sandbox_request_body",
     "sandbox_restart",
     "sandbox_share",
+    "sandbox_ssh_host_key",
+    "sandbox_ssh_host_key_forget",
 ]

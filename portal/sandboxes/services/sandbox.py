@@ -17,6 +17,7 @@ from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.jobs import enqueue
 from portal.sandboxes.models import Dataset, KubeAccess
+from portal.sandboxes.selectors import refuse_kubectl_to_the_shut_out
 from portal.workloads.models import Image, Workload, WorkloadInsight, WorkloadKind, WorkloadState
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
@@ -235,11 +236,7 @@ def sandbox_kube_access_request(*, user: User, sandbox_id: int, now: datetime | 
     sandbox = workload_get_for(user=user, workload_id=sandbox_id, kind=WorkloadKind.SANDBOX)
     if sandbox.owner_id != user.pk:
         raise NotAllowed("kubectl access to a sandbox is its owner's alone.")
-    if owner_shut_out(user, team_id=sandbox.team_id):
-        raise NotAllowed(
-            f"You are no longer a member of team {sandbox.team.name}: kubectl access to its sandboxes "
-            "is for its members. You may still end this one."
-        )
+    refuse_kubectl_to_the_shut_out(user=user, sandbox=sandbox)
     if sandbox.state != WorkloadState.RUNNING:
         raise Conflict(
             f"A kubeconfig is issued for a running sandbox; this one is {sandbox.get_state_display().lower()}."

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from portal.accounts.models import User
 from portal.accounts.selectors import recent_notifications, team_members, user_teams
 from portal.accounts.ssh_keys import ssh_keys_of
-from portal.core.errors import DomainError, NotFound
+from portal.core.errors import DomainError, NotAllowed, NotFound
 from portal.core.views import fragment, login_required, page, part_of, wants_fragment
 from portal.core.web import run_service
 from portal.fleet.selectors import share_rule_text
@@ -217,10 +217,15 @@ def _panels_context(request: HttpRequest, sandbox: Workload, *, owner_in: bool) 
     owns it and is still in its team (or an admin), as the gate lets them in."""
     context: dict = {"home_note": sandbox_home_note(sandbox)}
     web_app = sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL  # ssh: the owner's keys only
-    owner_in = owner_in and sandbox.owner_id == request.user.pk
-    if owner_in and sandbox.is_live and web_app:
-        context["share_choices"] = [m for m in team_members(sandbox.team) if m.pk != request.user.pk]
-        context["shared_ids"] = {user.pk for user in sandbox.shared_with.all()}
+    owner = sandbox.owner_id == request.user.pk
+    owner_in = owner_in and owner
+    if owner and sandbox.is_live and web_app:
+        shared = list(sandbox.shared_with.all())
+        context["shared_ids"] = {user.pk for user in shared}
+        if owner_in:
+            context["share_choices"] = [m for m in team_members(sandbox.team) if m.pk != request.user.pk]
+        elif shared:  # an owner who left the team may stop sharing it, not share it more
+            context["share_choices"], context["sharing_owner_left"] = shared, True
     if owner_in and sandbox.state == WorkloadState.RUNNING:
         access = kube_access_of(sandbox, request.user)
         context["kubectl_panel"] = {"access": access, "usable": kube_access_usable(access, sandbox)}
@@ -348,6 +353,8 @@ def sandbox_kubeconfig_download(request: HttpRequest, number: int) -> HttpRespon
         sandbox, access = sandbox_kube_access_for(user=request.user, sandbox_id=pk)
     except NotFound as error:
         raise Http404(error.message) from error
+    except NotAllowed as error:
+        return render(request, "sandboxes/gate_refused.html", {"reason": error.message}, status=403)
     if access is None or not kube_access_usable(access, sandbox):
         reason = "No kubeconfig is ready for this sandbox: ask for one on its page."
         return render(request, "sandboxes/gate_refused.html", {"reason": reason}, status=404)
