@@ -9,7 +9,7 @@ class WorkloadsConfig(AppConfig):
 
     def ready(self) -> None:
         """The audit log links events about sandboxes and deployments to their pages, and names
-        them by their numbers."""
+        them by their numbers; a team's leads hear of live work left by someone who leaves it."""
         from portal.audit.selectors import (
             register_object_id_resolver,
             register_object_linker,
@@ -22,3 +22,15 @@ class WorkloadsConfig(AppConfig):
             register_object_linker(kind, partial(workload_urls, kind))
             register_object_id_resolver(kind, partial(workload_pk_of_number, kind))
             register_object_numberer(kind, partial(workload_numbers, kind))
+
+        # Someone leaving a team, however (the admin, single sign-on), with work there still live:
+        # its leads are told.
+        from django.db.models.signals import post_delete
+
+        from portal.accounts.models import Membership
+        from portal.workloads.services.leavers import membership_ended
+
+        def ended(sender, instance, **kwargs) -> None:
+            membership_ended(membership=instance)
+
+        post_delete.connect(ended, sender=Membership, dispatch_uid="portal.workloads.leavers", weak=False)

@@ -113,3 +113,28 @@ def test_an_owner_who_left_loses_the_ways_into_their_sandbox_and_the_page_says_s
     )
     sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=[])  # unsharing still works
     assert not sandbox.shared_with.exists()
+
+
+def test_the_leads_hear_of_live_work_left_by_someone_who_leaves_the_team(
+    run_jobs, fleet, researcher, lead, slice_request, django_capture_on_commit_callbacks
+):
+    from portal.accounts.models import Notification
+
+    first = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "name": "second"}))
+    with django_capture_on_commit_callbacks(execute=True):
+        Membership.objects.filter(user=researcher, team=first.team).delete()
+    (note,) = Notification.objects.filter(user=lead, message__contains="no longer in team")
+    assert note.message == (
+        "alice is no longer in team Vision, and 2 sandboxes of theirs are still live on the team's budget "
+        "(mig-small, second). They can no longer get into them, extend or keep them: keep or end them."
+    )
+    assert note.link == first.get_absolute_url()
+    assert not Notification.objects.filter(user=researcher, message__contains="no longer in team").exists()
+
+    # removed and added back in the same transaction (a role change done as both): nothing to say
+    Membership.objects.create(user=researcher, team=first.team, role=Membership.Role.RESEARCHER)
+    with django_capture_on_commit_callbacks(execute=True):
+        Membership.objects.filter(user=researcher, team=first.team).delete()
+        Membership.objects.create(user=researcher, team=first.team, role=Membership.Role.LEAD)
+    assert Notification.objects.filter(user=lead, message__contains="no longer in team").count() == 1

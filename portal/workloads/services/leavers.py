@@ -1,0 +1,59 @@
+"""Someone leaves a team (an admin removes them, or single sign-on no longer grants it) while
+their work there runs: it goes on running on the team's budget, but they can no longer get into
+it, extend or keep it (`portal.accounts.selectors.owner_shut_out`). The team's leads are told,
+so that nobody pays for work its owner cannot use without knowing."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from portal.accounts.models import Membership, NotificationKind, Team, User
+from portal.accounts.selectors import team_leads
+from portal.accounts.services import notify
+from portal.core.text import counted
+from portal.workloads.models import LIVE_STATES, Workload
+
+
+def membership_ended(*, membership: Membership) -> None:
+    """After the removal commits, tell the leads of the team what of the leaver's still runs."""
+    user_id, team_id = membership.user_id, membership.team_id
+    transaction.on_commit(lambda: leaver_workloads_told(user_id=user_id, team_id=team_id))
+
+
+def leaver_workloads_told(*, user_id: int, team_id: int) -> int:
+    """Tell the team's leads of the live work of someone no longer in it (nothing if none, or if
+    they are back in the team already). How many leads were told."""
+    if Membership.objects.filter(user_id=user_id, team_id=team_id).exists():
+        return 0
+    live = list(
+        Workload.objects.filter(owner_id=user_id, team_id=team_id, state__in=LIVE_STATES).order_by("pk")
+    )
+    user, team = User.objects.filter(pk=user_id).first(), Team.objects.filter(pk=team_id).first()
+    if not live or user is None or team is None:
+        return 0
+    sandboxes = sum(1 for workload in live if workload.kind == "sandbox")
+    deployments = len(live) - sandboxes
+    what = " and ".join(
+        part
+        for part in (
+            counted(sandboxes, "sandbox", "sandboxes") if sandboxes else "",
+            counted(deployments, "deployment") if deployments else "",
+        )
+        if part
+    )
+    message = (
+        f"{user.username} is no longer in team {team.name}, and {what} of theirs "
+        f"{'is' if len(live) == 1 else 'are'} still live on the team's budget "
+        f"({', '.join(workload.name for workload in live[:5])}{', …' if len(live) > 5 else ''}). "
+        "They can no longer get into them, extend or keep them: keep or end them."
+    )
+    leads = [lead for lead in team_leads(team) if lead.pk != user_id]
+    for lead in leads:
+        notify(
+            user=lead,
+            kind=NotificationKind.OTHER,
+            message=message,
+            link=live[0].get_absolute_url(),
+            team=team,
+        )
+    return len(leads)
