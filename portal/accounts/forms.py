@@ -42,7 +42,7 @@ class TokenCreateForm(forms.Form):
     name = forms.CharField(
         max_length=100,
         required=False,
-        widget=forms.TextInput(attrs={"placeholder": "ci-pipeline", "autocomplete": "off"}),
+        widget=forms.TextInput(attrs={"placeholder": "ci-pipeline", "autocomplete": "off", "required": True}),
     )
     expires_days = forms.IntegerField(label="Expires after (days)", required=False, min_value=1)
     scope = forms.ChoiceField(

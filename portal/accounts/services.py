@@ -40,9 +40,9 @@ def token_max_days() -> int:
 def token_expiry_help() -> str:
     """What a token's expiry field accepts, and what an empty one gives."""
     if not settings.PORTAL_TOKEN_MAX_DAYS:
-        return "Days until it expires (1-3650); empty: never."
+        return "Between 1 and 3650 days; it never expires if left empty."
     default = min(settings.PORTAL_TOKEN_DEFAULT_DAYS, settings.PORTAL_TOKEN_MAX_DAYS)
-    return f"Days until it expires (1-{settings.PORTAL_TOKEN_MAX_DAYS}); empty: {default}."
+    return f"Between 1 and {settings.PORTAL_TOKEN_MAX_DAYS} days; {default} if left empty."
 
 
 def hash_token(raw: str) -> str:

@@ -22,6 +22,7 @@ from datetime import datetime
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from cachetools import TTLCache, cached
+from cachetools.keys import hashkey
 from django.core import signing
 from django.core.cache import caches
 from django.db.models import Exists, OuterRef
@@ -161,7 +162,17 @@ def gate_door(host: str) -> SandboxDoor | None:
     return door
 
 
-@cached(TTLCache(maxsize=10_000, ttl=FACTS_SECONDS), lock=threading.Lock())
+_PEOPLE: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)
+_PEOPLE_LOCK = threading.Lock()
+
+
+def gate_forget_person(user_id: int) -> None:
+    """Read the person again at their next check in this process (they signed out)."""
+    with _PEOPLE_LOCK:
+        _PEOPLE.pop(hashkey(user_id), None)
+
+
+@cached(_PEOPLE, lock=_PEOPLE_LOCK)
 def _person(user_id: int) -> Person | None:
     user = (
         User.objects.filter(pk=user_id).only("id", "username", "is_active", "password", "sign_outs").first()

@@ -361,16 +361,22 @@ def home_size_gb(user: User) -> int | None:
 
 def sandbox_home_note(sandbox: Workload) -> str:
     """What /home is in a sandbox, in a line: its owner's home, or a scratch one and why."""
+    return sandbox_home_facts(sandbox)[0]
+
+
+def sandbox_home_facts(sandbox: Workload) -> tuple[str, bool]:
+    """`sandbox_home_note`, and whether /home is (or, before it starts, will likely be) its
+    owner's home: what sharing it lends to others."""
     home = _homes_of(sandbox.owner_id).first()
     if home is not None and home.attached_to_id == sandbox.pk:
-        return f"{sandbox.owner.username}'s home volume ({home.size_gb} GB), kept when the sandbox ends"
+        return f"{sandbox.owner.username}'s home volume ({home.size_gb} GB), kept when the sandbox ends", True
     if sandbox.never_placed:
-        return "none: the sandbox never ran"
+        return "none: the sandbox never ran", False
     if sandbox.state in (WorkloadState.PENDING_APPROVAL, WorkloadState.QUEUED, WorkloadState.PROVISIONING):
-        return "the owner's home volume, unless another sandbox of theirs holds it when this one starts"
+        return "the owner's home volume, unless another sandbox of theirs holds it when this one starts", True
     if sandbox.state in END_STATES:
-        return f"a scratch volume ({sandbox.storage_gb} GB), gone with the sandbox"
-    return f"a scratch volume ({sandbox.storage_gb} GB) that goes with the sandbox"
+        return f"a scratch volume ({sandbox.storage_gb} GB), gone with the sandbox", False
+    return f"a scratch volume ({sandbox.storage_gb} GB) that goes with the sandbox", False
 
 
 def sandbox_datasets(sandbox: Workload) -> list[Dataset]:

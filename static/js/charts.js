@@ -40,7 +40,12 @@
     function scale(side) {
       return side.range ? { range: side.range } : { range: function (u, min, max) { return [0, Math.max(side.least, max * 1.2)]; } };
     }
-    const scales = { x: { time: true, range: function (u, min, max) { return [Math.min(min, max - 3600), max + 60]; } } };
+    // from the data's own times (as refreshed): uPlot widens a single reading's time to years
+    function span(u) {
+      const times = u.data[0], first = times[0], last = times[times.length - 1];
+      return [Math.min(first, last - 3600), last + 60];
+    }
+    const scales = { x: { time: true, range: span } };
     scales[left.scale] = scale(left);
     scales[right.scale] = scale(right);
     return new uPlot({

@@ -35,7 +35,9 @@ def test_the_owner_reads_the_host_key_fingerprint_on_the_page_and_in_the_api(
     assert key.fingerprint.startswith("SHA256:") and key.public_key.startswith("ssh-ed25519 ")
 
     page = researcher_client.get(f"/sandboxes/{box.number}/").content.decode()
-    assert f"Its host key: <code>ED25519 {key.fingerprint}</code>" in page
+    assert (
+        f'ssh should show this host key: <code class="wrap-anywhere">ED25519 {key.fingerprint}</code>' in page
+    )
     detail = alice.get(f"/api/v1/sandboxes/{box.number}").json()
     assert detail["ssh_host_key"] == {"public_key": key.public_key, "fingerprint": key.fingerprint}
 

@@ -400,3 +400,19 @@ def test_a_long_audit_trail_shows_its_latest_events_and_every_one_on_asking(
     assert "event 0<" in trail and "Show every event" not in trail
     assert "All 60 events" in trail and 'href="?#audit-trail-events">Show the latest 50' in trail
     assert "&amp;trail=all" in everything  # the page's refresh keeps every event
+
+
+def test_the_sharing_panel_warns_of_the_home_only_when_the_sandbox_has_it(
+    researcher_client, researcher, lead, fleet, slice_request, run_jobs
+):
+    """Sharing lends the owner's home volume where the sandbox has it; a sandbox on a scratch /home
+    (the home was held by another sandbox of theirs) lends nothing that outlives it."""
+    from portal.sandboxes.models import Home
+
+    first = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    second = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "name": "second"}))
+    assert Home.objects.get(user=researcher).attached_to_id == first.pk
+    warning = "goes on with it into your later sandboxes"
+    assert warning in researcher_client.get(f"/sandboxes/{first.number}/").content.decode()
+    page = researcher_client.get(f"/sandboxes/{second.number}/").content.decode()
+    assert "a scratch volume" in page and 'id="sandbox-sharing"' in page and warning not in page

@@ -70,6 +70,7 @@ def test_a_rejected_sandbox_has_no_home_and_its_row_says_rejected(
 
     page = researcher_client.get(reverse("sandbox-detail", args=[sandbox.number])).content.decode()
     assert "none: the sandbox never ran" in page and "scratch volume" not in page
+    assert "never placed: it held no GPU" in page and "not placed yet" not in page
     row = researcher_client.get("/").content.decode().split(f'id="sandbox-row-{sandbox.pk}"')[1]
     row = row.split("</tr>")[0]
     assert "rejected just now" in row and "ended just now" not in row

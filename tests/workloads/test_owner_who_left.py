@@ -111,7 +111,10 @@ def test_an_owner_who_left_loses_the_ways_into_their_sandbox_and_the_page_says_s
         answer.status_code == 403
         and "kubectl access to a sandbox is for members of its team" in answer.json()["error"]["message"]
     )
-    sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=[])  # unsharing still works
+    assert "Extensions within the team's policy" not in page  # no Extend to explain
+    # unsharing still works, from the page; nobody gets in then, the owner neither
+    done = researcher_client.post(f"/sandboxes/{sandbox.number}/share/", {}, follow=True).content.decode()
+    assert "Shared with nobody.<" in done and "only you can open it" not in done
     assert not sandbox.shared_with.exists()
 
 

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.accounts.models import User
-from portal.accounts.selectors import recent_notifications, team_members, user_teams
+from portal.accounts.selectors import owner_left_team, recent_notifications, team_members, user_teams
 from portal.accounts.ssh_keys import ssh_keys_of
 from portal.core.errors import DomainError, NotAllowed, NotFound
 from portal.core.views import fragment, login_required, page, part_of, wants_fragment
@@ -26,7 +26,7 @@ from portal.sandboxes.selectors import (
     kube_access_usable,
     kubeconfig_text,
     request_choices,
-    sandbox_home_note,
+    sandbox_home_facts,
     sandbox_insight_for,
     sandbox_kube_access_for,
     sandbox_row_for,
@@ -215,7 +215,8 @@ def _panels_context(request: HttpRequest, sandbox: Workload, *, owner_in: bool) 
     """What the panels below the live card show that the card does not: /home, and for its owner
     sharing while it lives and kubectl access while it runs. `owner_in`: whether the one looking
     owns it and is still in its team (or an admin), as the gate lets them in."""
-    context: dict = {"home_note": sandbox_home_note(sandbox)}
+    home_note, lends_home = sandbox_home_facts(sandbox)
+    context: dict = {"home_note": home_note, "lends_home": lends_home}
     web_app = sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL  # ssh: the owner's keys only
     owner = sandbox.owner_id == request.user.pk
     owner_in = owner_in and owner
@@ -245,9 +246,9 @@ def sandbox_share_posted(request: HttpRequest, number: int) -> HttpResponse:
     )
     if sandbox is not None:
         names = ", ".join(sorted(user.username for user in sandbox.shared_with.all()))
-        messages.success(
-            request, f"Shared with {names}." if names else "Shared with nobody: only you can open it."
-        )
+        left = owner_left_team(user=request.user, team_id=sandbox.team_id, owner_id=sandbox.owner_id)
+        nobody = "Shared with nobody." if left else "Shared with nobody: only you can open it."
+        messages.success(request, f"Shared with {names}." if names else nobody)
     return redirect("sandbox-detail", number=number)
 
 
