@@ -112,6 +112,8 @@ def test_an_owner_who_left_loses_the_ways_into_their_sandbox_and_the_page_says_s
         and "kubectl access to a sandbox is for members of its team" in answer.json()["error"]["message"]
     )
     assert "Extensions within the team's policy" not in page  # no Extend to explain
+    dashboard = researcher_client.get("/").content.decode()
+    assert "You are no longer a member of any team: what you requested in teams you were in" in dashboard
     # unsharing still works, from the page; nobody gets in then, the owner neither
     done = researcher_client.post(f"/sandboxes/{sandbox.number}/share/", {}, follow=True).content.decode()
     assert "Shared with nobody.<" in done and "only you can open it" not in done
