@@ -92,6 +92,10 @@ def _schedule() -> dict:
             "task": "approvals.remind_waiting",
             "schedule": 600.0,
         },
+        "prune-ssh-host-keys": {  # the host keys of ssh sandboxes that ended
+            "task": "sandboxes.ssh_host_keys_prune",
+            "schedule": 3600.0,
+        },
         "delete-homes": {  # homes whose deletion failed (a volume still releasing) are tried again
             "task": "sandboxes.home_delete_due",
             "schedule": settings.PORTAL_DRIFT_SECONDS,

@@ -40,6 +40,13 @@ def user_teams(user: User) -> list[Team]:
     return [m.team for m in user.memberships.select_related("team").order_by("team__slug")]
 
 
+def platform_admins() -> list[User]:
+    """The active platform admins, by username."""
+    return list(
+        User.objects.filter(Q(is_staff=True) | Q(is_superuser=True), is_active=True).order_by("username")
+    )
+
+
 def team_leads(team: Team) -> list[User]:
     return [m.user for m in team.memberships.filter(role=Membership.Role.LEAD).select_related("user")]
 

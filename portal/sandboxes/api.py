@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics
 from rest_framework.request import Request
@@ -15,6 +15,7 @@ from portal.core.errors import NotFound
 from portal.core.lists import PagedListView
 from portal.core.serializers import validated
 from portal.fleet.selectors import storage_price
+from portal.sandboxes.models import SshHostKey
 from portal.sandboxes.selectors import (
     kube_access_status,
     sandbox_insight_for,
@@ -78,7 +79,9 @@ class SandboxListView(_Sandbox, WorkloadListView):
 
     def get_queryset(self) -> QuerySet[Workload]:
         sandboxes = workloads_visible_to(self.request.user, kind=WorkloadKind.SANDBOX)
-        return workloads_with_details(sandboxes).prefetch_related("ssh_host_key")
+        # the host keys' public halves: their private ones are not decrypted for a list
+        keys = Prefetch("ssh_host_key", queryset=SshHostKey.objects.defer("private_key"))
+        return workloads_with_details(sandboxes).prefetch_related(keys)
 
     @extend_schema(
         request=SandboxRequestSerializer,

@@ -231,10 +231,10 @@ def kube_access_of(sandbox: Workload, user: User) -> KubeAccess | None:
 
 
 def ssh_host_key_of(sandbox: Workload) -> SshHostKey | None:
-    """An ssh sandbox's server host key, for its owner to check what their ssh client shows on
-    first connecting (prefetched by lists, `ssh_host_key`); None for a web sandbox, or an ssh one
-    whose objects were never built (it was never placed)."""
-    if sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL:
+    """A live ssh sandbox's server host key, for its owner to check what their ssh client shows
+    on first connecting (prefetched by lists, `ssh_host_key`); None for a web sandbox, an ended
+    one, or one whose objects were never built (not placed yet)."""
+    if sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL or not sandbox.is_live:
         return None
     try:
         return sandbox.ssh_host_key

@@ -81,7 +81,7 @@ class SandboxSerializer(WorkloadSerializer):
     )
     ssh_host_key = serializers.SerializerMethodField(
         help_text="An ssh sandbox's server host key (`public_key` as known_hosts holds it, `fingerprint` "
-        "as ssh shows it on first connecting); null for a web sandbox or one never placed."
+        "as ssh shows it on first connecting); null for a web sandbox, one not placed yet, or one ended."
     )
 
     class Meta:

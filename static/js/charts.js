@@ -40,9 +40,11 @@
     function scale(side) {
       return side.range ? { range: side.range } : { range: function (u, min, max) { return [0, Math.max(side.least, max * 1.2)]; } };
     }
-    // from the data's own times (as refreshed): uPlot widens a single reading's time to years
-    function span(u) {
+    // from the data's own times (as refreshed), which uPlot does not pass for a single reading;
+    // a range dragged out inside them (a zoom) is kept as chosen
+    function span(u, min, max) {
       const times = u.data[0], first = times[0], last = times[times.length - 1];
+      if (min != null && max != null && max > min && (min > first || max < last)) return [min, max];
       return [Math.min(first, last - 3600), last + 60];
     }
     const scales = { x: { time: true, range: span } };

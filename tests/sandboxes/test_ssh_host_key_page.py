@@ -51,3 +51,5 @@ def test_the_owner_reads_the_host_key_fingerprint_on_the_page_and_in_the_api(
     with django_assert_max_num_queries(10):  # as many for 4 ssh sandboxes as for 7
         listed = alice.get("/api/v1/sandboxes").json()["results"]
     assert sum(1 for row in listed if row["ssh_host_key"]) == 7
+    Workload.objects.filter(pk=box.pk).update(state=WorkloadState.TERMINATED)
+    assert alice.get(f"/api/v1/sandboxes/{box.number}").json()["ssh_host_key"] is None  # once ended

@@ -416,3 +416,18 @@ def test_the_sharing_panel_warns_of_the_home_only_when_the_sandbox_has_it(
     assert warning in researcher_client.get(f"/sandboxes/{first.number}/").content.decode()
     page = researcher_client.get(f"/sandboxes/{second.number}/").content.decode()
     assert "a scratch volume" in page and 'id="sandbox-sharing"' in page and warning not in page
+
+
+def test_unsharing_one_is_not_refused_because_another_it_stays_shared_with_has_left_the_team(
+    researcher, lead, team, fleet, slice_request, run_jobs
+):
+    from portal.accounts.models import Membership
+    from tests.factories import MembershipFactory, UserFactory
+
+    carol = UserFactory(username="carol")
+    MembershipFactory(user=carol, team=team)
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=["bob", "carol"])
+    Membership.objects.filter(user=carol).delete()
+    sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=["carol"])  # bob unshared
+    assert list(sandbox.shared_with.values_list("username", flat=True)) == ["carol"]

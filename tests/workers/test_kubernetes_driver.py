@@ -130,6 +130,38 @@ def test_the_watch_of_a_running_sandbox_removes_the_owner_binding_once_the_spec_
     assert fake_kube.get("RoleBinding", "sandbox-owner", NS) is not None
 
 
+def test_a_route_the_cluster_refuses_does_not_hold_up_shutting_the_owner_out(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    shell = dataclasses.replace(
+        SPEC, image_kind="shell", ssh_host_key=HOST_KEY, ssh_keys=("ssh-ed25519 AAAA k",)
+    )
+    kube_driver.apply_workload(shell)
+    out = dataclasses.replace(shell, user_identity="", ssh_keys=())
+    fake_kube.fail_next(422, method="PATCH", path_contains="/resourcequotas/", times=5)
+    fake_kube.fail_next(422, method="POST", path_contains="/resourcequotas", times=5)
+    quota = dataclasses.replace(out, cpu=out.cpu + 4)  # a quota change the cluster refuses
+    with pytest.raises(DriverError):
+        kube_driver.refresh_access(quota)
+    assert fake_kube.get("RoleBinding", "sandbox-owner", NS) is None  # gone all the same
+    secret = fake_kube.get("Secret", "ssh-keys", NS)
+    assert secret["data"]["authorized_keys"] == ""  # and the keys
+
+
+def test_the_owners_binding_is_asked_away_once_per_process_not_at_every_pass(
+    fake_kube: FakeKube, kube_driver: KubernetesDriver
+) -> None:
+    """A cluster that binds no identity: one DELETE (answered 404) when this process first looks
+    after the workload, none at the passes after."""
+    unbound = dataclasses.replace(SPEC, user_identity="")
+    kube_driver.apply_workload(unbound)
+    for clock in range(3):
+        kube_driver.clock = lambda clock=clock: datetime(2030, 1, 1, clock, tzinfo=UTC)  # each pass stale
+        kube_driver.refresh_access(unbound)
+    deletes = [r for r in fake_kube.requests if r.verb == "delete" and r.resource == "rolebindings"]
+    assert len(deletes) == 2  # the apply's, and the first watch pass's
+
+
 def test_a_change_kubernetes_forbids_is_a_final_error_naming_the_field(
     fake_kube: FakeKube, kube_driver: KubernetesDriver
 ) -> None:

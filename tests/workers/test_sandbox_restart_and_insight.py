@@ -204,3 +204,24 @@ def test_a_kubeconfig_asked_for_before_the_owner_left_the_team_is_not_issued_aft
     access = KubeAccess.objects.get(pk=access.pk)
     assert access.error == "kubectl access to a sandbox is for members of its team" and not access.token
     assert fake_kube.api.issued_tokens == []
+
+
+def test_an_owner_removed_while_their_sandbox_crashes_is_shut_out_all_the_same(
+    fake_kube: FakeKube, running_on_kube, researcher
+):
+    """A degraded sandbox (its pod crash-looping) is watched too: its owner's own binding goes
+    and its kubeconfigs are voided once they leave the team, not when it next runs well."""
+    researcher.cluster_identity = "alice@firm.example"
+    researcher.save(update_fields=["cluster_identity"])
+    from workers.reconcile.kube_access import issue_kube_access
+
+    sandbox = running_on_kube(**WHOLE)
+    issue_kube_access(sandbox_kube_access_request(user=researcher, sandbox_id=sandbox.pk).pk)
+    reconcile_workload(sandbox.pk)
+    assert fake_kube.get("RoleBinding", "sandbox-owner", sandbox.namespace) is not None
+    fake_kube.pod_oom_killed(sandbox.namespace)
+    researcher.memberships.filter(team=sandbox.team).delete()
+    reconcile_workload(sandbox.pk)
+    assert Workload.objects.get(pk=sandbox.pk).degraded_since is not None
+    assert fake_kube.get("RoleBinding", "sandbox-owner", sandbox.namespace) is None
+    assert not KubeAccess.objects.filter(workload=sandbox).exists()

@@ -175,6 +175,45 @@ def test_a_shell_sandbox_keeps_one_host_key_for_its_life_and_forgets_it_at_the_e
 
 
 @pytest.mark.django_db
+def test_a_host_key_is_made_only_while_placed_or_running_and_forgotten_once_ended(fleet, researcher, team):
+    from portal.sandboxes.services import sandbox_ssh_host_keys_prune
+    from portal.workloads.models import WorkloadState
+
+    shell = Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
+    gpu = fleet["whole"].gpus.first()
+    box = make_sandbox(owner=researcher, team=team, gpu=gpu, image=shell, cluster=gpu.node.cluster)
+    private = workload_spec(box).ssh_host_key
+    box.state = WorkloadState.TERMINATING
+    box.save(update_fields=["state"])
+    assert workload_spec(box).ssh_host_key == private  # the one it had, to the end
+    gone = make_sandbox(
+        owner=researcher,
+        team=team,
+        gpu=fleet["whole"].gpus.last(),
+        image=shell,
+        state=WorkloadState.TERMINATING,
+    )
+    assert workload_spec(gone).ssh_host_key == "" and not SshHostKey.objects.filter(workload=gone).exists()
+
+    box.state = WorkloadState.FAILED  # ended without the teardown that forgets it
+    box.save(update_fields=["state"])
+    assert sandbox_ssh_host_keys_prune() == 1 and not SshHostKey.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_host_key_that_no_longer_decrypts_is_made_anew_not_handed_out(fleet, researcher, team):
+    shell = Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
+    gpu = fleet["whole"].gpus.first()
+    box = make_sandbox(owner=researcher, team=team, gpu=gpu, image=shell, cluster=gpu.node.cluster)
+    first = workload_spec(box).ssh_host_key
+    # the field reads back its ciphertext when SECRET_KEY was rotated without a fallback: a value
+    # that is no key stands for it here
+    SshHostKey.objects.filter(workload=box).update(private_key="gAAAAABk-not-decryptable")
+    again = workload_spec(box).ssh_host_key
+    assert again.startswith("-----BEGIN OPENSSH PRIVATE KEY-----") and again != first
+
+
+@pytest.mark.django_db
 def test_the_worker_gives_a_shell_sandbox_its_owners_keys_and_no_one_elses(fleet, researcher, lead, team):
     ssh_key_add(user=researcher, name="laptop", public_key=ED25519)
     ssh_key_add(user=researcher, name="desktop", public_key=ECDSA)

@@ -131,7 +131,7 @@ def test_the_leads_hear_of_live_work_left_by_someone_who_leaves_the_team(
         Membership.objects.filter(user=researcher, team=first.team).delete()
     (note,) = Notification.objects.filter(user=lead, message__contains="no longer in team")
     assert note.message == (
-        "alice is no longer in team Vision, and 2 sandboxes of theirs are still live on the team's budget "
+        "alice is no longer in team Vision, and 2 sandboxes of theirs run or wait on the team's budget "
         "(mig-small, second). They can no longer get into them, extend or keep them: keep or end them."
     )
     assert note.link == first.get_absolute_url()
@@ -143,3 +143,24 @@ def test_the_leads_hear_of_live_work_left_by_someone_who_leaves_the_team(
         Membership.objects.filter(user=researcher, team=first.team).delete()
         Membership.objects.create(user=researcher, team=first.team, role=Membership.Role.LEAD)
     assert Notification.objects.filter(user=lead, message__contains="no longer in team").count() == 1
+
+
+def test_a_leaving_lead_alone_in_it_is_told_of_to_the_admins_and_an_admin_leaving_to_nobody(
+    run_jobs, fleet, researcher, lead, admin_user, slice_request, django_capture_on_commit_callbacks
+):
+    from portal.accounts.models import Notification
+    from portal.workloads.services.leavers import leaver_workloads_told
+
+    run_jobs(lambda: sandbox_request(user=lead, **slice_request))
+    with django_capture_on_commit_callbacks(execute=True):
+        Membership.objects.filter(user=lead).delete()  # the team's only lead
+    assert Notification.objects.filter(
+        user=admin_user, message__startswith="bob is no longer in team"
+    ).exists()
+    assert not Notification.objects.filter(user=researcher).exists()  # researchers are not told
+    admin_user.is_staff = True
+    admin_user.save()
+    Membership.objects.create(user=admin_user, team=Workload.objects.first().team)
+    run_jobs(lambda: sandbox_request(user=admin_user, **{**slice_request, "name": "admins"}))
+    Membership.objects.filter(user=admin_user).delete()
+    assert leaver_workloads_told(user_id=admin_user.pk, team_id=Workload.objects.first().team_id) == 0

@@ -205,7 +205,7 @@ class KubernetesDriver(SandboxPartsMixin):
         # so an unchanged workload is not applied again on every reconcile pass.
         self._applied: dict[str, tuple[str, datetime]] = {}
         # namespace -> digest of its access objects and when this process last applied them
-        self._access_applied: dict[str, tuple[str, datetime]] = {}
+        self._access_applied: dict[str, tuple[str, datetime, bool]] = {}  # digest, when, owner bound
 
     # --- sandboxes ----------------------------------------------------------------------------
 
@@ -274,20 +274,23 @@ class KubernetesDriver(SandboxPartsMixin):
         objects = access_objects(spec, self.options.manifests)
         keys = [obj for obj in objects if obj["kind"] == "Secret"]
         cached = [obj for obj in objects if obj["kind"] != "Secret"]
+        bound = any(obj["kind"] == "RoleBinding" for obj in cached)
         digest = hashlib.sha256(json.dumps(cached, sort_keys=True, default=str).encode()).hexdigest()
         last = self._access_applied.get(spec.namespace)
         now = self.clock()
         fresh = last and last[0] == digest and (now - last[1]).total_seconds() < self.options.reapply_seconds
+        # First what shuts someone out, so that a route the cluster refuses cannot hold it up: the
+        # owner's binding once the spec has none (deactivated, out of the team; asked once per
+        # process, and again only after this process saw one), and the keys, read every call.
+        if not bound and (last is None or last[2]):
+            self.api.delete("RoleBinding", ROLE_BINDING_NAME, spec.namespace)
+        for obj in keys:
+            self._apply(obj)
         if not fresh:
             for obj in cached:
                 self._apply(obj)
-            if not any(obj["kind"] == "RoleBinding" for obj in cached):
-                # its owner was deactivated or left the team (or the cluster binds no identity)
-                self.api.delete("RoleBinding", ROLE_BINDING_NAME, spec.namespace)
             self._copy_tls_secret(spec)
-            self._access_applied[spec.namespace] = (digest, now)
-        for obj in keys:
-            self._apply(obj)
+            self._access_applied[spec.namespace] = (digest, now, bound)
         return not fresh
 
     def _apply(self, obj: dict) -> None:

@@ -26,7 +26,13 @@ from workers.drivers.base import (
     WorkloadStatus,
 )
 from workers.drivers.simulated_serving import runtime_metrics_text
-from workers.manifests import access_objects, sandbox_access, serving_access, workload_objects
+from workers.manifests import (
+    ROLE_BINDING_NAME,
+    access_objects,
+    sandbox_access,
+    serving_access,
+    workload_objects,
+)
 from workers.manifests.names import KIND_KEY, MANAGED_BY, MANAGED_BY_KEY, POD_NAME, WORKLOAD_NAME, label_value
 from workers.manifests.options import ManifestOptions
 from workers.manifests.serving import redacted, replica_name
@@ -102,6 +108,8 @@ class SimulatedDriver:
             self.store.upsert(
                 kind=obj["kind"], namespace=spec.namespace, name=obj["metadata"]["name"], body=obj
             )
+        if not any(obj["kind"] == "RoleBinding" for obj in objects):  # the owner is shut out
+            self.store.delete(kind="RoleBinding", namespace=spec.namespace, name=ROLE_BINDING_NAME)
         self._access_applied[spec.namespace] = objects
         return True
 

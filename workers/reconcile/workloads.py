@@ -23,6 +23,7 @@ from portal.sandboxes.services import (
     sandbox_kube_access_voided,
     sandbox_ssh_host_key,
     sandbox_ssh_host_key_forget,
+    sandbox_ssh_host_key_kept,
 )
 from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
@@ -181,8 +182,14 @@ def _shell_sandbox(workload: Workload) -> bool:
 
 
 def _ssh_host_key(workload: Workload) -> str:
-    """A shell sandbox's ssh server's host key, made at its first spec and the same after."""
-    return sandbox_ssh_host_key(sandbox_id=workload.pk).private_key if _shell_sandbox(workload) else ""
+    """A shell sandbox's ssh server's host key, made at its first spec while placed or running and
+    the same after; one ending or ended is given the key it had, if any, never a new one (its spec
+    only names what to remove)."""
+    if not _shell_sandbox(workload):
+        return ""
+    if workload.state in (WorkloadState.PROVISIONING, WorkloadState.RUNNING):
+        return sandbox_ssh_host_key(sandbox_id=workload.pk).private_key
+    return sandbox_ssh_host_key_kept(sandbox_id=workload.pk)
 
 
 def _ssh_keys(workload: Workload) -> tuple[str, ...]:
@@ -376,6 +383,9 @@ def _watch_sandbox(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec
     if status.phase == "absent":
         problem = "its objects are gone from the cluster; drift repair puts them back"
     workload_observed_health(workload_id=workload.pk, problem=problem, now=now)
+    if status.phase != "absent":  # degraded: its ways in follow its owner all the same
+        _refresh_access(driver, workload, spec)
+        _void_kubeconfigs_of_the_shut_out(driver, workload, spec)
 
 
 def _void_kubeconfigs_of_the_shut_out(driver: ClusterDriver, workload: Workload, spec: WorkloadSpec) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from portal.sandboxes.services import sandbox_ssh_host_keys_prune
 from workers.reconcile.homes import delete_home, homes_to_delete
 from workers.reconcile.insight import observe_sandbox
 from workers.reconcile.kube_access import issue_kube_access
@@ -32,3 +33,9 @@ def home_delete(home_id: int) -> None:
 def home_delete_due() -> None:
     for home_id in homes_to_delete():
         delete_home(home_id)
+
+
+@shared_task(name="sandboxes.ssh_host_keys_prune", ignore_result=True)
+def ssh_host_keys_prune() -> None:
+    """Forget the ssh host keys of ended sandboxes, however they ended."""
+    sandbox_ssh_host_keys_prune()

@@ -15,7 +15,12 @@ from portal.sandboxes.services.home import (
     home_resize,
     home_trouble,
 )
-from portal.sandboxes.services.host_key import sandbox_ssh_host_key, sandbox_ssh_host_key_forget
+from portal.sandboxes.services.host_key import (
+    sandbox_ssh_host_key,
+    sandbox_ssh_host_key_forget,
+    sandbox_ssh_host_key_kept,
+    sandbox_ssh_host_keys_prune,
+)
 from portal.sandboxes.services.sandbox import (
     KUBE_TOKEN_MAX,
     SandboxEstimateFields,
@@ -61,4 +66,6 @@ __all__ = [
     "sandbox_share",
     "sandbox_ssh_host_key",
     "sandbox_ssh_host_key_forget",
+    "sandbox_ssh_host_key_kept",
+    "sandbox_ssh_host_keys_prune",
 ]

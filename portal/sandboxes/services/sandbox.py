@@ -136,18 +136,23 @@ def sandbox_share(*, user: User, sandbox_id: int, usernames: list[str]) -> Workl
             "JupyterLab or VS Code sandbox instead."
         )
     wanted = sorted({name.strip() for name in usernames if name.strip()} - {user.username})
-    before = sorted(sandbox.shared_with.values_list("username", flat=True))
-    if set(wanted) - set(before) and owner_shut_out(user, team_id=sandbox.team_id):
+    kept = {member.username: member for member in sandbox.shared_with.all()}
+    before = sorted(kept)
+    added = [name for name in wanted if name not in kept]
+    if added and owner_shut_out(user, team_id=sandbox.team_id):
         raise NotAllowed(
             f"You are no longer a member of team {sandbox.team.name}: you may stop sharing this "
             "sandbox, not share it with more people."
         )
+    # Those added must be active members of its team now. Those it stays shared with may have left
+    # the team since (the gate lets them in only while members): no reason to refuse the change.
     members = {
         member.username: member
         for member in User.objects.filter(
-            username__in=wanted, is_active=True, memberships__team_id=sandbox.team_id
+            username__in=added, is_active=True, memberships__team_id=sandbox.team_id
         )
     }
+    members.update({name: kept[name] for name in wanted if name in kept})
     unknown = [name for name in wanted if name not in members]
     if unknown:
         raise ValidationFailed(

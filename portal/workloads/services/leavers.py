@@ -8,28 +8,38 @@ from __future__ import annotations
 from django.db import transaction
 
 from portal.accounts.models import Membership, NotificationKind, Team, User
-from portal.accounts.selectors import team_leads
+from portal.accounts.selectors import platform_admins, team_leads
 from portal.accounts.services import notify
 from portal.core.text import counted
-from portal.workloads.models import LIVE_STATES, Workload
+from portal.workloads.models import Workload, WorkloadState
+
+# What still runs, or waits to, on the team's budget (not what is already ending).
+STILL_GOING = (
+    WorkloadState.PENDING_APPROVAL,
+    WorkloadState.QUEUED,
+    WorkloadState.PROVISIONING,
+    WorkloadState.RUNNING,
+)
 
 
 def membership_ended(*, membership: Membership) -> None:
     """After the removal commits, tell the leads of the team what of the leaver's still runs."""
     user_id, team_id = membership.user_id, membership.team_id
-    transaction.on_commit(lambda: leaver_workloads_told(user_id=user_id, team_id=team_id))
+    # robust: a notice that fails must not fail the removal's request (an admin's, a sign-in's)
+    transaction.on_commit(lambda: leaver_workloads_told(user_id=user_id, team_id=team_id), robust=True)
 
 
 def leaver_workloads_told(*, user_id: int, team_id: int) -> int:
-    """Tell the team's leads of the live work of someone no longer in it (nothing if none, or if
-    they are back in the team already). How many leads were told."""
+    """Tell the team's leads (its admins where it has no other lead) of the work of someone no
+    longer in it that runs or waits to: nothing if none, if they are back in the team already,
+    or if they are a platform admin (not shut out). How many were told."""
     if Membership.objects.filter(user_id=user_id, team_id=team_id).exists():
         return 0
     live = list(
-        Workload.objects.filter(owner_id=user_id, team_id=team_id, state__in=LIVE_STATES).order_by("pk")
+        Workload.objects.filter(owner_id=user_id, team_id=team_id, state__in=STILL_GOING).order_by("pk")
     )
     user, team = User.objects.filter(pk=user_id).first(), Team.objects.filter(pk=team_id).first()
-    if not live or user is None or team is None:
+    if not live or user is None or team is None or user.is_platform_admin:
         return 0
     sandboxes = sum(1 for workload in live if workload.kind == "sandbox")
     deployments = len(live) - sandboxes
@@ -43,11 +53,11 @@ def leaver_workloads_told(*, user_id: int, team_id: int) -> int:
     )
     message = (
         f"{user.username} is no longer in team {team.name}, and {what} of theirs "
-        f"{'is' if len(live) == 1 else 'are'} still live on the team's budget "
+        f"{'runs or waits' if len(live) == 1 else 'run or wait'} on the team's budget "
         f"({', '.join(workload.name for workload in live[:5])}{', …' if len(live) > 5 else ''}). "
         "They can no longer get into them, extend or keep them: keep or end them."
     )
-    leads = [lead for lead in team_leads(team) if lead.pk != user_id]
+    leads = [lead for lead in team_leads(team) if lead.pk != user_id] or platform_admins()
     for lead in leads:
         notify(
             user=lead,
