@@ -174,14 +174,22 @@ def test_a_shell_sandbox_keeps_one_host_key_for_its_life_and_forgets_it_at_the_e
     assert not SshHostKey.objects.filter(workload=box).exists()
 
 
+@pytest.fixture
+def ssh_box(fleet, researcher, team):
+    """A running ssh sandbox of alice's on the first whole GPU."""
+    shell = Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
+    gpu = fleet["whole"].gpus.first()
+    return make_sandbox(owner=researcher, team=team, gpu=gpu, image=shell, cluster=gpu.node.cluster)
+
+
 @pytest.mark.django_db
-def test_a_host_key_is_made_only_while_placed_or_running_and_forgotten_once_ended(fleet, researcher, team):
+def test_a_host_key_is_made_only_while_placed_or_running_and_forgotten_once_ended(
+    ssh_box, fleet, researcher, team
+):
     from portal.sandboxes.services import sandbox_ssh_host_keys_prune
     from portal.workloads.models import WorkloadState
 
-    shell = Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
-    gpu = fleet["whole"].gpus.first()
-    box = make_sandbox(owner=researcher, team=team, gpu=gpu, image=shell, cluster=gpu.node.cluster)
+    box = ssh_box
     private = workload_spec(box).ssh_host_key
     box.state = WorkloadState.TERMINATING
     box.save(update_fields=["state"])
@@ -190,7 +198,7 @@ def test_a_host_key_is_made_only_while_placed_or_running_and_forgotten_once_ende
         owner=researcher,
         team=team,
         gpu=fleet["whole"].gpus.last(),
-        image=shell,
+        image=box.image,
         state=WorkloadState.TERMINATING,
     )
     assert workload_spec(gone).ssh_host_key == "" and not SshHostKey.objects.filter(workload=gone).exists()
@@ -201,10 +209,8 @@ def test_a_host_key_is_made_only_while_placed_or_running_and_forgotten_once_ende
 
 
 @pytest.mark.django_db
-def test_a_host_key_that_no_longer_decrypts_is_made_anew_not_handed_out(fleet, researcher, team):
-    shell = Image.objects.create(slug="sshd", name="Shell", container_image="sshd", kind=Image.Kind.SHELL)
-    gpu = fleet["whole"].gpus.first()
-    box = make_sandbox(owner=researcher, team=team, gpu=gpu, image=shell, cluster=gpu.node.cluster)
+def test_a_host_key_that_no_longer_decrypts_is_made_anew_not_handed_out(ssh_box):
+    box = ssh_box
     first = workload_spec(box).ssh_host_key
     # the field reads back its ciphertext when SECRET_KEY was rotated without a fallback: a value
     # that is no key stands for it here
