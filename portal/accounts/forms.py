@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 
 from portal.accounts.backends import local_password_allowed
 from portal.accounts.models import ApiToken
-from portal.accounts.services import token_expiry_help, token_max_days
+from portal.accounts.services import token_default_days, token_expiry_help, token_max_days
 
 
 def _refuse_password_sign_in(username: str | None) -> None:
@@ -63,8 +63,8 @@ class TokenCreateForm(forms.Form):
         expiry = self.fields["expires_days"]  # its maximum is token_create's to check
         expiry.widget.attrs.update(max=str(token_max_days()), placeholder="never")
         expiry.help_text = token_expiry_help()
-        if settings.PORTAL_TOKEN_MAX_DAYS:
-            expiry.initial = min(settings.PORTAL_TOKEN_DEFAULT_DAYS, settings.PORTAL_TOKEN_MAX_DAYS)
+        expiry.initial = token_default_days()
+        if expiry.initial is not None:
             expiry.widget.attrs["placeholder"] = str(expiry.initial)
         self.fields["team"].choices = [("", "—"), *((team.slug, team.name) for team in teams or [])]
 

@@ -37,11 +37,19 @@ def token_max_days() -> int:
     return settings.PORTAL_TOKEN_MAX_DAYS or 3650
 
 
+def token_default_days() -> int | None:
+    """The lifetime of a token asked for with no expiry, in days (at most the maximum); None
+    where the portal sets no maximum: such a token never expires."""
+    if not settings.PORTAL_TOKEN_MAX_DAYS:
+        return None
+    return min(settings.PORTAL_TOKEN_DEFAULT_DAYS, settings.PORTAL_TOKEN_MAX_DAYS)
+
+
 def token_expiry_help() -> str:
     """What a token's expiry field accepts, and what an empty one gives."""
-    if not settings.PORTAL_TOKEN_MAX_DAYS:
+    default = token_default_days()
+    if default is None:
         return "Between 1 and 3650 days; it never expires if left empty."
-    default = min(settings.PORTAL_TOKEN_DEFAULT_DAYS, settings.PORTAL_TOKEN_MAX_DAYS)
     return f"Between 1 and {settings.PORTAL_TOKEN_MAX_DAYS} days; {default} if left empty."
 
 
@@ -77,8 +85,8 @@ def token_create(
         raise ValidationFailed(f"scope: {message}", fields={"scope": [message]})
     serving_team = _serving_team(user=user, scope=scope, slug=team.strip())
     chosen = expires_days is not None
-    if not chosen and settings.PORTAL_TOKEN_MAX_DAYS:
-        expires_days = min(settings.PORTAL_TOKEN_DEFAULT_DAYS, settings.PORTAL_TOKEN_MAX_DAYS)
+    if not chosen:
+        expires_days = token_default_days()
     expires_at = now + timedelta(days=expires_days) if expires_days else None
     if via is not None:
         if via.scope != ApiToken.Scope.ADMIN:
