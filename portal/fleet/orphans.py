@@ -16,10 +16,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from portal.accounts.models import User
+from portal.accounts.selectors import platform_admins
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict, NotAllowed, NotFound
@@ -151,7 +152,7 @@ def _tell_admins(cluster: Cluster, new: list[ClusterOrphan]) -> None:
         f"Cluster {cluster.name} holds {len(new)} object(s) the portal's database does not know: {names}. "
         "Review them on the fleet page; nothing is removed until an admin confirms."
     )
-    for admin in User.objects.filter(Q(is_superuser=True) | Q(is_staff=True), is_active=True):
+    for admin in platform_admins():
         notify(
             kind="fleet",
             user=admin,

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Q, Sum
 
 from portal.accounts.models import User
+from portal.accounts.selectors import platform_admins
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
 from portal.core.errors import ValidationFailed
@@ -192,7 +193,7 @@ def _observe_health(gpu: Gpu, item: dict) -> None:
     Gpu.objects.filter(pk=gpu.pk).update(health=health, health_detail=detail[:300])
     gpu.health, gpu.health_detail = health, detail
     audit_record(actor=None, action=f"gpu.{health}", obj=gpu, detail=detail)
-    for admin in User.objects.filter(Q(is_superuser=True) | Q(is_staff=True), is_active=True):
+    for admin in platform_admins():
         notify(kind="fleet", user=admin, message=f"GPU {gpu} on {gpu.node.name}: {detail}", link="/fleet/")
 
 

@@ -22,10 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Q
 from django.utils import timezone
 
-from portal.accounts.models import User
+from portal.accounts.selectors import platform_admins
 from portal.accounts.services import notify
 from portal.audit.services import audit_record
 from portal.fleet.models import Allocation, Gpu, GpuType, MigSlice, Node, dynamic_mig_q
@@ -331,7 +330,7 @@ def _record(node: Node, plan: _Plan, now: datetime) -> None:
         if mismatch:
             audit_record(actor=None, action="fleet.mismatch", obj=gpu, detail=mismatch)
             if admins is None:
-                admins = list(User.objects.filter(Q(is_superuser=True) | Q(is_staff=True), is_active=True))
+                admins = platform_admins()
             for admin in admins:
                 notify(
                     kind="fleet", user=admin, message=f"GPU {gpu} on {node.name}: {mismatch}", link="/fleet/"

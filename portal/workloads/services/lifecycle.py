@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.notifications import notifications_mark_read_by_link
+from portal.accounts.selectors import platform_admins
 from portal.accounts.services import notify
 from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
@@ -431,7 +432,7 @@ def workload_removal_stuck(*, workload_id: int, now: datetime) -> bool:
     minutes = int((now - ended).total_seconds() // 60)
     detail = f"namespace {workload.namespace} still terminating {minutes} minutes after it ended; its GPUs stay held"
     audit_record(actor=None, action=action, obj=workload, detail=detail)
-    for admin in User.objects.filter(Q(is_staff=True) | Q(is_superuser=True), is_active=True):
+    for admin in platform_admins():
         notify(
             kind="fleet",
             user=admin,
