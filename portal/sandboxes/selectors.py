@@ -234,7 +234,7 @@ def ssh_host_key_of(sandbox: Workload) -> SshHostKey | None:
     """A live ssh sandbox's server host key, for its owner to check what their ssh client shows
     on first connecting (prefetched by lists, `ssh_host_key`); None for a web sandbox, an ended
     one, or one whose objects were never built (not placed yet)."""
-    if sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL or not sandbox.is_live:
+    if not sandbox.is_ssh_sandbox or not sandbox.is_live:
         return None
     try:
         return sandbox.ssh_host_key

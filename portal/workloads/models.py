@@ -299,6 +299,15 @@ class Workload(models.Model):
         return bool(self.mig_profile)
 
     @property
+    def is_ssh_sandbox(self) -> bool:
+        """A sandbox of a shell image: reached by ssh with its owner's keys, not through the gate."""
+        return (
+            self.kind == WorkloadKind.SANDBOX
+            and self.image is not None
+            and self.image.kind == Image.Kind.SHELL
+        )
+
+    @property
     def gpu_label(self) -> str:
         each = (
             f"{self.gpu_type.slug} {self.mig_profile}"

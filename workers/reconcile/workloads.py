@@ -25,7 +25,7 @@ from portal.sandboxes.services import (
     sandbox_ssh_host_key_forget,
     sandbox_ssh_host_key_kept,
 )
-from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import (
     workload_access_observed,
     workload_attempt_failed,
@@ -173,19 +173,11 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
     )
 
 
-def _shell_sandbox(workload: Workload) -> bool:
-    return (
-        workload.kind == WorkloadKind.SANDBOX
-        and workload.image is not None
-        and workload.image.kind == Image.Kind.SHELL
-    )
-
-
 def _ssh_host_key(workload: Workload) -> str:
     """A shell sandbox's ssh server's host key, made at its first spec while placed or running and
     the same after; one ending or ended is given the key it had, if any, never a new one (its spec
     only names what to remove)."""
-    if not _shell_sandbox(workload):
+    if not workload.is_ssh_sandbox:
         return ""
     if workload.state in (WorkloadState.PROVISIONING, WorkloadState.RUNNING):
         return sandbox_ssh_host_key(sandbox_id=workload.pk).private_key
@@ -194,7 +186,7 @@ def _ssh_host_key(workload: Workload) -> str:
 
 def _ssh_keys(workload: Workload) -> tuple[str, ...]:
     """A shell sandbox's owner's public keys, oldest first (the order the Secret keeps them in)."""
-    if not _shell_sandbox(workload):
+    if not workload.is_ssh_sandbox:
         return ()
     return tuple(
         SshKey.objects.filter(user_id=workload.owner_id).order_by("pk").values_list("public_key", flat=True)

@@ -18,7 +18,7 @@ from portal.core.errors import Conflict, NotAllowed, ValidationFailed
 from portal.core.jobs import enqueue
 from portal.sandboxes.models import Dataset, KubeAccess
 from portal.sandboxes.selectors import refuse_kubectl_to_the_shut_out
-from portal.workloads.models import Image, Workload, WorkloadInsight, WorkloadKind, WorkloadState
+from portal.workloads.models import Workload, WorkloadInsight, WorkloadKind, WorkloadState
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
     RECONCILE_TASK,
@@ -130,7 +130,7 @@ def sandbox_share(*, user: User, sandbox_id: int, usernames: list[str]) -> Workl
     sandbox = workload_get_for(user=user, workload_id=sandbox_id, lock=True, kind=WorkloadKind.SANDBOX)
     if sandbox.owner_id != user.pk:
         raise NotAllowed("Only the sandbox's owner may share it.")
-    if sandbox.image is not None and sandbox.image.kind == Image.Kind.SHELL and usernames:
+    if sandbox.is_ssh_sandbox and usernames:
         raise Conflict(
             "An ssh sandbox lets in its owner's SSH keys only, so it cannot be shared: share a "
             "JupyterLab or VS Code sandbox instead."

@@ -45,7 +45,7 @@ from portal.sandboxes.services import (
 )
 from portal.workloads.forms import ExtendForm, suggest_projects
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
-from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
+from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.presets import presets_for
 from portal.workloads.selectors import progress_steps
 from portal.workloads.services import sandbox_keep
@@ -217,7 +217,7 @@ def _panels_context(request: HttpRequest, sandbox: Workload, *, owner_in: bool) 
     owns it and is still in its team (or an admin), as the gate lets them in."""
     home_note, lends_home = sandbox_home_facts(sandbox)
     context: dict = {"home_note": home_note, "lends_home": lends_home}
-    web_app = sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL  # ssh: the owner's keys only
+    web_app = not sandbox.is_ssh_sandbox  # ssh: the owner's keys only
     owner = sandbox.owner_id == request.user.pk
     owner_in = owner_in and owner
     if owner and sandbox.is_live and web_app:
@@ -340,7 +340,7 @@ def _ssh_login(sandbox: Workload) -> str:
 
 def _ssh_key_count(user: User, sandbox: Workload) -> int | None:
     """How many SSH keys its owner's ssh sandbox lets in; None for a web sandbox."""
-    if sandbox.image is None or sandbox.image.kind != Image.Kind.SHELL:
+    if not sandbox.is_ssh_sandbox:
         return None
     return ssh_keys_of(user).count()
 
