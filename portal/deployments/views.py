@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.accounts.selectors import team_has_hf_token, user_teams
+from portal.accounts.selectors import owner_left_team, team_has_hf_token, user_teams
 from portal.catalog.models import CatalogModel
 from portal.catalog.selectors import catalog_entries, default_request, model_sizing
 from portal.catalog.sizing import Sizing
@@ -245,6 +245,9 @@ def deployment_detail(request: HttpRequest, number: int) -> HttpResponse:
         "scale_form": ScaleForm(initial={"replicas": workload.replicas}),
         "extend_form": ExtendForm(),
         "actions_changed": actions_changed(request, row.actions),
+        "owner_left": owner_left_team(
+            user=request.user, team_id=workload.team_id, owner_id=workload.owner_id
+        ),
         "panels": panels,
         "panels_changed": panels_changed(request, panels),
     }

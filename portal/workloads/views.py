@@ -21,7 +21,7 @@ from portal.fleet.selectors import gpu_type_slugs
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
-from portal.workloads.presets import preset_body_for_use, preset_get_for, preset_save
+from portal.workloads.presets import preset_body_for_use, preset_check, preset_get_for, preset_save
 from portal.workloads.selectors import (
     any_live,
     listed_projects,
@@ -212,13 +212,22 @@ def form_prefill(
 ) -> tuple[dict | None, str, str]:
     """A request form's starting values, a line saying where they come from, and what no longer
     fits in them: `?again=<number>` (another workload's settings, from `request_body(its key)`) or
-    `?preset=<id>` (a saved preset of `kind`); none by default. One the user may not see is a 404."""
+    `?preset=<id>` (a saved preset of `kind`); none by default. One the user may not see is a 404.
+    Either is checked as a request now: a team left, or a GPU type or image retired, is named."""
     again, preset = request.GET.get("again"), request.GET.get("preset")
     try:
         if again:
             number = int(again)
             body = request_body(workload_id_for(user=request.user, kind=kind, number=number))
-            return initial_from_body(body), f"the settings of {kind} #{number}; change what you like.", ""
+            source = f"the settings of {kind} #{number}; change what you like."
+            try:
+                preset_check(user=request.user, kind=kind, body=body)
+            except DomainError as error:
+                problem = (
+                    f"Some of {kind} #{number}'s settings no longer fit: {error.message} Choose again below."
+                )
+                return initial_from_body(body), source, problem
+            return initial_from_body(body), source, ""
         if preset:
             chosen = preset_get_for(user=request.user, preset_id=int(preset), kind=kind)
             source = f"preset {chosen.name} ({chosen.scope})."

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from portal.accounts.models import Membership
 from portal.catalog.demo import catalog_seed
 from portal.deployments.models import Serving
 from portal.sandboxes.services import sandbox_request
@@ -88,6 +89,7 @@ def test_the_request_form_opens_filled_with_a_sandbox_settings(
     assert 'name="cpu" value="12"' in html
     assert 'name="count" value="2"' in html
     assert f"Filled in from: the settings of sandbox #{sandbox.number}" in html
+    assert 'id="preset-problem"' not in html
 
 
 def test_the_detail_page_offers_request_again_even_once_ended(
@@ -128,3 +130,16 @@ def test_posting_the_request_body_of_a_deployment_asks_for_an_equal_one(run_jobs
         Workload.objects.get(kind="deployment", number=again.json()["id"]).state
         != WorkloadState.PENDING_APPROVAL
     )
+
+
+def test_the_form_says_when_a_setting_no_longer_fits_such_as_a_team_the_owner_left(
+    run_jobs, fleet, researcher, researcher_client, slice_request, other_team
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind="sandbox"))
+    Membership.objects.filter(user=researcher).delete()
+    Membership.objects.create(user=researcher, team=other_team, role=Membership.Role.RESEARCHER)
+    html = researcher_client.get(f"/sandboxes/new/?again={sandbox.number}").content.decode()
+    assert f"Filled in from: the settings of sandbox #{sandbox.number}" in html
+    assert 'id="preset-problem"' in html and "a team called &#x27;vision&#x27;" in html
+    assert '<option value="nlp">NLP</option>' in html  # the team they are in, not chosen silently

@@ -37,7 +37,9 @@ def test_an_owner_who_left_the_team_may_end_their_sandbox_but_not_spend_on_it(
     assert Workload.objects.get(pk=sandbox.pk).state == WorkloadState.TERMINATED
 
 
-def test_an_owner_who_left_may_scale_their_deployment_down_but_not_up(run_jobs, fleet, researcher, lead):
+def test_an_owner_who_left_may_scale_their_deployment_down_but_not_up(
+    run_jobs, fleet, researcher, lead, researcher_client
+):
     catalog_seed()
     deployment = run_jobs(
         lambda: deployment_request(
@@ -46,7 +48,16 @@ def test_an_owner_who_left_may_scale_their_deployment_down_but_not_up(run_jobs, 
         )
     )  # fmt: skip
     assert Workload.objects.get(pk=deployment.pk).state == WorkloadState.RUNNING
+    page = researcher_client.get(f"/deployments/{deployment.number}/").content.decode()
+    assert 'id="owner-left-team"' not in page and 'id="extend-form"' in page
+    assert "Scaling up and extending apply at once" in page
     Membership.objects.filter(user=researcher, team=deployment.team).delete()
+    page = researcher_client.get(f"/deployments/{deployment.number}/").content.decode()
+    assert (
+        f"{LEFT}, which pays for it: you may scale it down or end it; a lead of the team may scale it up "
+        "or extend it." in page
+    )
+    assert 'id="extend-form"' not in page and "Scaling up and extending apply" not in page
     with pytest.raises(NotAllowed, match=LEFT):
         deployment_scale(user=researcher, deployment_id=deployment.pk, replicas=2)
     run_jobs(lambda: deployment_scale(user=researcher, deployment_id=deployment.pk, replicas=0))
