@@ -25,12 +25,21 @@ class WorkloadsConfig(AppConfig):
 
         # Someone leaving a team, however (the admin, single sign-on), with work there still live:
         # its leads are told.
-        from django.db.models.signals import post_delete
+        # A membership changed to another person or team (the admin's team page) is one left too.
+        from django.db.models.signals import post_delete, pre_save
 
         from portal.accounts.models import Membership
         from portal.workloads.services.leavers import membership_ended
 
         def ended(sender, instance, **kwargs) -> None:
-            membership_ended(membership=instance)
+            membership_ended(user_id=instance.user_id, team_id=instance.team_id)
+
+        def moved(sender, instance, raw=False, **kwargs) -> None:
+            if raw or instance.pk is None:
+                return
+            before = Membership.objects.filter(pk=instance.pk).values_list("user_id", "team_id").first()
+            if before is not None and before != (instance.user_id, instance.team_id):
+                membership_ended(user_id=before[0], team_id=before[1])
 
         post_delete.connect(ended, sender=Membership, dispatch_uid="portal.workloads.leavers", weak=False)
+        pre_save.connect(moved, sender=Membership, dispatch_uid="portal.workloads.movers", weak=False)

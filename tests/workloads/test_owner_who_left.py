@@ -12,6 +12,7 @@ from portal.deployments.services import deployment_request, deployment_scale
 from portal.sandboxes.services import sandbox_request, sandbox_restart, sandbox_share
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.services import workload_extend, workload_keep, workload_terminate
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 LEFT = "You are no longer a member of team Vision"
@@ -154,6 +155,19 @@ def test_the_leads_hear_of_live_work_left_by_someone_who_leaves_the_team(
         Membership.objects.filter(user=researcher, team=first.team).delete()
         Membership.objects.create(user=researcher, team=first.team, role=Membership.Role.LEAD)
     assert Notification.objects.filter(user=lead, message__contains="no longer in team").count() == 1
+
+    # the membership given to someone else (the admin's team page edits the row): alice has left
+    membership = Membership.objects.get(user=researcher, team=first.team)
+    membership.role = Membership.Role.RESEARCHER
+    with django_capture_on_commit_callbacks(execute=True):
+        membership.save()  # a role change alone says nothing
+    assert Notification.objects.filter(user=lead, message__contains="no longer in team").count() == 1
+    membership.user = UserFactory(username="dora")
+    with django_capture_on_commit_callbacks(execute=True):
+        membership.save()
+    assert (
+        Notification.objects.filter(user=lead, message__startswith="alice is no longer in team").count() == 2
+    )
 
 
 def test_a_leaving_lead_alone_in_it_is_told_of_to_the_admins_and_an_admin_leaving_to_nobody(

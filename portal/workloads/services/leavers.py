@@ -1,4 +1,5 @@
-"""Someone leaves a team (an admin removes them, or single sign-on no longer grants it) while
+"""Someone leaves a team (an admin removes them or gives their membership to someone else, or
+single sign-on no longer grants it) while
 their work there runs: it goes on running on the team's budget, but they can no longer get into
 it, extend or keep it (`portal.accounts.selectors.owner_shut_out`). The team's leads are told,
 so that nobody pays for work its owner cannot use without knowing."""
@@ -22,9 +23,8 @@ STILL_GOING = (
 )
 
 
-def membership_ended(*, membership: Membership) -> None:
+def membership_ended(*, user_id: int, team_id: int) -> None:
     """After the removal commits, tell the leads of the team what of the leaver's still runs."""
-    user_id, team_id = membership.user_id, membership.team_id
     # robust: a notice that fails must not fail the removal's request (an admin's, a sign-in's)
     transaction.on_commit(lambda: leaver_workloads_told(user_id=user_id, team_id=team_id), robust=True)
 
