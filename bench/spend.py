@@ -404,8 +404,9 @@ def load(*, holds: int, seed: int, telemetry_hours: int, now: datetime, layout: 
 
 
 def rollup(now: datetime) -> dict:
+    from portal.spend.holds import first_hold_at
     from portal.spend.models import SpendRollup, WorkloadSpend
-    from portal.spend.services import first_hold_at, spend_rollup_due, spend_rollup_rebuild
+    from portal.spend.services import spend_rollup_due, spend_rollup_rebuild
 
     started = time.monotonic()
     first = first_hold_at()

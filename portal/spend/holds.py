@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.db import connection
@@ -175,6 +175,16 @@ def workload_expiry() -> Subquery:
 def allocation_billed_until(now: datetime):
     """SQL for `cost.billed_until` of an allocation: its end, else now or its workload's expiry."""
     return Coalesce(F("ended_at"), Least(Value(now), Coalesce(workload_expiry(), Value(now))))
+
+
+def first_hold_at() -> datetime | None:
+    """When the first hold began, GPU or storage (two index reads)."""
+    starts = [
+        model.objects.order_by("started_at").values_list("started_at", flat=True).first()
+        for model in (Allocation, StorageHold)
+    ]
+    starts = [start.astimezone(UTC) for start in starts if start is not None]
+    return min(starts) if starts else None
 
 
 def overlapping_allocations(*, start: datetime, end: datetime, scope: Q | None = None):

@@ -74,6 +74,7 @@ from portal.spend.holds import (
     STORAGE,
     Amount,
     allocation_billed_until,
+    first_hold_at,
     overlapping_allocations,
     spend_by_key,
     summing_settings,
@@ -629,16 +630,6 @@ def spend_roll_blocks(*, days: Iterable[datetime], now: datetime | None = None) 
                 )
             done += 1
     return done
-
-
-def first_hold_at() -> datetime | None:
-    """When the first hold began (two index reads)."""
-    starts = [
-        model.objects.order_by("started_at").values_list("started_at", flat=True).first()
-        for model in (Allocation, StorageHold)
-    ]
-    starts = [utc(s) for s in starts if s is not None]
-    return min(starts) if starts else None
 
 
 def _days(first: date, last: date) -> list[datetime]:

@@ -21,7 +21,14 @@ from django.db.models.functions import TruncDate
 
 from portal.fleet.models import Allocation, StorageHold
 from portal.spend.cost import EXACT
-from portal.spend.holds import STORAGE, Amount, HoldScope, overlapping_allocations, spend_by_key
+from portal.spend.holds import (
+    STORAGE,
+    Amount,
+    HoldScope,
+    first_hold_at,
+    overlapping_allocations,
+    spend_by_key,
+)
 from portal.spend.models import Level, SpendRollup
 from portal.spend.periods import DAY, Plan, fresh_periods, make_plan, midnight, runs, utc
 
@@ -203,6 +210,10 @@ def plan_for(
     live. `fresh`: the fresh periods, if the caller has read them for the same range."""
     if by_day and end > (horizon := midnight(now) + DAY) and not _billed_past(horizon, end):
         end = max(start, horizon)  # no day past tomorrow holds anything: do not cost them one by one
+    if by_day and (first := first_hold_at()) is None:
+        end = start  # nothing was ever held: no day holds anything
+    elif by_day and start < (first_day := midnight(first)):
+        start = min(first_day, end)  # nor any day before the first hold (years of them, asked for)
     if fresh is None:
         fresh = fresh_periods(start=start, end=end, now=now, team_id=scope.team_id)
     blocks = not by_day and all(level != Level.FINE for level, _ in scope.rollup_parts(keys))

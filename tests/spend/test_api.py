@@ -93,6 +93,30 @@ def test_spend_by_day_splits_a_hold_at_midnight(holds, admin):
     ]
 
 
+def test_by_day_from_the_first_year_a_report_covers_costs_no_day_before_the_first_hold(
+    holds, admin, django_assert_max_num_queries
+):
+    """Years of days before anything was held cost nothing to report (each would be read from the
+    holds, having no roll-up: a request that tied up a worker for minutes)."""
+    with django_assert_max_num_queries(60):
+        response = admin.get(
+            URL, {"start": "2000-01-01T00:00:00Z", "end": "2026-03-06T00:00:00Z", "group_by": "day"}
+        )
+    assert rows(response) == [
+        ("2026-03-02", "8.85", "1.29"),
+        ("2026-03-03", "6.88", "1.00"),
+        ("2026-03-05", "20.64", "3.00"),
+    ]
+
+
+def test_by_day_over_years_when_nothing_was_ever_held_is_empty_at_once(admin, django_assert_max_num_queries):
+    with django_assert_max_num_queries(20):
+        response = admin.get(
+            URL, {"start": "2000-01-01T00:00:00Z", "end": "2999-12-31T00:00:00Z", "group_by": "day"}
+        )
+    assert rows(response) == [] and response.json()["total"] == "0.00"
+
+
 def test_only_the_part_of_a_hold_inside_the_window_counts(holds, admin):
     window = {"start": "2026-03-02T11:00:00Z", "end": "2026-03-02T23:30:00Z", "group_by": "user"}
     # alice: 1 h of a seventh = 0.982857 -> 0.98; bob: half an hour = 3.44

@@ -8,7 +8,8 @@ from datetime import date, timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from portal.spend.services import first_hold_at, spend_rollup_rebuild
+from portal.spend.holds import first_hold_at
+from portal.spend.services import spend_rollup_rebuild
 
 
 def _day(text: str) -> date:
