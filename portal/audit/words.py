@@ -61,6 +61,7 @@ ACTION_WORDS = {
     "preset.delete": "Preset deleted",
     "home.created": "Home volume created",
     "home.resize": "Home volume resized",
+    "home.team_changed": "Home volume billed to another team",
     "home.delete": "Home volume deleted",
     "team.budget_policy": "Budget policy changed",
     "team.budget_alert": "Budget alert sent",

@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from portal.accounts.models import Team, User
-from portal.accounts.selectors import member_team_ids, owner_shut_out, user_teams
+from portal.accounts.selectors import member_team_ids, owner_left_team, owner_shut_out, user_teams
 from portal.accounts.ssh_keys import ssh_keys_of
 from portal.core.errors import NotAllowed
 from portal.fleet.models import Gpu, GpuType
@@ -319,6 +319,7 @@ class HomeFacts:
     team: Team | None
     price_per_gb_month: Decimal
     holder: Workload | None
+    left_team: bool = False  # billed to a team its owner is no longer in: it may not grow there
 
     @property
     def size_gb(self) -> int:
@@ -351,7 +352,8 @@ def home_facts(*, user: User) -> HomeFacts:
     holder = None
     if home is not None and home.attached_to_id:
         holder = Workload.objects.filter(pk=home.attached_to_id, state__in=LIVE_STATES).first()
-    return HomeFacts(home=home, team=team, price_per_gb_month=storage_price(), holder=holder)
+    left = home is not None and owner_left_team(user=user, team_id=home.team_id, owner_id=user.pk)
+    return HomeFacts(home=home, team=team, price_per_gb_month=storage_price(), holder=holder, left_team=left)
 
 
 def home_size_gb(user: User) -> int | None:

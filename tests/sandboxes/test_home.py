@@ -150,3 +150,44 @@ def test_datasets_on_the_request_form_the_detail_page_and_the_api(
     )
     assert bad.status_code == 400
     assert bad.json()["error"]["fields"] == {"datasets": ["not a dataset of team vision: private"]}
+
+
+def test_a_home_is_billed_to_the_team_that_uses_it_and_does_not_grow_on_a_team_left(
+    run_jobs, alice, researcher, researcher_client, fleet, slice_request, team, other_team
+):
+    from portal.accounts.models import Membership
+    from portal.audit.models import AuditEvent
+    from portal.fleet.models import StorageHold
+
+    first = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=first.pk, kind="sandbox"))
+    Membership.objects.filter(user=researcher, team=team).delete()
+    Membership.objects.create(user=researcher, team=other_team, role=Membership.Role.RESEARCHER)
+
+    refused = alice.patch("/api/v1/home", {"size_gb": 200}, format="json")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["message"].startswith(
+        "Your home is billed to team Vision, which you are no longer in:"
+    )
+    assert Home.objects.get(user=researcher).size_gb == 50  # nothing changed
+    assert list(StorageHold.objects.filter(ended_at__isnull=True).values_list("team__slug", "size_gb")) == [
+        ("vision", 50)
+    ]
+    page = researcher_client.get("/home/").content.decode()
+    assert 'id="home-left-team"' in page and 'action="/home/resize/"' not in page
+
+    run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "team": "nlp", "name": "in-nlp"}))
+    home = Home.objects.get(user=researcher)
+    assert home.team == other_team and home.attached_to.name == "in-nlp"
+    holds = StorageHold.objects.order_by("pk").values_list("team__slug", "size_gb", "ended_at")
+    assert [(slug, size, ended is None) for slug, size, ended in holds] == [
+        ("vision", 50, False),
+        ("nlp", 50, True),
+    ]
+    assert set(
+        AuditEvent.objects.filter(action="home.team_changed").values_list("team__slug", flat=True)
+    ) == {"vision", "nlp"}
+    page = researcher_client.get("/home/").content.decode()
+    assert 'id="home-left-team"' not in page and "billed to team NLP" in page
+    grown = alice.patch("/api/v1/home", {"size_gb": 60}, format="json")
+    assert grown.status_code == 200 and grown.json()["team"] == "nlp"

@@ -1,6 +1,7 @@
 """Users' persistent homes: made by their first sandbox on a cluster, mounted into each new
 sandbox of theirs while no other live sandbox holds them, grown within the team's policy,
-deleted only on a typed confirmation, billed per GB-month from the moment they exist."""
+deleted only on a typed confirmation, billed per GB-month from the moment they exist (to the
+team of the sandbox that last took them)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from decimal import Decimal
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from portal.accounts.models import User
+from portal.accounts.models import Team, User
+from portal.accounts.selectors import owner_left_team
 from portal.audit.services import audit_record
-from portal.core.errors import Conflict, NotFound, ValidationFailed
+from portal.core.errors import Conflict, NotAllowed, NotFound, ValidationFailed
 from portal.core.jobs import enqueue
 from portal.fleet.services import storage_hold_end, storage_hold_start
 from portal.sandboxes.models import Home
@@ -106,7 +108,22 @@ def home_claim(*, workload: Workload, now: datetime | None = None) -> HomeClaim 
         return None
     Home.objects.filter(pk=home.pk).update(attached_to=workload)
     home.attached_to = workload
+    if home.team_id != workload.team_id:
+        _bill_to(home, workload.team, owner, now)
     return _claim(home, owner)
+
+
+def _bill_to(home: Home, team: Team, owner: User, now: datetime) -> None:
+    """The home is billed from now to the team of the sandbox that takes it (its owner has moved
+    teams, or works in two): the team that uses it pays for it, not one they may have left."""
+    before = home.team
+    Home.objects.filter(pk=home.pk).update(team=team)
+    home.team = team
+    storage_hold_end(key=_key(home), at=now)
+    storage_hold_start(user=owner, team=team, key=_key(home), what=_what(owner), size_gb=home.size_gb, at=now)
+    detail = f"billed to team {team.name} from now, no longer to team {before.name}"
+    for paying in (before, team):  # both teams' leads see it in their audit log
+        audit_record(actor=None, action="home.team_changed", obj=home, team=paying, detail=detail)
 
 
 def home_observed(
@@ -143,6 +160,11 @@ def home_resize(*, user: User, size_gb: int, now: datetime | None = None) -> Hom
     if home.state == Home.State.DELETING:
         raise Conflict("Your home is being deleted.")
     team = home.team
+    if owner_left_team(user=user, team_id=team.pk, owner_id=user.pk):
+        raise NotAllowed(
+            f"Your home is billed to team {team.name}, which you are no longer in: it is billed to the "
+            "team of the next sandbox that holds it, and may grow then within that team's policy."
+        )
     if size_gb <= home.size_gb:
         raise ValidationFailed(
             f"A home only grows: it is {home.size_gb} GB, so ask for more than that.",
