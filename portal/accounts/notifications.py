@@ -240,7 +240,7 @@ def team_notifications_set(
     team.approval_reminder_hours = hours
     team.save(update_fields=["webhook_url", "webhook_format", "approval_reminder_hours"])
     detail = f"webhook {'set' if team.webhook_url else 'none'} ({webhook_format}), reminders after {hours} h"
-    audit_record(actor=user, action="team.notifications_set", obj=team, detail=detail)
+    audit_record(actor=user, action="team.notifications_set", obj=team, team=team, detail=detail)
     return team
 
 

@@ -222,7 +222,7 @@ def team_hf_token_set(*, user: User, team_slug: str, token: str) -> Team:
     action, detail = (
         ("team.hf_token_set", f"ends in {token[-4:]}") if token else ("team.hf_token_cleared", "")
     )
-    audit_record(actor=user, action=action, obj=team, detail=detail)
+    audit_record(actor=user, action=action, obj=team, team=team, detail=detail)
     return team
 
 

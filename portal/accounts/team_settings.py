@@ -106,7 +106,7 @@ def _idle_reclaim_set(*, user: User, team: Team, given: dict[str, int | str | No
         if team.idle_reclaim_minutes
         else "off"
     )
-    audit_record(actor=user, action="team.idle_reclaim_set", obj=team, detail=detail)
+    audit_record(actor=user, action="team.idle_reclaim_set", obj=team, team=team, detail=detail)
 
 
 def _whole(value: int | str) -> int | None:

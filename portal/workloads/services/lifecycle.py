@@ -336,7 +336,13 @@ def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -
         fields.update(message=message, well_since=None)
         if workload.degraded_since is None:
             fields["degraded_since"] = now
-            audit_record(actor=None, action=f"{workload.kind}.degraded", obj=workload, detail=problem[:500])
+            audit_record(
+                actor=None,
+                action=f"{workload.kind}.degraded",
+                obj=workload,
+                team=workload.team,
+                detail=problem[:500],
+            )
             notify(
                 kind="health",
                 user=workload.owner,
@@ -348,7 +354,11 @@ def workload_observed_health(*, workload_id: int, problem: str, now: datetime) -
     elif workload.degraded_since is not None and now - workload.well_since >= RECOVERED_AFTER:
         fields.update(degraded_since=None, well_since=None, message="Running.")
         audit_record(
-            actor=None, action=f"{workload.kind}.recovered", obj=workload, detail="running well again"
+            actor=None,
+            action=f"{workload.kind}.recovered",
+            obj=workload,
+            team=workload.team,
+            detail="running well again",
         )
         notify(
             kind="health",
@@ -369,7 +379,9 @@ def workload_access_observed(*, workload_id: int, problem: str) -> None:
         first = rows.filter(access_problem="").first() if problem else None
         rows.update(access_problem=problem)
         if first is not None:
-            audit_record(actor=None, action=f"{first.kind}.access_failed", obj=first, detail=problem)
+            audit_record(
+                actor=None, action=f"{first.kind}.access_failed", obj=first, team=first.team, detail=problem
+            )
 
 
 def workload_mark_waiting(
@@ -431,7 +443,7 @@ def workload_removal_stuck(*, workload_id: int, now: datetime) -> bool:
         return False
     minutes = int((now - ended).total_seconds() // 60)
     detail = f"namespace {workload.namespace} still terminating {minutes} minutes after it ended; its GPUs stay held"
-    audit_record(actor=None, action=action, obj=workload, detail=detail)
+    audit_record(actor=None, action=action, obj=workload, team=workload.team, detail=detail)
     for admin in platform_admins():
         notify(
             kind="fleet",
@@ -506,5 +518,9 @@ def workload_restart_begun(*, workload_id: int, now: datetime) -> None:
         restarted_at=workload.restart_requested_at or now, next_attempt_at=now + timedelta(seconds=3)
     )
     audit_record(
-        actor=None, action=f"{workload.kind}.restarted", obj=workload, detail="a new pod was asked for"
+        actor=None,
+        action=f"{workload.kind}.restarted",
+        obj=workload,
+        team=workload.team,
+        detail="a new pod was asked for",
     )
