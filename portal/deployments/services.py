@@ -29,7 +29,7 @@ from portal.fleet.selectors import gpu_snapshot
 from portal.fleet.services import allocation_record, mig_layouts_free, placement_request
 from portal.workloads.models import Approval, Workload, WorkloadKind, WorkloadState
 from portal.workloads.policy import equivalents_text, fraction_to_decimal, replica_share, scale_verdict
-from portal.workloads.presets import register_preset_check
+from portal.workloads.presets import known_fields, register_preset_check
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services import (
     DRAIN_TASK,
@@ -356,7 +356,7 @@ def deployment_body_check(user: User, body: dict[str, Any]) -> dict[str, Any]:
     if kwargs["gpu_type"] and not GpuType.objects.filter(slug=kwargs["gpu_type"]).exists():
         message = f"Unknown GPU type {kwargs['gpu_type']!r}."
         raise ValidationFailed(message, fields={"gpu.type": [message]})
-    return {key: body[key] for key in serializer.fields if key in body and key != "start_at"}
+    return known_fields(serializer.fields, body, leave_out=("start_at",))
 
 
 register_preset_check(WorkloadKind.DEPLOYMENT, deployment_body_check)

@@ -32,6 +32,20 @@ def register_preset_check(kind: str, check: PresetCheck) -> None:
     _CHECKS[kind] = check
 
 
+def known_fields(fields: Any, body: dict[str, Any], *, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What a preset keeps of a checked body: the request's own fields (`fields`, a serializer's),
+    nested objects (the GPU) down to theirs, so nothing the request ignores is stored and handed to
+    the team's members with the preset."""
+    kept: dict[str, Any] = {}
+    for key, field in fields.items():
+        if key not in body or key in leave_out:
+            continue
+        value = body[key]
+        nested = getattr(field, "fields", None)
+        kept[key] = known_fields(nested, value) if nested is not None and isinstance(value, dict) else value
+    return kept
+
+
 def preset_check(*, user: User, kind: str, body: object) -> dict[str, Any]:
     """The body, checked as a request of `kind` by `user` (without the name, which a preset need not have)."""
     if kind not in WorkloadKind.values:

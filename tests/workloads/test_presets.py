@@ -28,6 +28,28 @@ def test_a_researcher_saves_a_personal_preset_and_lists_it(fleet, alice):
     assert [p["name"] for p in listed] == ["small"]
 
 
+@pytest.mark.parametrize("kind", ["sandbox", "deployment"])
+def test_a_preset_keeps_only_what_a_request_reads(fleet, alice, kind):
+    """Nothing the request ignores is stored, nested in the GPU either (it would be handed to
+    every member of the team with a team preset)."""
+    from portal.catalog.demo import catalog_seed
+
+    catalog_seed()
+    body = {**SLICE, "junk": "x" * 1000, "gpu": {**SLICE["gpu"], "junk": "x" * 100_000}}
+    if kind == "deployment":
+        body = {
+            **body,
+            "model": "llama-3.1-8b-instruct",
+            "gpu": {"type": "h100-80gb", "count": 1, "junk": "x"},
+        }
+        del body["cpu"]
+    saved = _save(alice, kind=kind, body=body)
+    assert saved.status_code == 201, saved.json()
+    stored = Preset.objects.get().body
+    assert "junk" not in stored and "junk" not in stored["gpu"]
+    assert stored["gpu"]["type"] == "h100-80gb" and stored["ttl_hours"] == 2
+
+
 def test_a_bad_body_is_a_clear_400_and_nothing_is_saved(fleet, alice):
     refused = _save(alice, body={**SLICE, "gpu": {"type": "tpu-v9", "count": 1}})
     assert refused.status_code == 400

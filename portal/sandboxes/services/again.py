@@ -9,7 +9,7 @@ from portal.core.errors import ValidationFailed
 from portal.core.serializers import flat_errors
 from portal.sandboxes.services.sandbox import sandbox_estimate
 from portal.workloads.models import WorkloadKind
-from portal.workloads.presets import register_preset_check
+from portal.workloads.presets import known_fields, register_preset_check
 from portal.workloads.selectors import workload_get_for
 from portal.workloads.services.again import common_body
 
@@ -44,7 +44,7 @@ def sandbox_body_check(user: User, body: dict[str, Any]) -> dict[str, Any]:
     kwargs.pop("name", None)
     kwargs.pop("start_at", None)
     sandbox_estimate(user=user, **kwargs)
-    return {key: body[key] for key in serializer.fields if key in body and key != "start_at"}
+    return known_fields(serializer.fields, body, leave_out=("start_at",))
 
 
 register_preset_check(WorkloadKind.SANDBOX, sandbox_body_check)
