@@ -41,7 +41,7 @@ from portal.accounts.selectors import (
 from portal.accounts.services import TOKEN_WARNING_DAYS, notifications_mark_read, token_create, token_revoke
 from portal.accounts.ssh_keys import ssh_key_add, ssh_key_remove, ssh_keys_of
 from portal.accounts.team_settings import IDLE_BOUNDS, team_settings_of, team_settings_set
-from portal.core.errors import DomainError, NotAllowed, NotFound
+from portal.core.errors import DomainError, NotAllowed, NotFound, ValidationFailed
 from portal.core.views import fragment, login_required, page, wants_fragment
 from portal.core.web import error_messages, run_service
 
@@ -214,12 +214,18 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
         except DomainError as error:
             notification_errors = error_messages(error)
             team.refresh_from_db()
+            posted = request.POST  # shown as typed, not as saved: nothing typed is lost
+            team.webhook_url = posted.get("webhook_url", "")
+            team.webhook_format = posted.get("webhook_format", team.webhook_format)
+            team.approval_reminder_hours = posted.get("approval_reminder_hours", "")
         else:
             messages.success(request, "Team notifications saved.")
             return redirect("team-settings", slug=team.slug)
     elif request.method == "POST":
-        token = "" if request.POST.get("clear") else request.POST.get("token", "")
+        token = "" if request.POST.get("clear") else request.POST.get("token", "").strip()
         try:
+            if not token and not request.POST.get("clear"):
+                raise ValidationFailed("Paste a token to save it (Remove token takes the one set away).")
             team_settings_set(user=request.user, slug=team.slug, hf_token=token)
         except DomainError as error:
             errors = error_messages(error)
@@ -247,6 +253,9 @@ def _never(kind: str, channel: str) -> bool:
 
 
 def _notifications_context(request: HttpRequest, errors: list[str] | None = None) -> dict:
+    """The notifications page; after a refused save, its preferences as they were posted (the
+    boxes, the webhook), not as saved, so that nothing typed or unticked is lost."""
+    posted = request.POST if errors else None
     order = "unread" if request.GET.get("order") == "unread" else "newest"
     page_obj = Paginator(notifications_of(request.user, order=order), NOTIFICATIONS_PAGE_SIZE).get_page(
         request.GET.get("page")
@@ -258,7 +267,16 @@ def _notifications_context(request: HttpRequest, errors: list[str] | None = None
             label,
             [
                 # None: this channel never carries this kind (no box to tick)
-                (channel, None if _never(kind, channel) else not is_muted(prefs, kind=kind, channel=channel))
+                (
+                    channel,
+                    None
+                    if _never(kind, channel)
+                    else (
+                        f"{channel}:{kind}" in posted
+                        if posted is not None
+                        else not is_muted(prefs, kind=kind, channel=channel)
+                    ),
+                )
                 for channel in NotificationChannel.values
             ],
         )
@@ -269,6 +287,8 @@ def _notifications_context(request: HttpRequest, errors: list[str] | None = None
         "order": order,
         "prefs": prefs,
         "pref_rows": rows,
+        "webhook_url": posted.get("webhook_url", "") if posted is not None else prefs.webhook_url,
+        "webhook_format": posted.get("webhook_format", "") if posted is not None else prefs.webhook_format,
         "channels": NotificationChannel.choices,
         "webhook_formats": WebhookFormat.choices,
         "deliveries": webhook_deliveries_of(user=request.user),

@@ -52,10 +52,12 @@
     });
   });
 
-  // <form data-confirm="question">: ask before a destructive submit.
+  // <form data-confirm="question">: ask before a destructive submit; <button data-confirm> asks
+  // only when that button sends the form (a form whose other button is harmless).
   document.addEventListener("submit", function (event) {
-    const form = event.target.closest("form[data-confirm]");
-    if (form && !window.confirm(form.getAttribute("data-confirm"))) {
+    const button = event.submitter && event.submitter.closest("[data-confirm]");
+    const asking = button || event.target.closest("form[data-confirm]");
+    if (asking && !window.confirm(asking.getAttribute("data-confirm"))) {
       event.preventDefault();
     }
   }, true);

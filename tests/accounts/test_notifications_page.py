@@ -108,6 +108,20 @@ def test_preferences_turn_a_kind_off_per_channel(run_jobs, researcher, researche
     assert "running" not in NotificationSettings.objects.get(user=researcher).muted["email"]
 
 
+def test_a_refused_webhook_keeps_what_was_typed_and_unticked(researcher, researcher_client):
+    ticked = {f"portal:{kind}": "on" for kind in NotificationKind.values}
+    ticked.pop("portal:running")
+    posted = ticked | {"webhook_url": "ftp://hooks.example.com/x", "webhook_format": "slack"}
+    response = researcher_client.post("/notifications/preferences/", posted)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert 'value="ftp://hooks.example.com/x"' in page and "autofocus" in page
+    assert 'name="portal:running" aria-label="Started and rescaled by portal">' in page  # still unticked
+    assert 'name="portal:budget" aria-label="Budget alerts by portal" checked>' in page
+    assert '<option value="slack" selected>' in page
+    assert not NotificationSettings.objects.filter(user=researcher, webhook_url__startswith="ftp:").exists()
+
+
 def test_the_kinds_offered_without_e_mail_are_those_no_notice_sends_by_e_mail():
     """NOT_EMAILED is what the preferences promise: no `notify` of such a kind gives a subject."""
     found = set()

@@ -251,6 +251,12 @@ def test_the_team_settings_page_keeps_the_teams_hook_and_reminder(team, lead_cli
     assert bad.status_code == 400 and "0 (never) to 720" in bad.content.decode()
     team.refresh_from_db()
     assert team.approval_reminder_hours == 8
+    typed = {"section": "notifications", "webhook_url": "ftp://x.example.com/h", "webhook_format": "generic"}
+    refused = lead_client.post("/teams/vision/settings/", {**typed, "approval_reminder_hours": "6"})
+    page = refused.content.decode()
+    assert refused.status_code == 400 and 'value="ftp://x.example.com/h"' in page and 'value="6"' in page
+    team.refresh_from_db()
+    assert (team.webhook_url, team.approval_reminder_hours) == (url, 8)
 
 
 def test_a_researcher_cannot_set_the_teams_hook(team, researcher_client):

@@ -53,6 +53,15 @@ def test_the_settings_page_shows_whether_a_token_is_set_never_the_token(lead, re
     menu = page.get("/").content.decode()
     assert f'href="/teams/{team.slug}/settings/"' in menu
 
+    # Save with the field empty (Enter in it, or a habit) keeps the token: only Remove removes it
+    empty = page.post(f"/teams/{team.slug}/settings/", {"token": "  "})
+    assert empty.status_code == 400 and "Paste a token to save it" in empty.content.decode()
+    assert Team.objects.get(pk=team.pk).hf_token == "hf_PageToken9876"
+    assert not AuditEvent.objects.filter(action="team.hf_token_cleared").exists()
+    removed = page.post(f"/teams/{team.slug}/settings/", {"token": "", "clear": "1"}, follow=True)
+    assert "Hugging Face token removed." in removed.content.decode()
+    assert not Team.objects.get(pk=team.pk).hf_token
+
 
 def test_the_token_never_shows_in_the_admin_or_in_printed_manifests(lead, team, admin_user):
     team_hf_token_set(user=lead, team_slug=team.slug, token="hf_AdminHidden42")
