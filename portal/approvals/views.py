@@ -67,7 +67,11 @@ def approval_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404(missing.message) from missing
     form = DecisionForm(request.POST)
     error = ""
-    if not form.is_valid():
+    if form.has_error("comment"):
+        error = (
+            f"A comment is at most 1,000 characters; this one has {len(request.POST.get('comment', '')):,}."
+        )
+    elif not form.is_valid():
         error = "Choose approve or reject."
     else:
         try:

@@ -66,6 +66,17 @@ def test_rejecting_needs_a_reason_and_keeps_the_row_decidable(lead_client, pendi
     assert 'value="reject"' in page
 
 
+def test_a_comment_too_long_says_so_and_keeps_the_row_decidable(lead_client, pending):
+    response = lead_client.post(
+        f"/approvals/{pending.pk}/decide/", {"decision": "reject", "comment": "x" * 6400}, **HTMX
+    )
+    page = response.content.decode()
+    pending.refresh_from_db()
+    assert pending.state == Approval.State.PENDING
+    assert "A comment is at most 1,000 characters; this one has 6,400." in page
+    assert "Choose approve or reject." not in page and 'maxlength="1000"' in page
+
+
 def test_rejecting_with_a_reason_ends_the_request(lead_client, pending):
     lead_client.post(
         f"/approvals/{pending.pk}/decide/", {"decision": "reject", "comment": "one GPU first"}, **HTMX

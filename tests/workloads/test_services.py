@@ -226,6 +226,20 @@ def test_lead_extends_a_members_sandbox_beyond_auto_approval_directly(
     assert Workload.objects.get(pk=sandbox.pk).expires_at == before + timedelta(hours=30)
 
 
+@pytest.mark.parametrize(
+    "hours, message",
+    [(0, "Extend by a number of hours above zero."), (-2, "Extend by a number of hours above zero."),
+     (99999, "Extend by at most 10,000 hours at a time.")],
+)  # fmt: skip
+def test_an_extension_out_of_bounds_says_which_bound(
+    run_jobs, fleet, researcher, slice_request, hours, message
+):
+    sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
+    with pytest.raises(ValidationFailed) as refused:
+        workload_extend(user=researcher, workload_id=sandbox.pk, hours=hours, kind=WorkloadKind.SANDBOX)
+    assert refused.value.message == message
+
+
 def test_ended_sandbox_cannot_be_extended_or_ended_again(run_jobs, fleet, researcher, slice_request):
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind=WorkloadKind.SANDBOX))

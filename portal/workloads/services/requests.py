@@ -240,6 +240,7 @@ def _close_withdrawn(approvals: list[Approval], *, actor: User, now: datetime) -
         Notification.objects.filter(link=approval_link(approval), read_at__isnull=True).update(read_at=now)
 
 
+EXTEND_MAX_HOURS = 10_000  # beyond any team's policy; what a lifetime's column holds stays far off
 EXTENDABLE = (
     WorkloadState.PENDING_APPROVAL,
     WorkloadState.QUEUED,
@@ -267,9 +268,14 @@ def workload_extend(
         extra = Decimal(str(hours))
     except ArithmeticError:
         extra = Decimal(0)
-    if not extra.is_finite() or extra <= 0 or extra > 10000:
+    if not extra.is_finite() or extra <= 0:
         raise ValidationFailed(
             "Extend by a number of hours above zero.", fields={"hours": ["Must be above zero."]}
+        )
+    if extra > EXTEND_MAX_HOURS:
+        raise ValidationFailed(
+            f"Extend by at most {EXTEND_MAX_HOURS:,} hours at a time.",
+            fields={"hours": [f"At most {EXTEND_MAX_HOURS:,}."]},
         )
     if workload.state not in EXTENDABLE:
         raise Conflict(
