@@ -17,7 +17,10 @@ from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from rest_framework.utils.encoders import JSONEncoder
@@ -184,9 +187,9 @@ def spend_download(request: HttpRequest, fmt: str) -> HttpResponse:
     if fmt not in FORMATS:
         return HttpResponseBadRequest("Downloads are csv or json.", content_type="text/plain")
     form = SpendForm(request.GET, teams=spend_teams(request.user))
-    if not form.is_valid():
-        errors = "; ".join(str(error) for errors in form.errors.values() for error in errors)
-        return HttpResponseBadRequest(errors, content_type="text/plain; charset=utf-8")
+    if not form.is_valid():  # back to the page, which says what to fix beside the fields
+        messages.error(request, "Nothing was downloaded: the filters below need fixing first.")
+        return redirect(f"{reverse('spend')}?{request.GET.urlencode()}")
     start, end = form.window()
     return spend_export(
         fmt=fmt,

@@ -19,7 +19,7 @@
     }
   });
 
-  // <form data-relay-inputs="selector">: its fields' change and keyup events are sent on to it as
+  // <form data-relay-inputs="selector">: its fields' change and keyup (and input) events are sent on to it as
   // "input-changed" and "input-typed" (htmx triggers), except from fields inside the selector's
   // match; with data-relay-typed="selector", only keyups from fields that match it. htmx's own
   // trigger filters (change[...]) are evaluated code, which the Content Security Policy refuses.
@@ -40,6 +40,19 @@
   }
   document.addEventListener("change", function (event) { relayInputs(event, "input-changed"); });
   document.addEventListener("keyup", function (event) { relayInputs(event, "input-typed"); });
+  // a paste, a drop or the browser's autofill changes a field without a key: typed too (the
+  // trigger's delay makes a key's two events one)
+  document.addEventListener("input", function (event) {
+    if (!event.isComposing) relayInputs(event, "input-typed");
+  });
+
+  // A page sent back with errors puts the focus on the first field in error (unless a field asks
+  // for it), so that a keyboard or a screen reader starts where there is something to fix.
+  document.addEventListener("DOMContentLoaded", function () {
+    if (document.querySelector("[autofocus]")) return;
+    const invalid = document.querySelector("main [aria-invalid='true']");
+    if (invalid) invalid.focus();
+  });
 
   // <input data-list-by="team" data-list-prefix="project-suggestions-">: the datalist it suggests
   // from follows the form's field named "team" (the list of its value: project-suggestions-vision).

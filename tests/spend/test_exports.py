@@ -235,10 +235,12 @@ def test_the_web_download_has_the_page_figures(holds, lead_client):
     assert exported["total"] == "15.73"
 
 
-def test_a_web_download_with_bad_dates_is_a_400(holds, lead_client):
+def test_a_web_download_with_bad_dates_goes_back_to_the_page_that_says_why(holds, lead_client):
     response = lead_client.get("/spend/export.csv", {"start": "2026-03-07", "end": "2026-03-01"})
-    assert response.status_code == 400
-    assert b"The end is before the start." in response.content
+    assert response.status_code == 302 and response["Location"] == "/spend/?start=2026-03-07&end=2026-03-01"
+    page = lead_client.get(response["Location"]).content.decode()
+    assert "Nothing was downloaded: the filters below need fixing first." in page
+    assert "The end is before the start." in page
     assert lead_client.get("/spend/export.xlsx").status_code == 400
 
 

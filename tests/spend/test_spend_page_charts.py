@@ -154,6 +154,12 @@ def test_a_lead_of_one_team_opens_on_it_and_so_on_its_budget_line(lead_client, j
     everyone = lead_client.get("/spend/", {**JANUARY, "team": ""}).content.decode()
     assert 'id="spend-budget-line"' not in everyone  # "All I can see", once chosen, stays chosen
     assert '<option value="" selected>' in everyone
+    assert "pick one team and a month from its 1st" in everyone
+
+
+def test_a_member_is_not_told_to_pick_a_team_they_have_no_control_for(researcher_client, january):
+    page = researcher_client.get("/spend/", JANUARY).content.decode()
+    assert "pick one team" not in page and "the team's budget line is for its leads" in page
 
 
 def test_a_lead_also_in_another_team_opens_on_all_they_can_see(lead_client, lead, other_team, january):
