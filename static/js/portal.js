@@ -66,10 +66,15 @@
   });
 
   // <form data-confirm="question">: ask before a destructive submit; <button data-confirm> asks
-  // only when that button sends the form (a form whose other button is harmless).
+  // only when that button sends the form (a form whose other button is harmless); a form with
+  // data-confirm-zero="field" only when that field is 0 (scaling to zero, not to three).
   document.addEventListener("submit", function (event) {
     const button = event.submitter && event.submitter.closest("[data-confirm]");
-    const asking = button || event.target.closest("form[data-confirm]");
+    let asking = button || event.target.closest("form[data-confirm]");
+    const zero = asking && asking.getAttribute("data-confirm-zero");
+    if (zero && asking.elements && asking.elements[zero] && Number(asking.elements[zero].value) !== 0) {
+      asking = null;
+    }
     if (asking && !window.confirm(asking.getAttribute("data-confirm"))) {
       event.preventDefault();
     }
