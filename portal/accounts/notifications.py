@@ -235,9 +235,12 @@ def team_notifications_set(
     url = webhook_url.strip()
     # checked when it changes (a post checks it again anyway): an unchanged one whose host does not
     # resolve this minute must not refuse a change of the reminder hours
+    before = (team.webhook_url, team.webhook_format, team.approval_reminder_hours)
     team.webhook_url = url if url == team.webhook_url else webhook_url_check(url)
     team.webhook_format = webhook_format
     team.approval_reminder_hours = hours
+    if (team.webhook_url, team.webhook_format, team.approval_reminder_hours) == before:
+        return team  # saved as it was: nothing to change or audit
     team.save(update_fields=["webhook_url", "webhook_format", "approval_reminder_hours"])
     detail = f"webhook {'set' if team.webhook_url else 'none'} ({webhook_format}), reminders after {hours} h"
     audit_record(actor=user, action="team.notifications_set", obj=team, team=team, detail=detail)

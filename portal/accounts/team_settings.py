@@ -82,7 +82,8 @@ IDLE_BOUNDS = {  # field: (smallest, largest, what it means)
 
 
 def _idle_reclaim_set(*, user: User, team: Team, given: dict[str, int | str | None]) -> None:
-    """Idle reclaim's parts that are given (not None), each within IDLE_BOUNDS; audited if any."""
+    """Idle reclaim's parts that are given (not None), each within IDLE_BOUNDS; audited if any
+    changes."""
     changes: dict[str, int] = {}
     for name, value in given.items():
         if value is None:
@@ -95,7 +96,8 @@ def _idle_reclaim_set(*, user: User, team: Team, given: dict[str, int | str | No
             or (name == "idle_reclaim_minutes" and 0 < number < 10)
         ):
             raise ValidationFailed(f"Idle reclaim: {meaning}.", fields={name: [f"{meaning.capitalize()}."]})
-        changes[name] = number
+        if number != getattr(team, name):  # saved as it was: nothing to change or audit
+            changes[name] = number
     if not changes:
         return
     Team.objects.filter(pk=team.pk).update(**changes)

@@ -279,7 +279,8 @@ def deployment_scale_view(request: HttpRequest, number: int) -> HttpResponse:
         )
     elif workload is not None:
         messages.info(
-            request, f"Scaling to {counted(replicas, 'replica')} needs a lead's approval; a lead has been asked."
+            request,
+            f"Scaling to {counted(replicas, 'replica')} needs a lead's approval; a lead has been asked.",
         )
     return redirect("deployment-detail", number=number)
 

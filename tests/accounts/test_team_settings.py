@@ -155,6 +155,12 @@ def test_idle_reclaim_is_switched_on_and_tuned_from_the_api_and_the_page(bob, le
     assert on.json()["idle_threshold_percent"] == 5  # left as it was
     event = AuditEvent.objects.get(action="team.idle_reclaim_set")
     assert event.detail == "warned after 60 min under 5 % utilization, ended 15 min later"
+    same = bob.patch(URL, {"idle_reclaim_minutes": 60, "idle_grace_minutes": 15}, format="json")
+    assert same.status_code == 200 and AuditEvent.objects.filter(action="team.idle_reclaim_set").count() == 1
+    notices = {"webhook_url": "", "webhook_format": "generic", "approval_reminder_hours": 13}
+    bob.patch(URL, notices, format="json")
+    bob.patch(URL, notices, format="json")  # saved as it was: not audited again
+    assert AuditEvent.objects.filter(action="team.notifications_set").count() == 1
 
     for body, field in (
         ({"idle_reclaim_minutes": 5}, "idle_reclaim_minutes"),  # too soon to call a GPU idle
