@@ -77,9 +77,12 @@ def page(
 def fragment(
     request: HttpRequest, template: str, context: Mapping[str, Any] | None = None, *, status: int = 200
 ) -> HttpResponse:
-    """Render a partial as the answer to an htmx action, with the nav badges and messages out of band."""
+    """Render a partial as the answer to an htmx action, with the nav badges and messages out of band.
+    A GET's (a poll, a section the page loads) leaves the messages shown alone: it would wipe the
+    flash of the action that led to the page (what it adds waits for the next page)."""
+    acted = request.method not in ("GET", "HEAD")
     return render(
-        request, template, {**(context or {}), "fragment": True, "oob_messages": True}, status=status
+        request, template, {**(context or {}), "fragment": True, "oob_messages": acted}, status=status
     )
 
 

@@ -236,3 +236,26 @@ def test_a_token_that_may_not_change_a_webhook_reads_only_its_host(bob, lead, te
     assert bob.put(prefs, {"webhook_url": hook}, format="json").json()["webhook_url"] == hook
     assert token_client(lead, "read").get(prefs).json()["webhook_url"] == "https://127.0.0.1:8443/…"
     assert token_client(lead, "admin").get(prefs).json()["webhook_url"] == hook
+
+
+def test_the_flash_of_a_save_is_not_wiped_by_the_section_the_page_then_loads(lead, team):
+    """The settings page loads its budget section with htmx on load: that GET must not carry the
+    (by then empty) messages out of band over the "saved" the page shows; an action's answer does."""
+    page_client = signed_in(lead)
+    saved = page_client.post(
+        "/teams/vision/settings/",
+        {
+            "section": "idle",
+            "idle_reclaim_minutes": "30",
+            "idle_threshold_percent": "5",
+            "idle_grace_minutes": "15",
+        },
+        follow=True,
+    ).content.decode()
+    assert "Idle reclaim saved." in saved
+    section = page_client.get(f"/teams/{team.slug}/budget/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="messages"' not in section
+    answer = page_client.post(
+        f"/teams/{team.slug}/budget/", {"thresholds": "50,80,100", "policy": "warn"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert 'id="messages"' in answer

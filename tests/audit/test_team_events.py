@@ -35,7 +35,7 @@ def test_a_co_lead_reads_every_change_to_the_team_settings(lead, co_lead, team):
         webhook_url="",
         webhook_format="slack",
         approval_reminder_hours=12,
-        idle_reclaim_minutes=0,
+        idle_reclaim_minutes=30,
     )
     seen = set(audit_events_visible_to(co_lead).values_list("action", flat=True))
     assert {"team.hf_token_set", "team.notifications_set", "team.idle_reclaim_set"} <= seen
