@@ -53,11 +53,19 @@ def team_leads(team: Team) -> list[User]:
 
 def team_leads_by_team(team_ids: list[int]) -> dict[int, list[User]]:
     """The leads of each of these teams, by team id, in one query."""
-    leads: dict[int, list[User]] = {}
-    memberships = Membership.objects.filter(team_id__in=team_ids, role=Membership.Role.LEAD)
+    return team_members_by_team(team_ids, role=Membership.Role.LEAD)
+
+
+def team_members_by_team(team_ids: list[int], *, role: str | None = None) -> dict[int, list[User]]:
+    """The active members of each of these teams (of `role`, if given), by team id, by username,
+    in one query."""
+    found: dict[int, list[User]] = {}
+    memberships = Membership.objects.filter(team_id__in=team_ids, user__is_active=True)
+    if role is not None:
+        memberships = memberships.filter(role=role)
     for membership in memberships.select_related("user").order_by("user__username"):
-        leads.setdefault(membership.team_id, []).append(membership.user)
-    return leads
+        found.setdefault(membership.team_id, []).append(membership.user)
+    return found
 
 
 def team_members(team: Team) -> list[User]:

@@ -13,7 +13,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
-from portal.accounts.selectors import lead_team_ids, team_leads_by_team, teams_by_id, teams_led_or_all
+from portal.accounts.selectors import (
+    lead_team_ids,
+    team_leads_by_team,
+    team_members_by_team,
+    teams_by_id,
+    teams_led_or_all,
+)
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import login_required, page, wants_fragment
 from portal.core.web import form_refused, run_service
@@ -261,6 +267,9 @@ def save_form_as_preset(request: HttpRequest, form: Any, *, kind: str, body: dic
     return preset is not None
 
 
+MEMBERS_SHOWN = 40  # a team's members named on My teams; more are counted
+
+
 @login_required
 @require_GET
 def my_teams(request: HttpRequest) -> HttpResponse:
@@ -268,6 +277,13 @@ def my_teams(request: HttpRequest) -> HttpResponse:
     approved at once and what waits for a lead, the longest lifetime, idle reclaim, its leads and
     the project labels it uses."""
     standings = user_standing(request.user)
-    leads = team_leads_by_team([standing.team.pk for standing in standings])
-    rows = [(standing, leads.get(standing.team.pk, [])) for standing in standings]
+    team_ids = [standing.team.pk for standing in standings]
+    leads, members = team_leads_by_team(team_ids), team_members_by_team(team_ids)
+    rows = []
+    for standing in standings:
+        everyone = members.get(standing.team.pk, [])
+        shown = everyone[:MEMBERS_SHOWN]
+        rows.append(
+            (standing, leads.get(standing.team.pk, []), shown, len(everyone), len(everyone) - len(shown))
+        )
     return page(request, "workloads/my_teams.html", {"rows": rows})

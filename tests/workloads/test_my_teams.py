@@ -43,6 +43,26 @@ def test_a_lead_gets_the_settings_link_and_nobody_sees_another_teams(lead, other
     assert 'href="/teams/"' in page  # in the user menu
 
 
+def test_each_team_names_its_active_members_with_their_usernames(
+    lead, researcher, team, django_assert_max_num_queries, monkeypatch
+):
+    from portal.workloads import views
+    from tests.factories import UserFactory
+
+    gone = UserFactory(username="gone", is_active=False)
+    MembershipFactory(user=gone, team=team)
+    for n in range(4):
+        MembershipFactory(user=UserFactory(username=f"member{n}", first_name=f"M{n}"), team=team)
+    monkeypatch.setattr(views, "MEMBERS_SHOWN", 3)
+    client = signed_in(lead)
+    with django_assert_max_num_queries(25):
+        page = client.get("/teams/").content.decode()
+    members = page[page.index('id="members-vision"') :]
+    members = members[: members.index("</div>")]
+    assert "Members (6)" in members and "gone" not in members  # bob, alice, four more; not the deactivated
+    assert 'Alice <span class="muted">(alice)</span>' in members and ", and 3 more" in members
+
+
 def test_without_a_team_the_page_says_what_to_do(client, django_user_model):
     loner = django_user_model.objects.create_user(username="loner", password="x")
     client.force_login(loner)
