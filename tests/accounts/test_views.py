@@ -134,3 +134,8 @@ def test_the_list_shows_only_my_tokens(researcher_client, researcher, other_rese
 
     assert "<td>mine</td>" in page
     assert "carols" not in page
+
+
+def test_the_bell_opens_the_notifications_page(researcher_client):
+    page = researcher_client.get("/").content.decode()
+    assert '<a class="bell" href="/notifications/"' in page
