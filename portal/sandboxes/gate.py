@@ -25,7 +25,7 @@ from cachetools import TTLCache, cached
 from cachetools.keys import hashkey
 from django.core import signing
 from django.core.cache import caches
-from django.db.models import Exists, OuterRef
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -124,42 +124,34 @@ def gate_door(host: str) -> SandboxDoor | None:
     namespace = host.split(".", 1)[0]
     workload = (
         Workload.objects.filter(namespace=namespace, kind=WorkloadKind.SANDBOX)
-        .select_related("cluster", "owner")
-        .only(
-            "id",
-            "team_id",
-            "state",
-            "expires_at",
-            "namespace",
-            "cluster",
-            "owner__id",
-            "owner__is_staff",
-            "owner__is_superuser",
-        )
-        .annotate(
-            owner_in_team=Exists(
-                Membership.objects.filter(user_id=OuterRef("owner_id"), team_id=OuterRef("team_id"))
-            )
-        )
+        .select_related("cluster")
+        .only("id", "owner_id", "team_id", "state", "expires_at", "namespace", "cluster")
         .order_by("-pk")
         .first()
     )
     door = None
     if workload is not None and sandbox_host(workload) == host:
-        # its owner and those it is shared with, while they are still members of its team
-        shared = workload.shared_with.filter(memberships__team_id=workload.team_id).values_list(
-            "id", flat=True
+        # its owner and those it is shared with, each while a member of its team: one query
+        inside = set(
+            Membership.objects.filter(team_id=workload.team_id)
+            .filter(Q(user_id=workload.owner_id) | Q(user__shared_workloads=workload))
+            .values_list("user_id", flat=True)
         )
-        left = not (workload.owner_in_team or workload.owner.is_platform_admin)  # as owner_left_team
+        # an owner out of the team has left it, unless an admin (as owner_left_team); asked only then
+        left = workload.owner_id not in inside and not _is_admin(workload.owner_id)
         door = SandboxDoor(
             workload_id=workload.pk,
             owner_id=workload.owner_id,
-            allowed=frozenset({*shared} if left else {workload.owner_id, *shared}),
+            allowed=frozenset(inside if left else {*inside, workload.owner_id}),
             owner_left=left,
             state=workload.state,
             expires_at=workload.expires_at,
         )
     return door
+
+
+def _is_admin(user_id: int) -> bool:
+    return User.objects.filter(pk=user_id).filter(Q(is_staff=True) | Q(is_superuser=True)).exists()
 
 
 _PEOPLE: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)
