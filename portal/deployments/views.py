@@ -35,7 +35,7 @@ from portal.deployments.selectors import (
 from portal.deployments.services import deployment_request, deployment_request_body, deployment_scale
 from portal.deployments.serving_stats import deployment_serving_now, runtime_label, serving_lines
 from portal.deployments.simulated import StandInCall, stand_in_answer
-from portal.workloads.forms import ExtendForm, suggest_projects
+from portal.workloads.forms import suggest_projects
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
 from portal.workloads.models import WorkloadKind
 from portal.workloads.presets import presets_for
@@ -45,6 +45,7 @@ from portal.workloads.views import (
     actions_changed,
     audit_trail_context,
     detail_panels,
+    extend_form_for,
     form_prefill,
     panels_changed,
     save_form_as_preset,
@@ -243,7 +244,7 @@ def deployment_detail(request: HttpRequest, number: int) -> HttpResponse:
         "deployment": workload,
         "steps": progress_steps(workload, row.approval),
         "scale_form": ScaleForm(initial={"replicas": workload.replicas}),
-        "extend_form": ExtendForm(),
+        "extend_form": extend_form_for(request, workload.pk, kind=WorkloadKind.DEPLOYMENT),
         "actions_changed": actions_changed(request, row.actions),
         "owner_left": owner_left_team(
             user=request.user, team_id=workload.team_id, owner_id=workload.owner_id

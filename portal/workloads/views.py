@@ -144,16 +144,30 @@ def panels_changed(request: HttpRequest, panels: str) -> bool:
     return wants_fragment(request) and shown is not None and shown != panels
 
 
+def _typed_key(kind: str, pk: int) -> str:
+    return f"extend-typed:{kind}:{pk}"
+
+
+def extend_form_for(request: HttpRequest, pk: int, *, kind: str) -> ExtendForm:
+    """The detail page's extend form, holding what was typed when the last extension was refused
+    (its page is shown again after a redirect, so the value waits in the session once)."""
+    typed = request.session.pop(_typed_key(kind, pk), None) if hasattr(request, "session") else None
+    return ExtendForm(initial={"hours": typed}) if typed else ExtendForm()
+
+
 def extend_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
-    """Extend a sandbox or deployment by the posted hours; the outcome goes to the messages."""
+    """Extend a sandbox or deployment by the posted hours; the outcome goes to the messages (and
+    what was typed back to the form, if refused)."""
     form = ExtendForm(request.POST)
-    if form_refused(request, form):
-        return
-    hours = form.cleaned_data["hours"]
-    workload = run_service(
-        request, lambda: workload_extend(user=request.user, workload_id=pk, hours=hours, kind=kind)
-    )
+    refused = form_refused(request, form)
+    workload = None
+    if not refused:
+        hours = form.cleaned_data["hours"]
+        workload = run_service(
+            request, lambda: workload_extend(user=request.user, workload_id=pk, hours=hours, kind=kind)
+        )
     if workload is None:
+        request.session[_typed_key(kind, pk)] = request.POST.get("hours", "")[:20]
         return
     pending = pending_extension(workload)
     if pending is not None:

@@ -190,6 +190,11 @@ def test_a_bad_extension_shows_the_reason_and_changes_nothing(
     sandbox.refresh_from_db()
     assert sandbox.expires_at == before
     assert "team Vision allows at most 168 hours" in response.content.decode()
+    assert 'name="hours" value="1000"' in response.content.decode()  # what was typed, to mend
+    again = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
+    assert 'name="hours" value="4"' in again  # once: the next visit starts afresh
+    typo = researcher_client.post(f"/sandboxes/{sandbox.number}/extend/", {"hours": "abc"}, follow=True)
+    assert 'name="hours" value="abc"' in typo.content.decode()
 
 
 def test_terminating_stops_billing_and_ends_the_sandbox(

@@ -43,7 +43,7 @@ from portal.sandboxes.services import (
     sandbox_restart,
     sandbox_share,
 )
-from portal.workloads.forms import ExtendForm, suggest_projects
+from portal.workloads.forms import suggest_projects
 from portal.workloads.live import events_version, nothing_changed, unchanged, workload_version
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.presets import presets_for
@@ -53,6 +53,7 @@ from portal.workloads.views import (
     actions_changed,
     audit_trail_context,
     detail_panels,
+    extend_form_for,
     form_prefill,
     panels_changed,
     save_form_as_preset,
@@ -201,7 +202,7 @@ def sandbox_detail(request: HttpRequest, number: int) -> HttpResponse:
         "row": row,
         "sandbox": row.sandbox,
         "steps": progress_steps(row.sandbox, row.approval),
-        "extend_form": ExtendForm(),
+        "extend_form": extend_form_for(request, row.sandbox.pk, kind=WorkloadKind.SANDBOX),
         "actions_changed": actions_changed(request, row.actions),
         "panels": panels,
         "panels_changed": panels_changed(request, panels),
