@@ -29,7 +29,7 @@ from portal.spend.holds import (
     overlapping_allocations,
     spend_by_key,
 )
-from portal.spend.models import Level, SpendRollup
+from portal.spend.models import Level, Span, SpendRollup
 from portal.spend.periods import DAY, Plan, fresh_periods, make_plan, midnight, runs, utc
 
 CANONICAL = ("team", "user", "kind", "workload", "project")
@@ -210,12 +210,16 @@ def plan_for(
     live. `fresh`: the fresh periods, if the caller has read them for the same range."""
     if by_day and end > (horizon := midnight(now) + DAY) and not _billed_past(horizon, end):
         end = max(start, horizon)  # no day past tomorrow holds anything: do not cost them one by one
-    if by_day and (first := first_hold_at()) is None:
-        end = start  # nothing was ever held: no day holds anything
-    elif by_day and start < (first_day := midnight(first)):
-        start = min(first_day, end)  # nor any day before the first hold (years of them, asked for)
     if fresh is None:
         fresh = fresh_periods(start=start, end=end, now=now, team_id=scope.team_id)
+    if by_day and (Span.DAY, midnight(start)) not in fresh:  # its first day not rolled up: is it
+        # before the first hold? No day before it holds anything (years of them, asked for), and
+        # none does if nothing was ever held: not costed one by one. (A day rolled up is after it.)
+        first = first_hold_at()
+        if first is None:
+            end = start
+        elif start < (first_day := midnight(first)):
+            start = min(first_day, end)
     blocks = not by_day and all(level != Level.FINE for level, _ in scope.rollup_parts(keys))
     return make_plan(start=utc(start), end=utc(end), fresh=fresh, blocks=blocks, split_days=by_day)
 
