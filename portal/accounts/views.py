@@ -192,6 +192,7 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
         raise PermissionDenied(error.message) from error
     errors: list[str] = []
     notification_errors: list[str] = []
+    reminder_errors: list[str] = []
     idle_errors: list[str] = []
     if request.method == "POST" and request.POST.get("section") == "idle":
         idle = {name: request.POST.get(name, "") for name in IDLE_BOUNDS}
@@ -212,7 +213,10 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
                 approval_reminder_hours=request.POST.get("approval_reminder_hours", ""),
             )
         except DomainError as error:
-            notification_errors = error_messages(error)
+            if "approval_reminder_hours" in (getattr(error, "fields", None) or {}):
+                reminder_errors = error_messages(error)  # shown at that field, not the webhook's
+            else:
+                notification_errors = error_messages(error)
             team.refresh_from_db()
             posted = request.POST  # shown as typed, not as saved: nothing typed is lost
             team.webhook_url = posted.get("webhook_url", "")
@@ -236,12 +240,13 @@ def team_settings(request: HttpRequest, slug: str) -> HttpResponse:
         "team": team,
         "errors": errors,
         "notification_errors": notification_errors,
+        "reminder_errors": reminder_errors,
         "idle_errors": idle_errors,
         "idle_posted": request.POST if idle_errors else None,
         "webhook_formats": WebhookFormat.choices,
         "deliveries": webhook_deliveries_of(team=team),
     }
-    status = 400 if errors or notification_errors or idle_errors else 200
+    status = 400 if errors or notification_errors or reminder_errors or idle_errors else 200
     return page(request, "accounts/team_settings.html", context, status=status)
 
 

@@ -25,8 +25,10 @@ class WorkloadsConfig(AppConfig):
 
         # Someone leaving a team, however (the admin, single sign-on), with work there still live:
         # its leads are told.
-        # A membership changed to another person or team (the admin's team page) is one left too.
-        from django.db.models.signals import post_delete, pre_save
+        # A membership changed to another person or team (the admin's team page) is one left too:
+        # read before the save, told after it (when the old person is no longer in the team).
+        from django.db.models.signals import post_delete, post_save, pre_save
+        from django.utils import timezone
 
         from portal.accounts.models import Membership
         from portal.workloads.services.leavers import membership_ended
@@ -34,12 +36,19 @@ class WorkloadsConfig(AppConfig):
         def ended(sender, instance, **kwargs) -> None:
             membership_ended(user_id=instance.user_id, team_id=instance.team_id)
 
-        def moved(sender, instance, raw=False, **kwargs) -> None:
+        def moving(sender, instance, raw=False, **kwargs) -> None:
             if raw or instance.pk is None:
                 return
             before = Membership.objects.filter(pk=instance.pk).values_list("user_id", "team_id").first()
             if before is not None and before != (instance.user_id, instance.team_id):
-                membership_ended(user_id=before[0], team_id=before[1])
+                instance._left = before
+                instance.created_at = timezone.now()  # a new membership begins (serving tokens count from it)
+
+        def moved(sender, instance, raw=False, **kwargs) -> None:
+            left = instance.__dict__.pop("_left", None)
+            if left is not None:
+                membership_ended(user_id=left[0], team_id=left[1])
 
         post_delete.connect(ended, sender=Membership, dispatch_uid="portal.workloads.leavers", weak=False)
-        pre_save.connect(moved, sender=Membership, dispatch_uid="portal.workloads.movers", weak=False)
+        pre_save.connect(moving, sender=Membership, dispatch_uid="portal.workloads.movers", weak=False)
+        post_save.connect(moved, sender=Membership, dispatch_uid="portal.workloads.moved", weak=False)

@@ -40,10 +40,12 @@
   }
   document.addEventListener("change", function (event) { relayInputs(event, "input-changed"); });
   document.addEventListener("keyup", function (event) { relayInputs(event, "input-typed"); });
-  // a paste, a drop or the browser's autofill changes a field without a key: typed too (the
-  // trigger's delay makes a key's two events one)
+  // a paste, a drop or the browser's autofill changes a text field without a key: typed too (the
+  // trigger's delay makes a key's two events one); a select, box or radio says so by "change"
+  const TEXTUAL = "textarea, input:not([type=checkbox]):not([type=radio]):not([type=file])";
   document.addEventListener("input", function (event) {
-    if (!event.isComposing) relayInputs(event, "input-typed");
+    if (event.isComposing || !(event.target instanceof Element) || !event.target.matches(TEXTUAL)) return;
+    relayInputs(event, "input-typed");
   });
 
   // A page sent back with errors puts the focus on the first field in error (unless a field asks

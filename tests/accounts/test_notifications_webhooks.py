@@ -249,6 +249,11 @@ def test_the_team_settings_page_keeps_the_teams_hook_and_reminder(team, lead_cli
         },
     )
     assert bad.status_code == 400 and "0 (never) to 720" in bad.content.decode()
+    assert 'max="720" value="-1" aria-invalid="true" autofocus>' in bad.content.decode()  # at its field
+    assert (
+        'id="id_team_webhook_url" name="webhook_url" type="url" value="' + url + '" placeholder'
+        in bad.content.decode()
+    )
     team.refresh_from_db()
     assert team.approval_reminder_hours == 8
     typed = {"section": "notifications", "webhook_url": "ftp://x.example.com/h", "webhook_format": "generic"}

@@ -191,3 +191,26 @@ def test_a_home_is_billed_to_the_team_that_uses_it_and_does_not_grow_on_a_team_l
     assert 'id="home-left-team"' not in page and "billed to team NLP" in page
     grown = alice.patch("/api/v1/home", {"size_gb": 60}, format="json")
     assert grown.status_code == 200 and grown.json()["team"] == "nlp"
+
+
+def test_work_asked_for_before_its_owner_left_does_not_take_the_home_billing_there(
+    run_jobs, researcher, fleet, slice_request, team, other_team
+):
+    from portal.accounts.models import Membership
+    from portal.sandboxes.services.home import home_claim
+    from portal.workloads.models import WorkloadState
+    from tests.rows import make_sandbox
+
+    Membership.objects.create(user=researcher, team=other_team, role=Membership.Role.RESEARCHER)
+    first = run_jobs(lambda: sandbox_request(user=researcher, **{**slice_request, "team": "nlp"}))
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=first.pk, kind="sandbox"))
+    late = make_sandbox(
+        owner=researcher,
+        team=team,
+        state=WorkloadState.PROVISIONING,
+        cluster=first.cluster,
+        gpu_type=first.gpu_type,
+    )  # asked for in Vision while a member; placed only now
+    Membership.objects.filter(user=researcher, team=team).delete()
+    assert home_claim(workload=late) is not None  # it still mounts the home
+    assert Home.objects.get(user=researcher).team == other_team  # billed where its owner still is

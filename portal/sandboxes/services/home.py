@@ -108,7 +108,9 @@ def home_claim(*, workload: Workload, now: datetime | None = None) -> HomeClaim 
         return None
     Home.objects.filter(pk=home.pk).update(attached_to=workload)
     home.attached_to = workload
-    if home.team_id != workload.team_id:
+    if home.team_id != workload.team_id and not owner_left_team(
+        user=owner, team_id=workload.team_id, owner_id=owner.pk
+    ):  # (work asked for before its owner left that team does not take the billing there)
         _bill_to(home, workload.team, owner, now)
     return _claim(home, owner)
 
