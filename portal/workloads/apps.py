@@ -23,31 +23,22 @@ class WorkloadsConfig(AppConfig):
             register_object_id_resolver(kind, partial(workload_pk_of_number, kind))
             register_object_numberer(kind, partial(workload_numbers, kind))
 
-        # Someone leaving a team, however (the admin, single sign-on), with work there still live:
-        # its leads are told.
-        # A membership changed to another person or team (the admin's team page) is one left too:
-        # read before the save, told after it (when the old person is no longer in the team).
+        # Someone leaving a team, however (the admin, single sign-on, a membership given to someone
+        # else on the admin's team page), with work there still live: its leads are told.
         from django.db.models.signals import post_delete, post_save, pre_save
-        from django.utils import timezone
 
         from portal.accounts.models import Membership
-        from portal.workloads.services.leavers import membership_ended
+        from portal.workloads.services import leavers
 
         def ended(sender, instance, **kwargs) -> None:
-            membership_ended(user_id=instance.user_id, team_id=instance.team_id)
+            leavers.membership_ended(user_id=instance.user_id, team_id=instance.team_id)
 
         def moving(sender, instance, raw=False, **kwargs) -> None:
-            if raw or instance.pk is None:
-                return
-            before = Membership.objects.filter(pk=instance.pk).values_list("user_id", "team_id").first()
-            if before is not None and before != (instance.user_id, instance.team_id):
-                instance._left = before
-                instance.created_at = timezone.now()  # a new membership begins (serving tokens count from it)
+            if not raw:
+                leavers.membership_moving(membership=instance)
 
         def moved(sender, instance, raw=False, **kwargs) -> None:
-            left = instance.__dict__.pop("_left", None)
-            if left is not None:
-                membership_ended(user_id=left[0], team_id=left[1])
+            leavers.membership_moved(membership=instance)
 
         post_delete.connect(ended, sender=Membership, dispatch_uid="portal.workloads.leavers", weak=False)
         pre_save.connect(moving, sender=Membership, dispatch_uid="portal.workloads.movers", weak=False)

@@ -7,6 +7,7 @@ so that nobody pays for work its owner cannot use without knowing."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils import timezone
 
 from portal.accounts.models import Membership, NotificationKind, Team, User
 from portal.accounts.selectors import platform_admins, team_leads
@@ -27,6 +28,25 @@ def membership_ended(*, user_id: int, team_id: int) -> None:
     """After the removal commits, tell the leads of the team what of the leaver's still runs."""
     # robust: a notice that fails must not fail the removal's request (an admin's, a sign-in's)
     transaction.on_commit(lambda: leaver_workloads_told(user_id=user_id, team_id=team_id), robust=True)
+
+
+def membership_moving(*, membership: Membership) -> None:
+    """Before a membership is saved: one given to another person or team is a new membership (its
+    start is now: serving tokens count from it), and the person it was has left that team."""
+    if membership.pk is None:
+        return
+    before = Membership.objects.filter(pk=membership.pk).values_list("user_id", "team_id").first()
+    if before is not None and before != (membership.user_id, membership.team_id):
+        membership._left = before
+        membership.created_at = timezone.now()
+
+
+def membership_moved(*, membership: Membership) -> None:
+    """After it is saved (the old person no longer in the team): their leads are told, as for a
+    membership deleted."""
+    left = membership.__dict__.pop("_left", None)
+    if left is not None:
+        membership_ended(user_id=left[0], team_id=left[1])
 
 
 def leaver_workloads_told(*, user_id: int, team_id: int) -> int:
