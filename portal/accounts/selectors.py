@@ -40,11 +40,17 @@ def user_teams(user: User) -> list[Team]:
     return [m.team for m in user.memberships.select_related("team").order_by("team__slug")]
 
 
+PLATFORM_ADMIN = Q(is_staff=True) | Q(is_superuser=True)  # as User.is_platform_admin, in SQL
+
+
 def platform_admins() -> list[User]:
     """The active platform admins, by username."""
-    return list(
-        User.objects.filter(Q(is_staff=True) | Q(is_superuser=True), is_active=True).order_by("username")
-    )
+    return list(User.objects.filter(PLATFORM_ADMIN, is_active=True).order_by("username"))
+
+
+def is_platform_admin_id(user_id: int) -> bool:
+    """Whether the user of this id is a platform admin, without reading the whole user."""
+    return User.objects.filter(PLATFORM_ADMIN, pk=user_id).exists()
 
 
 def team_leads(team: Team) -> list[User]:

@@ -30,6 +30,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.accounts.models import Membership, User
+from portal.accounts.selectors import is_platform_admin_id
 from portal.core.errors import NotAllowed, NotFound
 from portal.core.proxies import url_hostname
 from portal.workloads.models import Image, Workload, WorkloadKind, WorkloadState
@@ -138,7 +139,7 @@ def gate_door(host: str) -> SandboxDoor | None:
             .values_list("user_id", flat=True)
         )
         # an owner out of the team has left it, unless an admin (as owner_left_team); asked only then
-        left = workload.owner_id not in inside and not _is_admin(workload.owner_id)
+        left = workload.owner_id not in inside and not is_platform_admin_id(workload.owner_id)
         door = SandboxDoor(
             workload_id=workload.pk,
             owner_id=workload.owner_id,
@@ -148,10 +149,6 @@ def gate_door(host: str) -> SandboxDoor | None:
             expires_at=workload.expires_at,
         )
     return door
-
-
-def _is_admin(user_id: int) -> bool:
-    return User.objects.filter(pk=user_id).filter(Q(is_staff=True) | Q(is_superuser=True)).exists()
 
 
 _PEOPLE: TTLCache = TTLCache(maxsize=10_000, ttl=FACTS_SECONDS)

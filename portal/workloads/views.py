@@ -151,7 +151,7 @@ def _typed_key(kind: str, pk: int) -> str:
 def extend_form_for(request: HttpRequest, pk: int, *, kind: str) -> ExtendForm:
     """The detail page's extend form, holding what was typed when the last extension was refused
     (its page is shown again after a redirect, so the value waits in the session once)."""
-    typed = request.session.pop(_typed_key(kind, pk), None) if hasattr(request, "session") else None
+    typed = request.session.pop(_typed_key(kind, pk), None)
     return ExtendForm(initial={"hours": typed}) if typed else ExtendForm()
 
 
