@@ -76,7 +76,7 @@ def team_members_by_team(team_ids: list[int], *, role: str | None = None) -> dic
 
 def team_members(team: Team) -> list[User]:
     """The team's active members, leads included, by name."""
-    return list(User.objects.filter(memberships__team=team, is_active=True).order_by("username"))
+    return team_members_by_team([team.pk]).get(team.pk, [])
 
 
 def team_has_hf_token(slug: str) -> bool:
