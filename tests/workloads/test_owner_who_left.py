@@ -144,7 +144,9 @@ def test_the_leads_hear_of_live_work_left_by_someone_who_leaves_the_team(
     (note,) = Notification.objects.filter(user=lead, message__contains="no longer in team")
     assert note.message == (
         "alice is no longer in team Vision, and 2 sandboxes of theirs run or wait on the team's budget "
-        "(mig-small, second). They can no longer get into them, extend or keep them: keep or end them."
+        "(mig-small, second). They can no longer get into them, extend or keep them: keep or end them. "
+        "Their home (50 GB, $5.00 a month) stays billed to the team until they delete it or a sandbox "
+        "of theirs in another team takes it."
     )
     assert note.link == first.get_absolute_url()
     assert not Notification.objects.filter(user=researcher, message__contains="no longer in team").exists()
@@ -189,3 +191,30 @@ def test_a_leaving_lead_alone_in_it_is_told_of_to_the_admins_and_an_admin_leavin
     run_jobs(lambda: sandbox_request(user=admin_user, **{**slice_request, "name": "admins"}))
     Membership.objects.filter(user=admin_user).delete()
     assert leaver_workloads_told(user_id=admin_user.pk, team_id=Workload.objects.first().team_id) == 0
+
+
+def test_the_leads_hear_of_a_home_left_billed_to_the_team_and_of_no_other_teams_home(
+    run_jobs, fleet, researcher, lead, slice_request, django_capture_on_commit_callbacks
+):
+    from portal.accounts.models import Notification, Team
+
+    box = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))  # makes alice's home
+    run_jobs(lambda: workload_terminate(user=researcher, workload_id=box.pk, kind=WorkloadKind.SANDBOX))
+    with django_capture_on_commit_callbacks(execute=True):
+        Membership.objects.filter(user=researcher, team=box.team).delete()
+    (note,) = Notification.objects.filter(user=lead, message__contains="no longer in team")
+    assert note.message == (
+        "alice is no longer in team Vision, and their home (50 GB, $5.00 a month) stays billed to the "
+        "team until they delete it or a sandbox of theirs in another team takes it."
+    )
+    assert note.link == "/spend/?team=vision&group_by=user"
+
+    # a home billed to another team is not this team's business: nothing left here, nothing said
+    other = Team.objects.create(slug="nlp", name="NLP")
+    Membership.objects.create(user=researcher, team=box.team, role=Membership.Role.RESEARCHER)
+    from portal.fleet.models import StorageHold
+
+    StorageHold.objects.filter(user=researcher).update(team=other)
+    with django_capture_on_commit_callbacks(execute=True):
+        Membership.objects.filter(user=researcher, team=box.team).delete()
+    assert Notification.objects.filter(user=lead, message__contains="no longer in team").count() == 1
