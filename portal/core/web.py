@@ -64,6 +64,17 @@ def form_refused(request: HttpRequest, form: forms.Form) -> bool:
     return True
 
 
+def typed_keep(request: HttpRequest, key: str, value: str) -> None:
+    """What was typed in a refused form, kept for its page after the redirect (read once, with
+    `typed_take`), so the user corrects it rather than types it again."""
+    request.session[f"typed:{key}"] = value[:200]
+
+
+def typed_take(request: HttpRequest, key: str) -> str | None:
+    """What `typed_keep` kept under `key`, once; None when nothing was refused."""
+    return request.session.pop(f"typed:{key}", None) or None
+
+
 def run_service(request: HttpRequest, action: Callable[[], Any], *, success: str | None = None) -> Any:
     """Call a service; show its domain error as a message instead of a 500. Returns the result or
     None. An object the user may not see is a 404, as in the API: never a message that it exists."""

@@ -22,7 +22,7 @@ from portal.accounts.selectors import (
 )
 from portal.core.errors import DomainError, NotFound
 from portal.core.views import login_required, page, wants_fragment
-from portal.core.web import form_refused, run_service
+from portal.core.web import form_refused, run_service, typed_keep, typed_take
 from portal.fleet.selectors import gpu_type_slugs
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
@@ -145,13 +145,13 @@ def panels_changed(request: HttpRequest, panels: str) -> bool:
 
 
 def _typed_key(kind: str, pk: int) -> str:
-    return f"extend-typed:{kind}:{pk}"
+    return f"extend:{kind}:{pk}"
 
 
 def extend_form_for(request: HttpRequest, pk: int, *, kind: str) -> ExtendForm:
     """The detail page's extend form, holding what was typed when the last extension was refused
     (its page is shown again after a redirect, so the value waits in the session once)."""
-    typed = request.session.pop(_typed_key(kind, pk), None)
+    typed = typed_take(request, _typed_key(kind, pk))
     return ExtendForm(initial={"hours": typed}) if typed else ExtendForm()
 
 
@@ -167,7 +167,7 @@ def extend_posted(request: HttpRequest, pk: int, *, kind: str) -> None:
             request, lambda: workload_extend(user=request.user, workload_id=pk, hours=hours, kind=kind)
         )
     if workload is None:
-        request.session[_typed_key(kind, pk)] = request.POST.get("hours", "")[:20]
+        typed_keep(request, _typed_key(kind, pk), request.POST.get("hours", "")[:20])
         return
     pending = pending_extension(workload)
     if pending is not None:

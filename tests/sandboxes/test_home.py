@@ -73,6 +73,8 @@ def test_growing_and_deleting_the_home_on_the_page(
     sandbox = run_jobs(lambda: sandbox_request(user=researcher, **slice_request))
     response = run_jobs(lambda: researcher_client.post("/home/resize/", {"size_gb": "500"}, follow=True))
     assert "Team Vision lets a home grow to 200 GB at most." in response.content.decode()
+    assert 'name="size_gb" value="500"' in response.content.decode()  # to correct, not type again
+    assert 'name="size_gb" value="100"' in researcher_client.get("/home/").content.decode()  # once
     response = run_jobs(lambda: researcher_client.post("/home/resize/", {"size_gb": "120"}, follow=True))
     assert "Your home grows to 120 GB" in response.content.decode()
     assert Home.objects.get(user=researcher).size_gb == 120

@@ -7,7 +7,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from portal.core.views import login_required, page
-from portal.core.web import form_refused, run_service
+from portal.core.web import form_refused, run_service, typed_keep, typed_take
 from portal.sandboxes.forms import HomeDeleteForm, HomeResizeForm
 from portal.sandboxes.selectors import home_facts
 from portal.sandboxes.services import home_delete, home_resize
@@ -17,7 +17,8 @@ from portal.sandboxes.services import home_delete, home_resize
 @require_GET
 def home_page(request: HttpRequest) -> HttpResponse:
     facts = home_facts(user=request.user)
-    initial = {"size_gb": (facts.home.size_gb + 50) if facts.home else None}
+    typed = typed_take(request, "home-grow")  # a refused size, to correct rather than type again
+    initial = {"size_gb": typed or ((facts.home.size_gb + 50) if facts.home else None)}
     context = {
         "facts": facts,
         "resize_form": HomeResizeForm(initial=initial),
@@ -30,13 +31,16 @@ def home_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 def home_resize_posted(request: HttpRequest) -> HttpResponse:
     form = HomeResizeForm(request.POST)
+    home = None
     if not form_refused(request, form):
         size = form.cleaned_data["size_gb"]
-        run_service(
+        home = run_service(
             request,
             lambda: home_resize(user=request.user, size_gb=size),
             success=f"Your home grows to {size} GB; billing follows now, the volume when a sandbox next holds it.",
         )
+    if home is None:
+        typed_keep(request, "home-grow", request.POST.get("size_gb", "")[:20])
     return redirect("home")
 
 
