@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +27,9 @@ from portal.accounts.models import WebhookDelivery, WebhookFormat
 from portal.core.errors import ValidationFailed
 
 TIMEOUT_SECONDS = 5.0
+# Of a reply, only its status matters, and the start of its body for the error kept on a failure:
+# no more is read (a receiver could answer gigabytes, into the worker's memory), uncompressed.
+REPLY_BYTES_KEPT = 2048
 ADDRESSES_TRIED = 3  # of a host's addresses, in the order of its lookup: a send stays inside its hold
 MAX_ATTEMPTS = 4
 
@@ -150,7 +154,28 @@ def _client(proxy: str | None = None) -> httpx.Client:
     )
 
 
-def _post(url: str, body: dict[str, Any]) -> httpx.Response:
+@dataclass(frozen=True)
+class Reply:
+    """A receiver's answer: its status, and the start of its body (REPLY_BYTES_KEPT at most)."""
+
+    status_code: int
+    text: str
+
+
+def _send(client: httpx.Client, url: httpx.URL, body: dict[str, Any], **options: Any) -> Reply:
+    """POST, then read no more of the reply than REPLY_BYTES_KEPT (asked for uncompressed, so that
+    what is read is what arrives) and close it."""
+    headers = {"Accept-Encoding": "identity", **options.pop("headers", {})}
+    with client.stream("POST", url, json=body, headers=headers, **options) as response:
+        head = b""
+        for chunk in response.iter_raw():
+            head += chunk
+            if len(head) >= REPLY_BYTES_KEPT:
+                break
+    return Reply(response.status_code, head[:REPLY_BYTES_KEPT].decode("utf-8", errors="replace"))
+
+
+def _post(url: str, body: dict[str, Any]) -> Reply:
     """POST the body to the URL, connecting to an address its host was checked at just now (one
     lookup; the next one if a connection fails), its TLS verified for the host's name. Behind an
     egress proxy the post goes through it by name: the proxy resolves it, and guards the way out.
@@ -164,7 +189,7 @@ def _post(url: str, body: dict[str, Any]) -> httpx.Response:
         )
     if not addresses or proxy:
         with _client(proxy=proxy or None) as client:
-            return client.post(target, json=body)
+            return _send(client, target, body)
     name = _ascii_host(target)
     host = (f"[{name}]" if ":" in name else name) + (f":{target.port}" if target.port else "")
     tries = addresses[:ADDRESSES_TRIED]
@@ -177,11 +202,9 @@ def _post(url: str, body: dict[str, Any]) -> httpx.Response:
         return _post_to(client, target.copy_with(host=tries[-1]), body, host=host, name=name)
 
 
-def _post_to(
-    client: httpx.Client, pinned: httpx.URL, body: dict[str, Any], *, host: str, name: str
-) -> httpx.Response:
+def _post_to(client: httpx.Client, pinned: httpx.URL, body: dict[str, Any], *, host: str, name: str) -> Reply:
     # the name in Host, and in SNI, which is also the name the certificate must carry
-    return client.post(pinned, json=body, headers={"Host": host}, extensions={"sni_hostname": name})
+    return _send(client, pinned, body, headers={"Host": host}, extensions={"sni_hostname": name})
 
 
 def _slack_link(url: str, label: str) -> str:

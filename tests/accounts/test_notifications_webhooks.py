@@ -41,6 +41,9 @@ class Receiver:
         self.bodies: list[dict] = []
         self.status = 200
         self.delay = 0.0  # seconds before it answers, as a slow receiver
+        self.reply_bytes = 0  # of the body it answers with (its Content-Length says them all)
+        self.replied = 0  # bytes of it the portal took before it closed the connection
+        self.done = threading.Event()
 
 
 @pytest.fixture
@@ -54,7 +57,17 @@ def receiver(settings) -> Iterator[tuple[Receiver, str]]:
             received.bodies.append(json.loads(self.rfile.read(length)))
             time.sleep(received.delay)
             self.send_response(received.status)
+            if received.reply_bytes:
+                self.send_header("Content-Length", str(received.reply_bytes))
             self.end_headers()
+            try:
+                while received.replied < received.reply_bytes:
+                    received.replied += self.wfile.write(
+                        b"x" * min(65536, received.reply_bytes - received.replied)
+                    )
+            except OSError:
+                self.close_connection = True  # the portal hung up: as it should, having read enough
+            received.done.set()
 
         def log_message(self, *args: object) -> None:
             pass
@@ -401,6 +414,17 @@ def test_the_job_retries_after_the_wait_the_attempt_sets_and_ends_inside_the_hol
     assert webhook_job.time_limit < SENDING_HOLD.total_seconds()  # a trickling receiver is cut off first
 
 
+def test_a_huge_reply_is_not_read_past_its_start(researcher, receiver):
+    received, url = receiver
+    received.status, received.reply_bytes = 500, 256 * 1024 * 1024
+    hook = _hook(researcher, url)
+    assert webhook_deliver(delivery_id=hook.pk) == 30
+    hook.refresh_from_db()
+    assert hook.last_error == "HTTP 500: " + "x" * 200
+    assert received.done.wait(10)
+    assert received.replied < 64 * 1024 * 1024  # the connection closed early; what arrived was not kept
+
+
 def test_a_surprise_while_sending_is_kept_on_the_row_and_tried_again(
     researcher, receiver, monkeypatch, caplog
 ):
@@ -410,7 +434,7 @@ def test_a_surprise_while_sending_is_kept_on_the_row_and_tried_again(
     def broken(*args, **kwargs):
         raise ValueError("Invalid header value")
 
-    monkeypatch.setattr("portal.accounts.webhooks.httpx.Client.post", broken)
+    monkeypatch.setattr("portal.accounts.webhooks.httpx.Client.stream", broken)
     assert webhook_deliver(delivery_id=hook.pk) == 30
     hook.refresh_from_db()
     assert hook.state == WebhookDelivery.State.PENDING and hook.attempts == 1
