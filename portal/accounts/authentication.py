@@ -1,7 +1,8 @@
 """`Authorization: Bearer <token>` with a personal access token, within the token's scope: a
-`read` token only reads; a `workloads` token does all its user may but manage credentials or
-get a sandbox's kubeconfig (see TOKEN_PATHS, KUBECONFIG_PATH); an `admin` token does all its
-user may; a `serving` token calls model endpoints only, never the API."""
+`read` token only reads; a `workloads` token does all its user may but manage credentials, get a
+sandbox's kubeconfig or share a sandbox with more people (see TOKEN_PATHS, KUBECONFIG_PATH,
+`full_scope`); an `admin` token does all its user may; a `serving` token calls model endpoints
+only, never the API."""
 
 from __future__ import annotations
 
@@ -23,6 +24,13 @@ TEAM_SETTINGS_PATH = re.compile(r"^/api/v1/teams/[^/]+/settings/?$")
 # A sandbox's kubeconfig is a credential that outlives the token too (a day at most) and opens a
 # shell in the sandbox: asking for one or reading it, whatever the method, needs the admin scope.
 KUBECONFIG_PATH = re.compile(r"^/api/v1/sandboxes/[^/]+/kubeconfig/?$")
+
+
+def full_scope(request) -> bool:
+    """Whether the request may grant what outlives its credential: signed in in a browser, or with
+    a token of the admin scope (a view checks this where the path alone cannot tell, as sharing a
+    sandbox with more people, which a narrower token may undo but not do)."""
+    return not isinstance(request.auth, ApiToken) or request.auth.scope == ApiToken.Scope.ADMIN
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

@@ -186,7 +186,7 @@ class ApiToken(models.Model):
 
     Its scope bounds what it may do as its user: `read` reads only; `workloads` also requests,
     changes and ends sandboxes and deployments, decides approvals and everything else the user
-    may do, but manages no tokens (nor SSH keys); `admin` may do all its user may, tokens
+    may do, but manages no tokens (nor SSH keys) and shares a sandbox with nobody new; `admin` may do all its user may, tokens
     included. `serving` calls the endpoints of one team's deployments (`team`, of which its user
     is a member) and nothing of the portal's API: it is the one scope a model server sees, and
     what a model server could learn from it opens only its own team's endpoints."""
@@ -195,7 +195,7 @@ class ApiToken(models.Model):
         READ = "read", "Read only"
         WORKLOADS = (
             "workloads",
-            "Workloads (everything but tokens, SSH keys, kubeconfigs, notification preferences, team settings and the fleet)",
+            "Workloads (everything but tokens, SSH keys, kubeconfigs, sharing, notification preferences, team settings and the fleet)",
         )
         ADMIN = "admin", "Admin (everything, tokens included)"
         SERVING = "serving", "Serving (calls one team's model endpoints only)"

@@ -75,8 +75,8 @@ class TokenCreateSerializer(serializers.Serializer):
     scope = serializers.ChoiceField(
         choices=ApiToken.Scope.choices,
         default=ApiToken.Scope.WORKLOADS,
-        help_text="read: reads only; workloads: all but tokens, SSH keys, kubeconfigs, notification "
-        "preferences, team settings and the fleet; admin: "
+        help_text="read: reads only; workloads: all but tokens, SSH keys, kubeconfigs, sharing a sandbox "
+        "with more people, notification preferences, team settings and the fleet; admin: "
         "all; serving: calls "
         "the endpoints of one team's deployments (`team`) and nothing of this API. A token making a "
         "token needs admin, and the new one may not outlive it.",

@@ -10,6 +10,7 @@ from rest_framework import generics
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from portal.accounts.authentication import full_scope
 from portal.core.api import IDEMPOTENCY_KEY
 from portal.core.errors import NotFound
 from portal.core.lists import PagedListView
@@ -157,7 +158,7 @@ class SandboxSharingView(_Sandbox, WorkloadApi):
     @extend_schema(request=SharingSerializer, responses={200: SandboxSerializer})
     def put(self, request: Request, pk: int) -> Response:
         users = validated(SharingSerializer(data=request.data))["users"]
-        sandbox_share(user=request.user, sandbox_id=pk, usernames=users)
+        sandbox_share(user=request.user, sandbox_id=pk, usernames=users, may_add=full_scope(request))
         return self.shown(request, pk)
 
 

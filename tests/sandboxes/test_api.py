@@ -494,3 +494,22 @@ def test_a_kubeconfig_needs_a_token_of_the_admin_scope(run_jobs, fleet, alice, r
     assert alice.get(url).json()["state"] == "ready"
     read = token_client(researcher, "read").get(url)
     assert read.status_code == 403 and "kubeconfig" not in read.json()
+
+
+def test_a_token_short_of_the_admin_scope_may_stop_sharing_but_not_share_with_more(
+    run_jobs, fleet, alice, researcher, lead, slice_body
+):
+    from tests.conftest import token_client
+
+    created = run_jobs(lambda: alice.post(URL, slice_body, format="json")).json()
+    sharing = f"{URL}/{created['id']}/sharing"
+    workloads = token_client(researcher, "workloads")
+    refused = workloads.put(sharing, {"users": ["bob"]}, format="json")
+    assert refused.status_code == 403 and "admin scope" in refused.json()["error"]["message"]
+    assert alice.get(f"{URL}/{created['id']}").json()["shared_with"] == []  # nothing changed
+    assert (
+        token_client(researcher, "admin").put(sharing, {"users": ["bob"]}, format="json").status_code == 200
+    )
+    assert workloads.put(sharing, {"users": ["bob"]}, format="json").status_code == 200  # adds nobody
+    stopped = workloads.put(sharing, {"users": []}, format="json")
+    assert stopped.status_code == 200 and stopped.json()["shared_with"] == []

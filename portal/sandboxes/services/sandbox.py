@@ -123,10 +123,11 @@ def sandbox_request(
 
 
 @transaction.atomic
-def sandbox_share(*, user: User, sandbox_id: int, usernames: list[str]) -> Workload:
+def sandbox_share(*, user: User, sandbox_id: int, usernames: list[str], may_add: bool = True) -> Workload:
     """Set who besides its owner may open a sandbox: members of its team, chosen by its owner
     alone. The list replaces the previous one (empty: nobody); the change is audited, and the
-    sandbox's route follows it within seconds."""
+    sandbox's route follows it within seconds. Without `may_add` (a token short of the admin
+    scope: the access it would give outlives it, into the owner's home too) it may only shrink."""
     sandbox = workload_get_for(user=user, workload_id=sandbox_id, lock=True, kind=WorkloadKind.SANDBOX)
     if sandbox.owner_id != user.pk:
         raise NotAllowed("Only the sandbox's owner may share it.")
@@ -139,6 +140,11 @@ def sandbox_share(*, user: User, sandbox_id: int, usernames: list[str]) -> Workl
     kept = {member.username: member for member in sandbox.shared_with.all()}
     before = sorted(kept)
     added = [name for name in wanted if name not in kept]
+    if added and not may_add:
+        raise NotAllowed(
+            "Sharing a sandbox with more people lets them in after the token is revoked: it needs a "
+            "token with the admin scope (any token may stop sharing)."
+        )
     if added and owner_shut_out(user, team_id=sandbox.team_id):
         raise NotAllowed(
             f"You are no longer a member of team {sandbox.team.name}: you may stop sharing this "
