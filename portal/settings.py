@@ -64,6 +64,11 @@ SALT_KEY = env_str("PORTAL_FIELD_SALT", "gpu-portal-encrypted-fields")
 # sets: SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto.
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not PORTAL_EMBEDDED)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not PORTAL_EMBEDDED)
+# Over https the cookies carry the __Host- prefix: browsers then take them only host-only, Secure,
+# for path /, so a sandbox's code served under the same parent domain cannot plant its own for
+# the parent domain (cookie tossing: a planted session would sign a visitor in as someone else).
+SESSION_COOKIE_NAME = "__Host-sessionid" if SESSION_COOKIE_SECURE else "sessionid"
+CSRF_COOKIE_NAME = "__Host-csrftoken" if CSRF_COOKIE_SECURE else "csrftoken"
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not PORTAL_EMBEDDED)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if PORTAL_EMBEDDED else 31_536_000, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)

@@ -63,11 +63,15 @@ def test_production_defaults_are_https_only():
         "SECURE_HSTS_SECONDS",
         "SECURE_PROXY_SSL_HEADER",
         "PORTAL_TRUSTED_PROXY_COUNT",
+        "SESSION_COOKIE_NAME",
+        "CSRF_COOKIE_NAME",
     )
 
     assert values == {
         "SESSION_COOKIE_SECURE": True,
         "CSRF_COOKIE_SECURE": True,
+        "SESSION_COOKIE_NAME": "__Host-sessionid",  # no sandbox under the same domain can plant one
+        "CSRF_COOKIE_NAME": "__Host-csrftoken",
         "SECURE_SSL_REDIRECT": True,
         "SECURE_HSTS_SECONDS": 31_536_000,
         "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
@@ -85,12 +89,15 @@ def test_each_https_setting_can_be_turned_off_from_the_environment():
         "SECURE_PROXY_SSL_HEADER": "",
     }
     values = settings_under(
-        env, "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS"
-    )
+        env, "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS",
+        "SESSION_COOKIE_NAME", "CSRF_COOKIE_NAME",
+    )  # fmt: skip
 
     assert values == {
         "SESSION_COOKIE_SECURE": False,
         "CSRF_COOKIE_SECURE": False,
+        "SESSION_COOKIE_NAME": "sessionid",  # the prefix needs Secure: a browser drops it without
+        "CSRF_COOKIE_NAME": "csrftoken",
         "SECURE_SSL_REDIRECT": False,
         "SECURE_HSTS_SECONDS": 0,
     }
