@@ -197,7 +197,7 @@ class ApiToken(models.Model):
             "workloads",
             "Workloads (everything but tokens, SSH keys, kubeconfigs, sharing, notification preferences, team settings and the fleet)",
         )
-        ADMIN = "admin", "Admin (everything, tokens included)"
+        ADMIN = "admin", "Admin (everything you may do, tokens included)"
         SERVING = "serving", "Serving (calls one team's model endpoints only)"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")

@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
                         "workloads",
                         "Workloads (everything but tokens, SSH keys, kubeconfigs, sharing, notification preferences, team settings and the fleet)",
                     ),
-                    ("admin", "Admin (everything, tokens included)"),
+                    ("admin", "Admin (everything you may do, tokens included)"),
                     ("serving", "Serving (calls one team's model endpoints only)"),
                 ],
                 default="workloads",
