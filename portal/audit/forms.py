@@ -11,11 +11,11 @@ def style_audit_filter(form: forms.Form) -> forms.Form:
         if name in form.fields:
             form.fields[name].widget = forms.DateTimeInput(attrs={"type": "datetime-local"})
     labels = {
-        "action": ("Action contains", "sandbox.request"),
+        "action": ("Action contains", "extended"),
         "object_type": ("Object type", "sandbox"),
         "object_id": ("Object id or number", "12"),
         "actor": ("Actor", "username"),
-        "team": ("Team", "e.g. vision"),
+        "team": ("Team", "e.g. Vision"),
         "since": ("From (UTC)", ""),
         "until": ("Before (UTC)", ""),
     }

@@ -117,6 +117,16 @@ def action_words(action: str) -> str:
     return f"{kind.replace('_', ' ').capitalize()}: {what.replace('_', ' ')}"
 
 
+def actions_worded(text: str) -> list[str]:
+    """The actions (codes) whose words contain `text`, ignoring case: "extended" finds
+    sandbox.extend and deployment.extend, as a person reading the log would look for them."""
+    wanted = text.strip().lower()
+    if not wanted:
+        return []
+    codes = [*ACTION_WORDS, *(f"{kind}.{what}" for kind in WORKLOAD_KINDS for what in WORKLOAD_WORDS)]
+    return [code for code in codes if wanted in action_words(code).lower()]
+
+
 # An ISO 8601 time as older events wrote it: 2026-12-01T13:00+00:00, 2026-12-01T13:00:05.123Z
 _ISO_TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 

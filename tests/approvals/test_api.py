@@ -48,6 +48,12 @@ def test_the_state_filter_separates_pending_from_decided(pending, run_jobs, bob)
     assert bob.get(URL, {"state": "approved"}).json()["count"] == 1
 
 
+def test_the_team_filter_takes_its_slug_or_name_in_any_case(pending, bob):
+    for team in ("vision", "Vision", "VISION"):
+        assert bob.get(URL, {"team": team}).json()["count"] == 1
+    assert bob.get(URL, {"team": "vis"}).json()["count"] == 0
+
+
 def test_a_requester_sees_only_their_own_requests_and_other_teams_none(pending, alice, carol):
     assert [a["id"] for a in alice.get(URL).json()["results"]] == [pending["approval"]["id"]]
     assert carol.get(URL).json()["count"] == 0

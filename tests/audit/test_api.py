@@ -140,3 +140,38 @@ def test_a_bad_since_filter_is_a_400(admin):
     response = admin.get(URL, {"since": "last tuesday"})
     assert response.status_code == 400
     assert "since" in response.json()["error"]["fields"]
+
+
+def test_since_keeps_what_came_at_or_after_it_and_until_what_came_before(admin, team):
+    from portal.audit.models import AuditEvent
+    from portal.audit.services import audit_record
+
+    for day in (1, 2, 3):
+        audit_record(actor=None, action=f"team.day{day}", obj=team, team=team)
+        AuditEvent.objects.filter(action=f"team.day{day}").update(created_at=f"2026-12-0{day}T12:00:00Z")
+
+    def actions(**bounds) -> list[str]:
+        return sorted(e[1] for e in events(admin, action="team.day", **bounds))
+
+    assert actions(since="2026-12-02T12:00:00Z") == ["team.day2", "team.day3"]  # at it, and after
+    assert actions(until="2026-12-02T12:00:00Z") == ["team.day1"]
+    assert actions(since="2026-12-02T00:00:00Z", until="2026-12-03T00:00:00Z") == ["team.day2"]
+    assert actions(since="0001-01-01T00:00:00+01:00") == ["team.day1", "team.day2", "team.day3"]
+    assert actions(until="0001-01-01T00:00:00+01:00") == []
+
+
+def test_filters_ignore_case_and_an_action_is_found_by_the_words_the_page_shows(
+    run_jobs, fleet, alice, admin, slice_body
+):
+    sandbox = run_jobs(lambda: alice.post("/api/v1/sandboxes", slice_body, format="json")).json()
+    alice.post(f"/api/v1/sandboxes/{sandbox['id']}/extend", {"hours": 1}, format="json")
+    assert [e[1] for e in events(admin, action="Extended")] == ["sandbox.extend"]
+    assert [e[1] for e in events(admin, action="EXTEND")] == ["sandbox.extend"]
+    assert events(admin, team="Vision") == events(admin, team="vision") != []
+    assert events(admin, actor="Alice") == events(admin, actor="alice") != []
+    assert (
+        events(admin, object_type="Sandbox", object_id=sandbox["id"])
+        == events(admin, object_type="sandbox", object_id=sandbox["id"])
+        != []
+    )
+    assert events(admin, team="vis") == []  # a whole slug or name, not a part
