@@ -22,6 +22,7 @@ WORKLOAD_WORDS = {
     "requeued": "Back in the queue",
     "running": "Started running",
     "scale_requested": "Asked to scale",
+    "scale_withdrawn": "Scale request withdrawn",
     "scaled": "Scaling",
     "scaled_running": "Running at its new scale",
     "extend_requested": "Asked for more time",

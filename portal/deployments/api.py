@@ -41,10 +41,11 @@ from portal.workloads.api import (
 )
 from portal.workloads.models import Workload, WorkloadKind
 from portal.workloads.serializers import ExtendSerializer
-from portal.workloads.services import workload_keep
+from portal.workloads.services import workload_keep, workload_scale_withdraw
 
 NOT_A_REQUEST = OpenApiResponse(description="It is not a request waiting to start.")
 NO_EXTENSION = OpenApiResponse(description="No extension waits for a lead.")
+NO_SCALE = OpenApiResponse(description="No scale waits for a lead.")
 ENDED = OpenApiResponse(description="The deployment has ended (or, for scale, is not placed yet).")
 
 
@@ -102,6 +103,17 @@ class DeploymentScaleView(_Deployment, WorkloadApi):
     def post(self, request: Request, pk: int) -> Response:
         replicas = validated(ScaleSerializer(data=request.data))["replicas"]
         deployment_scale(user=request.user, deployment_id=pk, replicas=replicas)
+        return self.shown(request, pk)
+
+
+@extend_schema_view(post=extend_schema(request=None, responses={200: DeploymentSerializer, 409: NO_SCALE}))
+class DeploymentScaleWithdrawView(_Deployment, WorkloadApi):
+    """Withdraw the scale that waits for a lead (the deployment's `approval`); its approval is
+    closed and the replicas stay as they are. Scaling at once (down, or up within policy) while
+    one waits withdraws it too."""
+
+    def post(self, request: Request, pk: int) -> Response:
+        workload_scale_withdraw(user=request.user, workload_id=pk)
         return self.shown(request, pk)
 
 

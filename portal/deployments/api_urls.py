@@ -23,6 +23,11 @@ urlpatterns = [
         name="api-deployment-serving",
     ),
     path("deployments/<int:pk>/scale", api.DeploymentScaleView.as_view(), name="api-deployment-scale"),
+    path(
+        "deployments/<int:pk>/scale/withdraw",
+        api.DeploymentScaleWithdrawView.as_view(),
+        name="api-deployment-scale-withdraw",
+    ),
     path("deployments/<int:pk>/keep", api.DeploymentKeepView.as_view(), name="api-deployment-keep"),
     path(
         "deployments/<int:pk>/scale-back",

@@ -42,6 +42,7 @@ from portal.workloads.services import (
     move,
     tell_deciders,
     workload_request,
+    workload_scale_superseded,
 )
 
 DEFAULT_TTL_HOURS = 24
@@ -200,6 +201,7 @@ def deployment_scale(
     if replicas == workload.replicas:
         return workload
     if replicas < workload.replicas:
+        workload_scale_superseded(workload=workload, actor=user, replicas=replicas, now=now)
         _scale_down(workload, replicas=replicas, actor=user, now=now)
         return workload
     refuse_owner_who_left(user=user, team=workload.team, owner=workload.owner, doing="scale up")
@@ -207,6 +209,7 @@ def deployment_scale(
     decision = scale_verdict(workload=workload, team=team, replicas=replicas, now=now).enforce()
     deciding_lead = user.pk != workload.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))
     if decision.auto_approved or deciding_lead:
+        workload_scale_superseded(workload=workload, actor=user, replicas=replicas, now=now)
         deployment_apply_scale(workload=workload, replicas=replicas, actor=user, now=now)
         return workload
     if Approval.objects.filter(

@@ -10,6 +10,11 @@ urlpatterns = [
     path("deployments/new/estimate/", views.deployment_estimate_panel, name="deployment-estimate"),
     path("deployments/<int:number>/", views.deployment_detail, name="deployment-detail"),
     path("deployments/<int:number>/scale/", views.deployment_scale_view, name="deployment-scale"),
+    path(
+        "deployments/<int:number>/scale/withdraw/",
+        views.deployment_scale_withdraw_posted,
+        name="deployment-scale-withdraw",
+    ),
     path("deployments/<int:number>/keep/", views.deployment_keep_posted, name="deployment-keep"),
     path(
         "deployments/<int:number>/scale-back/",

@@ -40,7 +40,7 @@ from portal.workloads.live import events_version, nothing_changed, unchanged, wo
 from portal.workloads.models import WorkloadKind
 from portal.workloads.presets import presets_for
 from portal.workloads.selectors import progress_steps
-from portal.workloads.services import workload_keep
+from portal.workloads.services import workload_keep, workload_scale_withdraw
 from portal.workloads.views import (
     actions_changed,
     audit_trail_context,
@@ -283,6 +283,19 @@ def deployment_scale_view(request: HttpRequest, number: int) -> HttpResponse:
             request,
             f"Scaling to {counted(replicas, 'replica')} needs a lead's approval; a lead has been asked.",
         )
+    return redirect("deployment-detail", number=number)
+
+
+@login_required
+@require_POST
+def deployment_scale_withdraw_posted(request: HttpRequest, number: int) -> HttpResponse:
+    """Withdraw the scale that waits for a lead; the replicas stay as they are."""
+    pk = workload_id_or_404(request, kind=WorkloadKind.DEPLOYMENT, number=number)
+    run_service(
+        request,
+        lambda: workload_scale_withdraw(user=request.user, workload_id=pk),
+        success="Scale request withdrawn; the replicas stay as they are.",
+    )
     return redirect("deployment-detail", number=number)
 
 

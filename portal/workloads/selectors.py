@@ -360,7 +360,7 @@ def workload_allowed_actions(workload: Workload, *, now: datetime | None = None)
     """What its owner (or a lead) can do to it now and succeed, by its state: a request that has
     not started can be withdrawn (not terminated: nothing runs or is billed) and extended; a
     placed one extended and terminated (a deployment scaled, a running sandbox restarted); a
-    waiting extension withdrawn; one warned of idleness kept; a deployment idle reclaim scaled
+    waiting extension or scale withdrawn; one warned of idleness kept; a deployment idle reclaim scaled
     to zero scaled back. Nothing once it is ending, ended, or past its expiry."""
     S = WorkloadState
     if not workload.is_live or workload.state == S.TERMINATING or workload_overdue(workload, now=now):
@@ -376,6 +376,8 @@ def workload_allowed_actions(workload: Workload, *, now: datetime | None = None)
     if workload.state in (S.PROVISIONING, S.RUNNING):
         if workload.kind == "deployment":
             actions.append("scale")
+            if Approval.Kind.SCALE in pending:
+                actions.append("withdraw_scale")
         elif workload.state == S.RUNNING:
             actions.append("restart")
         actions.append("terminate")

@@ -20,7 +20,10 @@ from portal.workloads.selectors import (
     workload_latest_approval,
 )
 
-ACTIONS = ["withdraw", "withdraw_extension", "extend", "scale", "restart", "terminate", "keep", "scale_back"]
+ACTIONS = [
+    "withdraw", "withdraw_extension", "withdraw_scale", "extend", "scale", "restart", "terminate", "keep",
+    "scale_back",
+]  # fmt: skip
 
 
 class ExtendSerializer(serializers.Serializer):

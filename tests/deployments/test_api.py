@@ -164,6 +164,19 @@ def test_scale_up_beyond_policy_waits_for_a_lead(run_jobs, fleet, catalog, alice
     assert alice.get(f"{URL}/{body['id']}").json()["replicas"] == 2
 
 
+def test_a_scale_waiting_for_a_lead_is_withdrawn_through_the_api(run_jobs, fleet, catalog, alice, bob):
+    body = deploy(alice, run_jobs)
+    asked = alice.post(f"{URL}/{body['id']}/scale", {"replicas": 2}, format="json").json()
+    assert "withdraw_scale" in asked["allowed_actions"]
+    withdrawn = alice.post(f"{URL}/{body['id']}/scale/withdraw", format="json")
+    assert withdrawn.status_code == 200
+    assert withdrawn.json()["approval"]["state"] == "cancelled" and withdrawn.json()["replicas"] == 1
+    assert "withdraw_scale" not in withdrawn.json()["allowed_actions"]
+    again = alice.post(f"{URL}/{body['id']}/scale/withdraw", format="json")
+    assert again.status_code == 409 and "No scale" in again.json()["error"]["message"]
+    assert bob.get("/api/v1/approvals?state=pending").json()["count"] == 0
+
+
 def test_scale_needs_a_whole_number(run_jobs, fleet, catalog, alice):
     body = deploy(alice, run_jobs)
     response = alice.post(f"{URL}/{body['id']}/scale", {"replicas": 1.5}, format="json")

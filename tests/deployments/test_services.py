@@ -193,6 +193,39 @@ def test_approving_a_scale_request_checks_the_quota_again(run_jobs, fleet, catal
     assert Workload.objects.get(pk=workload.pk).replicas == 1
 
 
+def test_a_scale_waiting_for_a_lead_is_withdrawn_or_made_moot_by_scaling_at_once(
+    run_jobs, fleet, catalog, team, researcher, lead
+):
+    from portal.workloads.selectors import workload_allowed_actions
+    from portal.workloads.services import workload_scale_withdraw
+
+    workload = run_jobs(lambda: deploy(researcher))  # a 3g slice
+    assert "withdraw_scale" not in workload_allowed_actions(Workload.objects.get(pk=workload.pk))
+    with pytest.raises(Conflict, match="No scale of deployment"):
+        workload_scale_withdraw(user=researcher, workload_id=workload.pk)
+    deployment_scale(user=researcher, deployment_id=workload.pk, replicas=3)  # needs a lead
+    waiting = Approval.objects.get(workload=workload, kind=Approval.Kind.SCALE)
+    assert "withdraw_scale" in workload_allowed_actions(Workload.objects.get(pk=workload.pk))
+
+    workload_scale_withdraw(user=researcher, workload_id=workload.pk)
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.comment) == (Approval.State.CANCELLED, "Withdrawn by the requester.")
+    assert AuditEvent.objects.get(action="deployment.scale_withdrawn").detail == "to 3 replicas withdrawn"
+    assert Workload.objects.get(pk=workload.pk).replicas == 1
+
+    # scaled to zero while a scale up waits: approving it later must not start billing again
+    deployment_scale(user=researcher, deployment_id=workload.pk, replicas=3)
+    waiting = Approval.objects.get(workload=workload, kind=Approval.Kind.SCALE, state=Approval.State.PENDING)
+    deployment_scale(user=researcher, deployment_id=workload.pk, replicas=0)
+    waiting.refresh_from_db()
+    assert waiting.state == Approval.State.CANCELLED
+    assert waiting.comment == "Withdrawn: the deployment was scaled to 0 instead."
+    with pytest.raises(Conflict):
+        approval_decide(user=lead, approval_id=waiting.pk, approve=True)
+    assert Workload.objects.get(pk=workload.pk).replicas == 0
+    assert not Allocation.objects.filter(workload=workload, ended_at__isnull=True).exists()
+
+
 def test_a_deployment_whose_objects_went_missing_is_applied_again_and_audited_as_a_deployment(
     run_jobs, fleet, catalog, researcher
 ):

@@ -249,7 +249,14 @@ def test_scale_up_waits_for_a_lead_who_sees_it_in_the_inbox_then_down_and_termin
     page = response.content.decode()
     assert "needs a lead&#x27;s approval" in page
     assert "Scaling to 2 waits for a lead." in page
-    approval = Approval.objects.get(workload=workload, kind=Approval.Kind.SCALE)
+    assert 'id="withdraw-scale-form"' in page and "Withdraw the scale to 2 replicas" in page
+    withdrawn = alice.post(f"/deployments/{workload.number}/scale/withdraw/", follow=True).content.decode()
+    assert "Scale request withdrawn; the replicas stay as they are." in withdrawn
+    assert "waits for a lead" not in withdrawn and 'id="withdraw-scale-form"' not in withdrawn
+    again = alice.post(f"/deployments/{workload.number}/scale/withdraw/", follow=True).content.decode()
+    assert "No scale of deployment" in again
+    run_jobs(lambda: alice.post(f"/deployments/{workload.number}/scale/", {"replicas": "2"}))
+    approval = Approval.objects.get(workload=workload, kind=Approval.Kind.SCALE, state=Approval.State.PENDING)
 
     inbox = bob.get("/approvals/").content.decode()
     assert "scale to 2 replicas" in inbox

@@ -34,6 +34,8 @@ from portal.workloads.services.requests import (
     workload_extend,
     workload_extension_withdraw,
     workload_request,
+    workload_scale_superseded,
+    workload_scale_withdraw,
     workload_terminate,
     workload_withdraw,
 )
@@ -94,6 +96,8 @@ __all__ = [
     "workload_request",
     "workload_requeue",
     "workload_restart_begun",
+    "workload_scale_superseded",
+    "workload_scale_withdraw",
     "workload_terminate",
     "workload_try_place",
     "workload_withdraw",

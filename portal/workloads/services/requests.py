@@ -218,12 +218,14 @@ def tell_deciders(
     team_webhook_notify(team=approval.team, kind=kind, message=message, link=link, workload=approval.workload)
 
 
-def _close_withdrawn(approvals: list[Approval], *, actor: User, now: datetime) -> None:
-    """Close approvals their requester withdrew: cancelled, audited, and the deciders' notices of
-    them marked done (there is nothing left to decide)."""
+def _close_withdrawn(
+    approvals: list[Approval], *, actor: User, now: datetime, why: str = "Withdrawn by the requester."
+) -> None:
+    """Close approvals their requester withdrew (or what was done since made moot): cancelled,
+    audited, and the deciders' notices of them marked done (there is nothing left to decide)."""
     for approval in approvals:
         claimed = Approval.objects.filter(pk=approval.pk, state=Approval.State.PENDING).update(
-            state=Approval.State.CANCELLED, decided_at=now, comment="Withdrawn by the requester."
+            state=Approval.State.CANCELLED, decided_at=now, comment=why
         )
         if not claimed:
             continue
@@ -402,11 +404,7 @@ def workload_extension_withdraw(
     workload = workload_get_for(user=user, workload_id=workload_id, lock=True, kind=kind)
     if not can_manage(user=user, team=workload.team, owner=workload.owner):
         raise NotAllowed("Only the owner, a lead of the team or an admin may withdraw this extension.")
-    pending = list(
-        Approval.objects.select_related("team").filter(
-            workload=workload, kind=Approval.Kind.EXTEND, state=Approval.State.PENDING
-        )
-    )
+    pending = _waiting(workload, Approval.Kind.EXTEND)
     if not pending:
         raise Conflict(f"No extension of {workload.kind} {workload.name} waits for a lead.")
     audit_record(
@@ -418,3 +416,41 @@ def workload_extension_withdraw(
     )
     _close_withdrawn(pending, actor=user, now=now)
     return workload
+
+
+def _waiting(workload: Workload, kind: str) -> list[Approval]:
+    return list(
+        Approval.objects.select_related("team").filter(
+            workload=workload, kind=kind, state=Approval.State.PENDING
+        )
+    )
+
+
+def workload_scale_withdraw(*, user: User, workload_id: int, now: datetime | None = None) -> Workload:
+    """Withdraw the scale of a deployment that waits for a lead: its approval is closed, the
+    leads' notice of it marked done, and its replicas stay as they are."""
+    now = now or timezone.now()
+    workload = workload_get_for(user=user, workload_id=workload_id, lock=True, kind="deployment")
+    if not can_manage(user=user, team=workload.team, owner=workload.owner):
+        raise NotAllowed("Only the owner, a lead of the team or an admin may withdraw this scale request.")
+    pending = _waiting(workload, Approval.Kind.SCALE)
+    if not pending:
+        raise Conflict(f"No scale of deployment {workload.name} waits for a lead.")
+    audit_record(actor=user, action="deployment.scale_withdrawn", obj=workload, team=workload.team,
+                 detail=f"to {pending[0].replicas} replicas withdrawn")  # fmt: skip
+    _close_withdrawn(pending, actor=user, now=now)
+    return workload
+
+
+def workload_scale_superseded(*, workload: Workload, actor: User, replicas: int, now: datetime) -> None:
+    """A deployment is scaled at once (down, or up within policy) while another scale waits for a
+    lead: the waiting one is closed as withdrawn, since approving it later would undo what was
+    just done (a deployment scaled to zero would start billing again)."""
+    pending = _waiting(workload, Approval.Kind.SCALE)
+    if not pending:
+        return
+    audit_record(actor=actor, action="deployment.scale_withdrawn", obj=workload, team=workload.team,
+                 detail=f"to {pending[0].replicas} replicas withdrawn: scaled to {replicas} instead")  # fmt: skip
+    _close_withdrawn(
+        pending, actor=actor, now=now, why=f"Withdrawn: the deployment was scaled to {replicas} instead."
+    )
