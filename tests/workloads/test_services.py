@@ -229,6 +229,7 @@ def test_lead_extends_a_members_sandbox_beyond_auto_approval_directly(
 @pytest.mark.parametrize(
     "hours, message",
     [(0, "Extend by a number of hours above zero."), (-2, "Extend by a number of hours above zero."),
+     ("0.001", "Extend by at least one minute (0.0167 hours)."),
      (99999, "Extend by at most 10,000 hours at a time.")],
 )  # fmt: skip
 def test_an_extension_out_of_bounds_says_which_bound(

@@ -274,6 +274,11 @@ def workload_extend(
         raise ValidationFailed(
             "Extend by a number of hours above zero.", fields={"hours": ["Must be above zero."]}
         )
+    if extra * 60 < 1:  # as a lifetime: what the pages and the audit log could not even show
+        raise ValidationFailed(
+            "Extend by at least one minute (0.0167 hours).",
+            fields={"hours": ["Must be at least one minute (0.0167 hours)."]},
+        )
     if extra > EXTEND_MAX_HOURS:
         raise ValidationFailed(
             f"Extend by at most {EXTEND_MAX_HOURS:,} hours at a time.",
