@@ -1,10 +1,15 @@
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
 from portal.accounts.forms import PortalAdminAuthenticationForm
 from portal.accounts.models import ApiToken, GroupRule, Membership, Notification, OidcIdentity, Team, User
+from portal.accounts.notifications import REMINDER_MAX_HOURS
+from portal.accounts.team_settings import IDLE_BOUNDS
+from portal.accounts.webhooks import webhook_url_check
+from portal.core.errors import ValidationFailed
 from portal.core.templatetags.money import usd
-from portal.core.text import hours_words, plain_number
+from portal.core.text import hours_words, plain_number, sentence
 
 # The admin's sign-in refuses passwords too while PORTAL_LOCAL_LOGIN is off (break-glass aside).
 admin.site.login_form = PortalAdminAuthenticationForm
@@ -25,8 +30,36 @@ class PortalUserAdmin(UserAdmin):
     list_display = ("username", "email", "first_name", "last_name", "is_staff", "is_active")
 
 
+class TeamAdminForm(forms.ModelForm):
+    """A team as an admin edits it, under the rules its leads' pages and the API keep: idle reclaim
+    within IDLE_BOUNDS, reminders up to REMINDER_MAX_HOURS, a webhook the portal posts to
+    (`Team.clean` checks the rest)."""
+
+    class Meta:
+        model = Team
+        exclude = ("hf_token",)  # noqa: DJ006 (every other field is the admin's to edit)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        for name, (smallest, largest, meaning) in IDLE_BOUNDS.items():
+            value = data.get(name)
+            off_but_short = name == "idle_reclaim_minutes" and value is not None and 0 < value < 10
+            if value is not None and (not smallest <= value <= largest or off_but_short):
+                self.add_error(name, f"{sentence(meaning)}.")
+        reminder = data.get("approval_reminder_hours")
+        if reminder is not None and reminder > REMINDER_MAX_HOURS:
+            self.add_error("approval_reminder_hours", f"Whole hours from 0 (never) to {REMINDER_MAX_HOURS}.")
+        if data.get("webhook_url") and "webhook_url" in self.changed_data:
+            try:
+                data["webhook_url"] = webhook_url_check(data["webhook_url"].strip())
+            except ValidationFailed as refused:
+                self.add_error("webhook_url", (refused.fields or {}).get("webhook_url", [refused.message])[0])
+        return data
+
+
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
+    form = TeamAdminForm
     # Its leads set the Hugging Face token on the team's settings page; the admin never shows it.
     exclude = ("hf_token",)
     list_display = (

@@ -55,7 +55,11 @@ class Team(models.Model):
         help_text="A whole GPU counts 1, a MIG slice its compute slices / 7.",
     )
     monthly_budget = models.DecimalField(
-        "monthly budget (USD)", max_digits=12, decimal_places=2, default=Decimal("50000")
+        "monthly budget (USD)",
+        max_digits=12,
+        decimal_places=2,
+        default=Decimal("50000"),
+        validators=[MinValueValidator(0)],
     )
 
     class BudgetPolicy(models.TextChoices):
@@ -85,7 +89,11 @@ class Team(models.Model):
         help_text="Under the stop policy: when the team's running work ends (set by the workers).",
     )
     max_lifetime_hours = models.DecimalField(
-        "longest lifetime (hours)", max_digits=8, decimal_places=2, default=Decimal("168")
+        "longest lifetime (hours)",
+        max_digits=8,
+        decimal_places=2,
+        default=Decimal("168"),
+        validators=[MinValueValidator(1)],  # 0 would refuse every request
     )
     auto_approve_max_gpus = models.PositiveIntegerField(
         "auto-approve up to (GPUs)",
@@ -93,15 +101,23 @@ class Team(models.Model):
         help_text="Whole GPUs approved without a lead (a single MIG slice always is).",
     )
     auto_approve_max_hours = models.DecimalField(
-        "auto-approve up to (hours)", max_digits=8, decimal_places=2, default=Decimal("24")
+        "auto-approve up to (hours)",
+        max_digits=8,
+        decimal_places=2,
+        default=Decimal("24"),
+        validators=[MinValueValidator(0)],
     )
     home_gb_default = models.PositiveIntegerField(
         "default home size (GB)",
         default=50,
+        validators=[MinValueValidator(1)],
         help_text="Size of a member's persistent home volume when their first sandbox makes it.",
     )
     home_gb_max = models.PositiveIntegerField(
-        "largest home size (GB)", default=200, help_text="How far a member may grow their home volume."
+        "largest home size (GB)",
+        default=200,
+        validators=[MinValueValidator(1)],
+        help_text="How far a member may grow their home volume.",
     )
     idle_reclaim_minutes = models.PositiveIntegerField(
         "idle warning after (minutes)",
@@ -149,11 +165,48 @@ class Team(models.Model):
         help_text="Remind the leads of a request that waits this many hours, every as many hours; 0: never.",
     )
 
+    # What a team's budget alerts and stop may be (the budget page and API, and the Django admin)
+    THRESHOLDS_MAX = 10
+    THRESHOLD_MAX_PERCENT = 200
+    STOP_GRACE_MAX_HOURS = 720
+
     class Meta:
         ordering = ["slug"]
 
     def __str__(self) -> str:
         return self.slug
+
+    @classmethod
+    def thresholds_fit(cls, thresholds: object) -> bool:
+        """Budget alert thresholds a team may have: up to 10 whole percentages from 1 to 200."""
+        return (
+            isinstance(thresholds, list)
+            and len(thresholds) <= cls.THRESHOLDS_MAX
+            and all(
+                isinstance(t, int) and not isinstance(t, bool) and 1 <= t <= cls.THRESHOLD_MAX_PERCENT
+                for t in thresholds
+            )
+        )
+
+    def clean(self) -> None:
+        """What the fields' own bounds cannot say: the rules between them, and those of the budget
+        alerts (the Django admin's team form; the portal's pages check through their services)."""
+        errors: dict[str, str] = {}
+        hours = (self.auto_approve_max_hours, self.max_lifetime_hours)
+        if None not in hours and hours[0] > hours[1]:
+            errors["auto_approve_max_hours"] = "At most the longest lifetime."
+        sizes = (self.home_gb_default, self.home_gb_max)
+        if None not in sizes and sizes[0] > sizes[1]:
+            errors["home_gb_default"] = "At most the largest home size."
+        if not self.thresholds_fit(self.budget_thresholds):
+            errors["budget_thresholds"] = (
+                f"A list of up to {self.THRESHOLDS_MAX} whole percentages from 1 to "
+                f"{self.THRESHOLD_MAX_PERCENT}, as [50, 80, 100] (empty: those three)."
+            )
+        if not 1 <= (self.budget_stop_grace_hours or 0) <= self.STOP_GRACE_MAX_HOURS:
+            errors["budget_stop_grace_hours"] = f"Whole hours from 1 to {self.STOP_GRACE_MAX_HOURS}."
+        if errors:
+            raise ValidationError(errors)
 
 
 class Membership(models.Model):

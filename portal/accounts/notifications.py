@@ -45,6 +45,9 @@ KINDS = [kind.value for kind in NotificationKind]
 CHANNELS = [channel.value for channel in NotificationChannel]
 
 
+REMINDER_MAX_HOURS = 720  # how long a request may wait before its leads are reminded (0: never)
+
+
 def absolute(link: str) -> str:
     return f"{settings.PORTAL_BASE_URL}{link}" if link.startswith("/") else link
 
@@ -226,8 +229,8 @@ def team_notifications_set(
         hours = int(approval_reminder_hours)
     except (TypeError, ValueError):
         hours = -1
-    if not 0 <= hours <= 720:
-        message = "A whole number of hours from 0 (never) to 720."
+    if not 0 <= hours <= REMINDER_MAX_HOURS:
+        message = f"A whole number of hours from 0 (never) to {REMINDER_MAX_HOURS}."
         raise ValidationFailed(f"Reminder: {message}", fields={"approval_reminder_hours": [message]})
     if webhook_format not in WebhookFormat.values:
         message = f"One of {', '.join(WebhookFormat.values)}."

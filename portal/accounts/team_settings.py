@@ -13,6 +13,7 @@ from portal.accounts.selectors import user_role
 from portal.accounts.services import team_hf_token_set
 from portal.audit.services import audit_record
 from portal.core.errors import NotAllowed, NotFound, ValidationFailed
+from portal.core.text import sentence
 
 
 def team_settings_of(*, user: User, slug: str) -> Team:
@@ -95,7 +96,7 @@ def _idle_reclaim_set(*, user: User, team: Team, given: dict[str, int | str | No
             or not smallest <= number <= largest
             or (name == "idle_reclaim_minutes" and 0 < number < 10)
         ):
-            raise ValidationFailed(f"Idle reclaim: {meaning}.", fields={name: [f"{meaning.capitalize()}."]})
+            raise ValidationFailed(f"Idle reclaim: {meaning}.", fields={name: [f"{sentence(meaning)}."]})
         if number != getattr(team, name):  # saved as it was: nothing to change or audit
             changes[name] = number
     if not changes:

@@ -8,6 +8,12 @@ from decimal import Decimal
 from math import ceil
 
 
+def sentence(text: str) -> str:
+    """`text` with its first letter upper case and the rest as written ("GPUs" stays "GPUs", where
+    str.capitalize would write "gpus")."""
+    return text[:1].upper() + text[1:]
+
+
 def counted(number: int, noun: str, plural: str | None = None) -> str:
     """ "1 whole GPU", "2 whole GPUs", "1 replica", "0 replicas"."""
     return f"{number} {noun if number == 1 else (plural or noun + 's')}"

@@ -4,6 +4,7 @@ from fractions import Fraction
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -15,7 +16,7 @@ class GpuType(models.Model):
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=100)
-    memory_gb = models.PositiveIntegerField()
+    memory_gb = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     mig_capable = models.BooleanField(default=True)
 
     class Meta:
@@ -39,7 +40,7 @@ class PriceBookEntry(models.Model):
     """Price per whole GPU-hour of a GPU type from a date on; the newest effective entry applies."""
 
     gpu_type = models.ForeignKey(GpuType, on_delete=models.CASCADE, related_name="prices")
-    price_per_hour = models.DecimalField(max_digits=10, decimal_places=4)
+    price_per_hour = models.DecimalField(max_digits=10, decimal_places=4, validators=[MinValueValidator(0)])
     effective_from = models.DateTimeField()
     note = models.CharField(max_length=200, blank=True)
 
@@ -57,7 +58,9 @@ class StoragePrice(models.Model):
     """Price of persistent storage (sandbox home volumes) per GB-month from a date on; the newest
     effective entry applies. A GB-month is 730 hours."""
 
-    price_per_gb_month = models.DecimalField(max_digits=10, decimal_places=4)
+    price_per_gb_month = models.DecimalField(
+        max_digits=10, decimal_places=4, validators=[MinValueValidator(0)]
+    )
     effective_from = models.DateTimeField(unique=True)
     note = models.CharField(max_length=200, blank=True)
 

@@ -231,10 +231,7 @@ def team_budget_set(
         raise NotAllowed("Only a lead of the team or an admin may change its budget alerts and policy.")
     changes: dict = {}
     if thresholds is not None:
-        if (
-            not all(isinstance(t, int) and not isinstance(t, bool) and 1 <= t <= 200 for t in thresholds)
-            or len(thresholds) > 10
-        ):
+        if not Team.thresholds_fit(thresholds):
             message = "Up to 10 whole percentages from 1 to 200."
             raise ValidationFailed(f"thresholds: {message}", fields={"thresholds": [message]})
         changes["budget_thresholds"] = sorted(set(thresholds))
@@ -247,9 +244,9 @@ def team_budget_set(
         if (
             not isinstance(stop_grace_hours, int)
             or isinstance(stop_grace_hours, bool)
-            or not 1 <= stop_grace_hours <= 720
+            or not 1 <= stop_grace_hours <= Team.STOP_GRACE_MAX_HOURS
         ):
-            message = "Whole hours from 1 to 720."
+            message = f"Whole hours from 1 to {Team.STOP_GRACE_MAX_HOURS}."
             raise ValidationFailed(f"stop_grace_hours: {message}", fields={"stop_grace_hours": [message]})
         changes["budget_stop_grace_hours"] = stop_grace_hours
     if changes:

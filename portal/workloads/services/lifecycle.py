@@ -23,7 +23,7 @@ from portal.audit.models import AuditEvent
 from portal.audit.services import audit_record
 from portal.core.errors import Conflict
 from portal.core.jobs import enqueue
-from portal.core.text import counted
+from portal.core.text import counted, sentence
 from portal.fleet.models import Allocation
 from portal.fleet.placement import NoFit
 from portal.fleet.services import (
@@ -222,7 +222,7 @@ def workload_end(
             event=ending_as,
             detail=detail,
             ended_at=at,
-            message=detail.capitalize() + ".",
+            message=sentence(detail) + ".",
         )
         approvals_cancel(workload=workload, at=at)
         return
@@ -239,7 +239,7 @@ def workload_end(
         detail=detail,
         ending_as=ending_as,
         ended_at=at,
-        message=detail.capitalize() + "; removing it from the cluster.",
+        message=sentence(detail) + "; removing it from the cluster.",
         attempts=0,
         next_attempt_at=None,  # due at once
     )
