@@ -49,6 +49,12 @@ SERVICE_FIELDS = {
 SIZING_FIELDS = ("dtype", "context", "concurrency")
 
 
+def _replicas_words(least: int) -> dict[str, str]:
+    """What a replica count outside its bounds is told, in the portal's words, not Django's."""
+    bounds = f"A whole number of replicas from {least} to {MAX_REPLICAS}."
+    return {"min_value": bounds, "max_value": bounds, "invalid": bounds}
+
+
 class DeployForm(ServiceForm):
     """A deployment as a person asks for it: which model, sized how, on which GPU, how many copies."""
 
@@ -76,6 +82,7 @@ class DeployForm(ServiceForm):
         min_value=1,
         max_value=MAX_REPLICAS,
         widget=number_input({"min": 1, "max": MAX_REPLICAS}, mode="numeric"),
+        error_messages=_replicas_words(1),
     )
     lifetime_mode = lifetime_mode_field()
     # Needed only for a lifetime in hours (not with an end time), so checked in clean(); marked required.
@@ -162,7 +169,12 @@ class DeployForm(ServiceForm):
             and data.get("expires_at") is not None
             and self.lifetime_hours() <= 0
         ):
-            self.add_error("expires_at", "Pick a time after it starts.")
+            self.add_error(
+                "expires_at",
+                "Pick a time after its scheduled start."
+                if data.get("start_at")
+                else "Pick a time in the future.",
+            )
         return data
 
     def ends_at(self) -> datetime | None:
@@ -260,6 +272,7 @@ class ScaleForm(forms.Form):
         label="Replicas",
         min_value=0,
         max_value=MAX_REPLICAS,
+        error_messages=_replicas_words(0),
         help_text="0 keeps the deployment and its endpoint with nothing running or billed.",
         widget=number_input({"min": 0, "max": MAX_REPLICAS}, mode="numeric"),
     )

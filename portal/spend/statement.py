@@ -150,8 +150,9 @@ def statement_page(request: HttpRequest, slug: str, month: str) -> HttpResponse:
         statement = team_statement(user=request.user, slug=slug, month=month)
     except NotFound as missing:
         raise Http404(missing.message) from missing
-    except ValidationFailed as refused:
-        context = {"error": refused.message, "slug": slug, "month": month}
+    except ValidationFailed as refused:  # said in words, without the API's field name
+        why = (refused.fields or {}).get("month", [refused.message])[0]
+        context = {"error": f"No statement for {month}: {why}", "slug": slug, "month": month}
         return page(request, "spend/statement.html", context, status=400)
     context = {
         "statement": statement,

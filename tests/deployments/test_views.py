@@ -120,8 +120,10 @@ def test_bad_sizing_and_names_show_next_to_their_fields(alice, fleet, catalog):
     page = alice.post("/deployments/new/", data).content.decode()
 
     assert "At most 131,072 tokens" in field_html(page, "context")
-    assert "greater than or equal to 1" in field_html(page, "replicas")
+    assert "A whole number of replicas from 1 to 16." in field_html(page, "replicas")
     assert not Workload.objects.exists()
+    many = alice.post("/deployments/new/", {**data, "replicas": "100"}).content.decode()
+    assert "A whole number of replicas from 1 to 16." in field_html(many, "replicas")
 
     named = alice.post("/deployments/new/", {**LLAMA_8B_ON_H100, "name": "Not A Name!"}).content.decode()
     assert "lowercase letters, digits and hyphens" in field_html(named, "name")
@@ -249,6 +251,8 @@ def test_scale_up_waits_for_a_lead_who_sees_it_in_the_inbox_then_down_and_termin
     page = response.content.decode()
     assert "needs a lead&#x27;s approval" in page
     assert "Scaling to 2 waits for a lead." in page
+    too_many = alice.post(f"/deployments/{workload.number}/scale/", {"replicas": "100"}, follow=True)
+    assert "Replicas: A whole number of replicas from 0 to 16." in too_many.content.decode()
     assert 'id="withdraw-scale-form"' in page and "Withdraw the scale to 2 replicas" in page
     withdrawn = alice.post(f"/deployments/{workload.number}/scale/withdraw/", follow=True).content.decode()
     assert "Scale request withdrawn; the replicas stay as they are." in withdrawn
@@ -412,8 +416,17 @@ def test_a_deployment_may_be_asked_for_until_a_time_as_a_sandbox_can(alice, flee
     missing = alice.post("/deployments/new/", {**until, "expires_at": ""}).content.decode()
     assert "Pick the time it should end." in field_html(missing, "expires_at")
     past = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
-    assert "Pick a time after it starts." in field_html(
+    assert "Pick a time in the future." in field_html(
         alice.post("/deployments/new/", {**until, "expires_at": past}).content.decode(), "expires_at"
+    )
+    later, soon = (timezone.now() + timedelta(hours=h) for h in (3, 2))
+    scheduled = {
+        **until,
+        "start_at": later.strftime("%Y-%m-%dT%H:%M"),
+        "expires_at": soon.strftime("%Y-%m-%dT%H:%M"),
+    }
+    assert "Pick a time after its scheduled start." in field_html(
+        alice.post("/deployments/new/", scheduled).content.decode(), "expires_at"
     )
     response = run_jobs(lambda: alice.post("/deployments/new/", until))
     assert response.status_code == 302, response.content.decode()[:500]

@@ -145,12 +145,18 @@ def test_a_malformed_month_is_a_400_in_the_error_shape(march, bob, lead_client, 
         page = lead_client.get(f"/spend/statement/vision/{month}/")
         assert page.status_code == 400
         assert b'id="statement-error"' in page.content
+        assert "month:" not in page.content.decode()  # words, not the API's field name
 
 
 def test_a_month_not_begun_is_a_400(march, bob, lead_client):
     with time_machine.travel(at("2026-03-31T23:59:59"), tick=False):
         response = bob.get(API, {"month": "2026-04"})
-        assert lead_client.get("/spend/statement/vision/2026-04/").status_code == 400
+        refused = lead_client.get("/spend/statement/vision/2026-04/")
+        assert refused.status_code == 400
+        assert (
+            "No statement for 2026-04: This month has not begun yet (months are counted in UTC)."
+            in refused.content.decode()
+        )
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {
         "month": ["This month has not begun yet (months are counted in UTC)."]
