@@ -17,6 +17,26 @@
   // Times in UTC, as the rest of the portal (and these charts' tables) give them.
   function utcDate(seconds) { return uPlot.tzDate(new Date(seconds * 1000), "Etc/UTC"); }
 
+  // The time axis in 24-hour UTC ("13:00"), the day named at the first tick and at each midnight
+  // ("Dec 8 00:00"); the legend's time in full, as the pages write it. uPlot's own labels would
+  // read in the viewer's locale ("1:00pm 12/8/26"). Formats are made when first used: a page may
+  // lack uPlot (its tables still fill).
+  function dateFormat(template) {
+    let format = null;
+    return function (date) { format = format || uPlot.fmtDate(template); return format(date); };
+  }
+  const AT_TIME = dateFormat("{HH}:{mm}");
+  const AT_DAY = dateFormat("{MMM} {D}\n{HH}:{mm}");
+  function timeLabels(u, splits) {
+    return splits.map(function (seconds, i) {
+      if (seconds == null) return null;
+      const at = utcDate(seconds);
+      return i === 0 || (at.getHours() === 0 && at.getMinutes() === 0) ? AT_DAY(at) : AT_TIME(at);
+    });
+  }
+  function timeAxis() { return themed({ values: timeLabels }); }
+  function timeSeries() { return { label: "Time", value: "{YYYY}-{MM}-{DD} {HH}:{mm} UTC" }; }  // uPlot writes into it
+
   function draw(element, points) {
     const empty = element.querySelector(".chart-empty");
     if (!points.length) return;
@@ -56,11 +76,11 @@
       tzDate: utcDate,
       scales: scales,
       series: [
-        {},
+        timeSeries(),
         { label: left.label, scale: left.scale, stroke: "#2f5bd3", width: 2, spanGaps: false },
         { label: right.label, scale: right.scale, stroke: "#a15c00", width: 1.5, spanGaps: false },
       ],
-      axes: [themed({}), themed({ scale: left.scale, label: left.unit }),
+      axes: [timeAxis(), themed({ scale: left.scale, label: left.unit }),
              themed({ scale: right.scale, side: 1, label: right.unit, grid: { show: false } })],
     }, data, element);
   }
@@ -143,11 +163,11 @@
         usd: { range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; } },
       },
       series: [
-        {},
+        timeSeries(),
         { label: "Total $", scale: "usd", stroke: "#2f5bd3", width: 2, points: { show: true } },
         { label: "Per hour $", scale: "usd", stroke: "#a15c00", width: 1, paths: uPlot.paths.stepped({ align: 1 }) },
       ],
-      axes: [themed({}), themed({ scale: "usd", label: "$" })],
+      axes: [timeAxis(), themed({ scale: "usd", label: "$" })],
     }, data, element);
   }
 

@@ -28,7 +28,30 @@
 
   function dayStart(iso) { return Date.parse(iso + "T00:00:00Z") / 1000; }
 
-  function dollars(text) { return text == null ? "–" : "$" + text; }
+  // "$50,000.00" from "50000.00", as the pages write money (the string kept exact: no float)
+  function dollars(text) {
+    if (text == null) return "–";
+    const negative = String(text).charAt(0) === "-";
+    const parts = String(text).replace("-", "").split(".");
+    parts[0] = parts[0].replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    return (negative ? "-$" : "$") + parts.join(".");
+  }
+
+  // Day ticks as "Dec 8", the year under the first one and under each January 1st: uPlot's own
+  // labels would read in the viewer's locale ("12/8").
+  function dateFormat(template) {  // made when first used: a page may lack uPlot
+    let format = null;
+    return function (date) { format = format || uPlot.fmtDate(template); return format(date); };
+  }
+  const ON_DAY = dateFormat("{MMM} {D}");
+  const ON_DAY_OF_YEAR = dateFormat("{MMM} {D}\n{YYYY}");
+  function dayLabels(u, splits) {
+    return splits.map(function (seconds, i) {
+      if (seconds == null) return null;
+      const at = utcDate(seconds);
+      return i === 0 || (at.getMonth() === 0 && at.getDate() === 1) ? ON_DAY_OF_YEAR(at) : ON_DAY(at);
+    });
+  }
 
   function bars() { return uPlot.paths.bars({ size: [0.7, 48] }); }
 
@@ -51,7 +74,7 @@
   function make(element, options, data) {
     if (!element) return;
     options.axes = themeAxes(options.axes || [{}, {}]);
-    options.axes[0] = Object.assign({ incrs: DAY_TICKS }, options.axes[0]);
+    options.axes[0] = Object.assign({ incrs: DAY_TICKS, values: dayLabels }, options.axes[0]);
     options.tzDate = utcDate;
     options.series[0] = { label: "Day", value: dayOf };
     const empty = element.querySelector(".chart-empty");

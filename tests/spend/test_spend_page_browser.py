@@ -49,6 +49,9 @@ def test_a_lead_sees_the_three_charts_and_changes_the_split(
     expect(legend).to_contain_text("Alice")
     expect(legend).to_contain_text("Bob")
     expect(page.locator('[data-spend-chart="cumulative"] .u-legend')).to_contain_text("Budget")
+    expect(page.locator('[data-spend-chart="cumulative"] .u-legend')).to_contain_text(
+        "$50,000.00"
+    )  # as the page writes money
     page.screenshot(path="/tmp/ui-spend-charts.png", full_page=True)
 
     page.select_option("select[name=split]", "gpu_type")
@@ -82,7 +85,10 @@ def test_the_charts_count_whole_utc_days_wherever_the_viewer_is(
             assert len(splits) >= 3, (kind, end, splits)
             assert all(split % 86400 == 0 for split in splits), (kind, end, splits)
             first = datetime.fromtimestamp(splits[0], UTC)
-            assert labels[0].split("\n")[0] == f"{first.month}/{first.day}", (kind, end, labels)
+            assert labels[0] == f"{first:%b} {first.day}\n{first.year}", (kind, end, labels)
+            for split, label in zip(splits[1:], labels[1:], strict=True):
+                day = datetime.fromtimestamp(split, UTC)
+                assert label.split("\n")[0] == f"{day:%b} {day.day}", (kind, end, labels)
     page.goto(f"{live_server.url}/spend/?start=2026-01-09&end=2026-01-11&team=vision&split=user")
     stacked = page.locator('[data-spend-chart="stacked"]')
     expect(stacked.locator("canvas")).to_have_count(1)

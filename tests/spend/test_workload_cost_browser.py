@@ -18,11 +18,12 @@ browser_page = browser_support.browser_page  # the fixture, where pytest looks f
 pytestmark = BROWSER
 
 
-def _names(at: datetime) -> set[str]:
-    """What uPlot may label a tick at `at` with, read in UTC ("3pm", "3:30pm")."""
-    hour = at.hour % 12 or 12
-    half = "am" if at.hour < 12 else "pm"
-    return {f"{hour}{half}", f"{hour}:{at.minute:02}{half}"}
+def _name(at: datetime, first: bool) -> str:
+    """How a tick at `at` is labelled, in 24-hour UTC ("15:00"); the first, and midnights, with
+    their day ("Dec 8\n00:00")."""
+    if first or (at.hour, at.minute) == (0, 0):
+        return f"{at:%b} {at.day}\n{at:%H:%M}"
+    return f"{at:%H:%M}"
 
 
 def test_the_cost_chart_labels_utc_hours_as_its_table_does(
@@ -39,8 +40,8 @@ def test_the_cost_chart_labels_utc_hours_as_its_table_does(
     expect(chart.locator("canvas")).to_have_count(1)
     splits, labels = chart.evaluate("e => [e.chart.axes[0]._splits, e.chart.axes[0]._values]")
     assert len(splits) >= 2, splits
-    for split, label in zip(splits, labels, strict=True):
-        assert label.split("\n")[0] in _names(datetime.fromtimestamp(split, UTC)), (split, label)
+    for i, (split, label) in enumerate(zip(splits, labels, strict=True)):
+        assert label == _name(datetime.fromtimestamp(split, UTC), first=i == 0), (split, label)
     first_row = page.locator("[data-cost-rows] tr").last.locator("td").first  # the table: oldest last
     expect(first_row).to_contain_text(sandbox.started_at.astimezone(UTC).strftime("%Y-%m-%d %H:00"))
     context.close()
