@@ -76,12 +76,17 @@ def test_growing_and_deleting_the_home_on_the_page(
     assert 'name="size_gb" value="500"' in response.content.decode()  # to correct, not type again
     assert 'name="size_gb" value="100"' in researcher_client.get("/home/").content.decode()  # once
     response = run_jobs(lambda: researcher_client.post("/home/resize/", {"size_gb": "120"}, follow=True))
-    assert "Your home grows to 120 GB" in response.content.decode()
+    assert (
+        "Your home grows to 120 GB: billed so from now, the volume grows now, in the sandbox that holds it."
+        in response.content.decode()
+    )
     assert Home.objects.get(user=researcher).size_gb == 120
 
     refused = researcher_client.post("/home/delete/", {"confirm": "alice"}, follow=True).content.decode()
     assert f"Sandbox {sandbox.name} uses your home: end it first." in refused
     run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind="sandbox"))
+    idle = researcher_client.post("/home/resize/", {"size_gb": "130"}, follow=True).content.decode()
+    assert "Your home grows to 130 GB: billed so from now, the volume grows when a sandbox next holds it." in idle
     wrong = researcher_client.post("/home/delete/", {"confirm": "ALICE"}, follow=True).content.decode()
     assert "Type your username (alice) to confirm" in wrong
     done = run_jobs(lambda: researcher_client.post("/home/delete/", {"confirm": "alice"}, follow=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
@@ -34,11 +35,14 @@ def home_resize_posted(request: HttpRequest) -> HttpResponse:
     home = None
     if not form_refused(request, form):
         size = form.cleaned_data["size_gb"]
-        home = run_service(
-            request,
-            lambda: home_resize(user=request.user, size_gb=size),
-            success=f"Your home grows to {size} GB; billing follows now, the volume when a sandbox next holds it.",
-        )
+        home = run_service(request, lambda: home_resize(user=request.user, size_gb=size))
+        if home is not None:
+            when = (
+                "now, in the sandbox that holds it" if home.attached_to_id else "when a sandbox next holds it"
+            )
+            messages.success(
+                request, f"Your home grows to {size} GB: billed so from now, the volume grows {when}."
+            )
     if home is None:
         typed_keep(request, "home-grow", request.POST.get("size_gb", "")[:20])
     return redirect("home")
