@@ -346,12 +346,18 @@ def _homes_of(user_id: int) -> QuerySet[Home]:
     return Home.objects.filter(user_id=user_id).exclude(state=Home.State.DELETED)
 
 
+def home_holder(home: Home | None) -> Workload | None:
+    """The live sandbox that holds the home now, if any (the last one to take it stays named on
+    the home after it ends)."""
+    if home is None or not home.attached_to_id:
+        return None
+    return Workload.objects.filter(pk=home.attached_to_id, state__in=LIVE_STATES).first()
+
+
 def home_facts(*, user: User) -> HomeFacts:
     home = _homes_of(user.pk).select_related("team", "cluster").first()
     team = home.team if home else next(iter(user_teams(user)), None)
-    holder = None
-    if home is not None and home.attached_to_id:
-        holder = Workload.objects.filter(pk=home.attached_to_id, state__in=LIVE_STATES).first()
+    holder = home_holder(home)
     left = home is not None and owner_left_team(user=user, team_id=home.team_id, owner_id=user.pk)
     return HomeFacts(home=home, team=team, price_per_gb_month=storage_price(), holder=holder, left_team=left)
 

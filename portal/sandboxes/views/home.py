@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 from portal.core.views import login_required, page
 from portal.core.web import form_refused, run_service, typed_keep, typed_take
 from portal.sandboxes.forms import HomeDeleteForm, HomeResizeForm
-from portal.sandboxes.selectors import home_facts
+from portal.sandboxes.selectors import home_facts, home_holder
 from portal.sandboxes.services import home_delete, home_resize
 
 
@@ -37,9 +37,8 @@ def home_resize_posted(request: HttpRequest) -> HttpResponse:
         size = form.cleaned_data["size_gb"]
         home = run_service(request, lambda: home_resize(user=request.user, size_gb=size))
         if home is not None:
-            when = (
-                "now, in the sandbox that holds it" if home.attached_to_id else "when a sandbox next holds it"
-            )
+            held = home_holder(home) is not None
+            when = "now, in the sandbox that holds it" if held else "when a sandbox next holds it"
             messages.success(
                 request, f"Your home grows to {size} GB: billed so from now, the volume grows {when}."
             )
