@@ -196,3 +196,17 @@ def test_a_scheduled_estimate_names_the_team_not_its_slug(researcher_client, fle
     ).content.decode()
     assert "of Vision&#x27;s quota" in page or "of Vision's quota" in page
     assert "vision&#x27;s quota" not in page and "vision's quota" not in page
+
+
+def test_a_scheduled_sandbox_with_its_end_asked_for_says_it_ends_then(researcher_client, researcher, fleet):
+    start, end = (timezone.now() + timedelta(days=1, hours=h) for h in (0, 5))
+    data = {
+        **SLICE,
+        "start_at": start.strftime("%Y-%m-%dT%H:%M"),
+        "lifetime_mode": "until",
+        "expires_at": end.strftime("%Y-%m-%dT%H:%M"),
+        "ttl_hours": "",
+    }
+    page = researcher_client.post("/sandboxes/new/", data, follow=True).content.decode()
+    assert f"It ends at {end:%Y-%m-%d %H:%M} UTC, as asked, whenever it starts." in page
+    assert "Its lifetime counts from when it starts running." not in page
