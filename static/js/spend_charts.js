@@ -184,6 +184,8 @@
     const url = section.getAttribute("data-daily-url");
     if (!url || section.getAttribute("data-loaded") === url || typeof uPlot === "undefined") return;
     section.setAttribute("data-loaded", url);
+    // what the page says without JavaScript (the figures are in the tables) becomes a wait
+    section.querySelectorAll("[data-chart-waits]").forEach(function (p) { p.textContent = "Loading…"; });
     fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) { return response.ok ? response.json() : null; })
       .then(function (body) {

@@ -74,6 +74,8 @@ def test_a_lead_sees_the_team_grouped_by_day(lead_client, january):
     assert "$13.76" in rows["2026-01-11"]  # bob's 2 h after midnight; carol's team is not his
     assert "$6.88" in rows["2026-01-12"]
     assert 'id="spend-total">$55.04<' in page
+    # without JavaScript no chart is drawn: each says where its figures are instead of "Loading…"
+    assert page.count("data-chart-waits>The figures are under <em>Show as table</em>") == 3
 
 
 def test_an_admin_sees_every_team(admin_client, january):
