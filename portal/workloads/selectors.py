@@ -326,9 +326,13 @@ def waiting_cost(workload: Workload) -> WaitingCost | None:
     if workload.state not in WAITING_STATES:
         return None
     price = price_per_hour(gpu_type=workload.gpu_type)
+    hours = workload.lifetime_hours  # kept to the hundredth of an hour
+    if workload.start_at is not None and workload.expires_at is not None:
+        # both ends asked for: what it will be billed for exactly, as the request form estimated it
+        hours = Decimal((workload.expires_at - workload.start_at).total_seconds()) / Decimal(3600)
     return WaitingCost(
         hourly=cost_of_hours(workload, Decimal(1), price=price),
-        total=cost_of_hours(workload, workload.lifetime_hours, price=price),
+        total=cost_of_hours(workload, hours, price=price),
     )
 
 

@@ -86,7 +86,10 @@ def test_growing_and_deleting_the_home_on_the_page(
     assert f"Sandbox {sandbox.name} uses your home: end it first." in refused
     run_jobs(lambda: workload_terminate(user=researcher, workload_id=sandbox.pk, kind="sandbox"))
     idle = researcher_client.post("/home/resize/", {"size_gb": "130"}, follow=True).content.decode()
-    assert "Your home grows to 130 GB: billed so from now, the volume grows when a sandbox next holds it." in idle
+    assert (
+        "Your home grows to 130 GB: billed so from now, the volume grows when a sandbox next holds it."
+        in idle
+    )
     wrong = researcher_client.post("/home/delete/", {"confirm": "ALICE"}, follow=True).content.decode()
     assert "Type your username (alice) to confirm" in wrong
     done = run_jobs(lambda: researcher_client.post("/home/delete/", {"confirm": "alice"}, follow=True))

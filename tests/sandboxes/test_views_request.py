@@ -199,9 +199,13 @@ def test_a_scheduled_estimate_names_the_team_not_its_slug(researcher_client, fle
 
 
 def test_a_scheduled_sandbox_with_its_end_asked_for_says_it_ends_then(researcher_client, researcher, fleet):
-    start, end = (timezone.now() + timedelta(days=1, hours=h) for h in (0, 5))
+    start = (timezone.now() + timedelta(days=1)).replace(second=0, microsecond=0)
+    end = start + timedelta(hours=5, minutes=7)  # 5.1166... h: kept as 5.12 h, billed exactly
     data = {
         **SLICE,
+        "gpu_mode": "whole",  # $6.88 an hour: a few thousandths of an hour show in cents
+        "mig_profile": "",
+        "count": "1",
         "start_at": start.strftime("%Y-%m-%dT%H:%M"),
         "lifetime_mode": "until",
         "expires_at": end.strftime("%Y-%m-%dT%H:%M"),
@@ -210,3 +214,16 @@ def test_a_scheduled_sandbox_with_its_end_asked_for_says_it_ends_then(researcher
     page = researcher_client.post("/sandboxes/new/", data, follow=True).content.decode()
     assert f"It ends at {end:%Y-%m-%d %H:%M} UTC, as asked, whenever it starts." in page
     assert "Its lifetime counts from when it starts running." not in page
+    from portal.core.templatetags.money import usd
+    from portal.fleet.selectors import price_per_hour
+    from portal.spend.selectors import to_cents
+    from portal.workloads.models import Workload
+    from portal.workloads.selectors import workload_price_per_hour
+
+    sandbox = Workload.objects.get(name=SLICE["name"])
+    hourly = workload_price_per_hour(
+        workload=sandbox, price_per_gpu_hour=price_per_hour(gpu_type=sandbox.gpu_type)
+    )
+    exact = to_cents(hourly * Decimal(5 * 3600 + 7 * 60) / Decimal(3600))
+    assert exact != to_cents(hourly * sandbox.lifetime_hours)  # the case where rounding the hours shows
+    assert f'id="cost-so-far">{usd(exact)}<' in page  # as the request form estimated it
