@@ -14,7 +14,7 @@ from portal.accounts.selectors import lead_team_ids
 from portal.core.selectors import one_visible
 from portal.fleet.selectors import current_prices
 from portal.workloads.models import Approval
-from portal.workloads.selectors import cost_of_hours, scale_cost
+from portal.workloads.selectors import asked_hours, cost_of_hours, scale_cost
 
 
 def approvals_visible_to(user: User) -> QuerySet[Approval]:
@@ -72,9 +72,10 @@ def approval_rows(approvals: list[Approval], *, user: User) -> list[ApprovalRow]
         else:
             if approval.kind == Approval.Kind.EXTEND and approval.extend_hours is not None:
                 hours = approval.extend_hours
+                cost = cost_of_hours(sandbox, hours, price=price)
             else:
                 hours = sandbox.lifetime_hours
-            cost = cost_of_hours(sandbox, hours, price=price)
+                cost = cost_of_hours(sandbox, asked_hours(sandbox), price=price)
         can_decide = (
             approval.state == Approval.State.PENDING
             and approval.requested_by_id != user.pk

@@ -20,7 +20,7 @@ from portal.deployments.services import deployment_apply_scale
 from portal.fleet.selectors import price_per_hour
 from portal.workloads.models import Approval, Workload, WorkloadState
 from portal.workloads.policy import extended_lifetime, within_max_lifetime
-from portal.workloads.selectors import cost_of_hours
+from portal.workloads.selectors import asked_hours, cost_of_hours
 from portal.workloads.services import (
     approval_link,
     tell_deciders,
@@ -157,7 +157,8 @@ def _asked(approval: Approval) -> str:
         return f"{who}'s request to scale {workload.name} (team {approval.team.name}) to {approval.replicas} replicas"
     extend = approval.kind == Approval.Kind.EXTEND
     hours = approval.extend_hours if extend and approval.extend_hours is not None else workload.lifetime_hours
-    cost = f"${cost_of_hours(workload, hours, price=price_per_hour(gpu_type=workload.gpu_type)):,.2f}"
+    billed = hours if extend else asked_hours(workload)
+    cost = f"${cost_of_hours(workload, billed, price=price_per_hour(gpu_type=workload.gpu_type)):,.2f}"
     length = hours_words(hours)
     if extend:
         return f"{who}'s request to extend {workload.name} (team {approval.team.name}) by {length}, {cost} more at most,"

@@ -320,19 +320,24 @@ def scale_cost(
     return hours, to_cents(price * fraction_to_decimal(added, "0.000001") * hours)
 
 
+def asked_hours(workload: Workload) -> Decimal:
+    """The hours a request that has not started asked for: exactly from its start to its end where
+    it named both (as its form estimated them, and as they will be billed), else its lifetime
+    (kept to the hundredth of an hour)."""
+    if workload.start_at is not None and workload.expires_at is not None:
+        return Decimal((workload.expires_at - workload.start_at).total_seconds()) / Decimal(3600)
+    return workload.lifetime_hours
+
+
 def waiting_cost(workload: Workload) -> WaitingCost | None:
     """The cost of a workload waiting for a lead or in the queue, an hour and for its lifetime, at
     today's price; None for any other. One query, for the price."""
     if workload.state not in WAITING_STATES:
         return None
     price = price_per_hour(gpu_type=workload.gpu_type)
-    hours = workload.lifetime_hours  # kept to the hundredth of an hour
-    if workload.start_at is not None and workload.expires_at is not None:
-        # both ends asked for: what it will be billed for exactly, as the request form estimated it
-        hours = Decimal((workload.expires_at - workload.start_at).total_seconds()) / Decimal(3600)
     return WaitingCost(
         hourly=cost_of_hours(workload, Decimal(1), price=price),
-        total=cost_of_hours(workload, hours, price=price),
+        total=cost_of_hours(workload, asked_hours(workload), price=price),
     )
 
 
