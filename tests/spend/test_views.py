@@ -103,6 +103,15 @@ def test_a_lead_sees_the_team_budget_used_and_left(lead_client, lead, team, whol
     assert '$6.88</strong> used of <span class="money">$50,000.00</span>' in page
     assert "$49,993.12</strong> left" in page
 
+    team.monthly_budget = 0  # nothing may be spent without a lead: not "100 % used"
+    team.save()
+    page = lead_client.get("/spend/").content.decode()
+    assert (
+        '$6.88</strong> used of a budget of <span class="money">$0.00</span>: every request and extension '
+        "that costs anything waits for a lead." in page
+    )
+    assert "(100 %)" not in page and "<meter" not in page
+
 
 def test_researchers_see_no_team_budget(researcher_client, researcher):
     assert "used of" not in researcher_client.get("/spend/").content.decode()
