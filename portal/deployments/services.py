@@ -198,7 +198,8 @@ def deployment_scale(
         raise Conflict(
             f"Deployment {workload.name} is {workload.get_state_display().lower()}; only a live, placed one can be scaled."
         )
-    if replicas == workload.replicas:
+    if replicas == workload.replicas:  # what it has: nothing to do, but a waiting scale is undone
+        workload_scale_superseded(workload=workload, actor=user, replicas=replicas, now=now)
         return workload
     if replicas < workload.replicas:
         workload_scale_superseded(workload=workload, actor=user, replicas=replicas, now=now)

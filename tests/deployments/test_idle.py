@@ -166,3 +166,26 @@ def test_scaling_a_warned_deployment_by_hand_is_its_owners_word_on_it(run_jobs, 
     assert deployment.idle_warned_at is None and deployment.idle_kept_at is not None
     run_jobs(lambda: deployment_scale(user=researcher, deployment_id=deployment.pk, replicas=1))
     assert deployments_idle_sweep(now=now + timedelta(minutes=20)).reclaimed == []
+
+
+def test_idle_reclaim_withdraws_a_scale_up_that_waits_so_approving_it_later_bills_nothing(
+    run_jobs, serving, researcher, lead
+):
+    from portal.approvals.services import approval_decide
+    from portal.workloads.models import Approval
+
+    deployment, now = serving
+    deployment_scale(user=researcher, deployment_id=deployment.pk, replicas=3)  # beyond policy: waits
+    waiting = Approval.objects.get(workload=deployment, kind=Approval.Kind.SCALE)
+    assert deployments_idle_sweep(now=now).warned == [deployment.pk]
+    idle_minutes(deployment, now, 16, utilization=1.0)
+    assert run_jobs(lambda: deployments_idle_sweep(now=now + timedelta(minutes=16))).reclaimed == [
+        deployment.pk
+    ]
+    waiting.refresh_from_db()
+    assert waiting.state == Approval.State.CANCELLED
+    assert waiting.comment == "Withdrawn: the deployment was scaled to 0 instead."
+    with pytest.raises(Conflict):
+        approval_decide(user=lead, approval_id=waiting.pk, approve=True)
+    assert Workload.objects.get(pk=deployment.pk).replicas == 0
+    assert not Allocation.objects.filter(workload=deployment, ended_at__isnull=True).exists()

@@ -226,6 +226,42 @@ def test_a_scale_waiting_for_a_lead_is_withdrawn_or_made_moot_by_scaling_at_once
     assert not Allocation.objects.filter(workload=workload, ended_at__isnull=True).exists()
 
 
+def test_scaling_up_within_policy_or_to_the_replicas_it_has_withdraws_a_waiting_scale(
+    run_jobs, fleet, catalog, team, researcher
+):
+    team.auto_approve_max_gpus = 2
+    team.save()
+    workload = run_jobs(lambda: deploy(researcher, gpu_type="h100-80gb", count=1))  # a whole GPU a replica
+    for direct in (2, 1):  # 2: up within policy, placed at once; then 1: down
+        deployment_scale(user=researcher, deployment_id=workload.pk, replicas=3)  # beyond policy
+        waiting = Approval.objects.get(
+            workload=workload, kind=Approval.Kind.SCALE, state=Approval.State.PENDING
+        )
+        run_jobs(lambda: deployment_scale(user=researcher, deployment_id=workload.pk, replicas=direct))  # noqa: B023
+        waiting.refresh_from_db()
+        assert waiting.state == Approval.State.CANCELLED, direct
+        assert waiting.comment == f"Withdrawn: the deployment was scaled to {direct} instead."
+    deployment_scale(user=researcher, deployment_id=workload.pk, replicas=3)
+    waiting = Approval.objects.get(workload=workload, kind=Approval.Kind.SCALE, state=Approval.State.PENDING)
+    deployment_scale(user=researcher, deployment_id=workload.pk, replicas=1)  # the replicas it has
+    waiting.refresh_from_db()
+    assert waiting.state == Approval.State.CANCELLED
+    assert Workload.objects.get(pk=workload.pk).replicas == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_withdrawing_a_scale_outside_a_test_transaction_works(run_jobs, fleet, catalog, team, researcher):
+    """As a request runs it (no transaction around it): the row lock needs the service's own."""
+    from tests.conftest import token_client
+
+    workload = run_jobs(lambda: deploy(researcher))
+    deployment_scale(user=researcher, deployment_id=workload.pk, replicas=3)
+    api = token_client(researcher, "workloads")
+    response = api.post(f"/api/v1/deployments/{workload.number}/scale/withdraw", format="json")
+    assert response.status_code == 200, response.content
+    assert not Approval.objects.filter(state=Approval.State.PENDING).exists()
+
+
 def test_a_deployment_whose_objects_went_missing_is_applied_again_and_audited_as_a_deployment(
     run_jobs, fleet, catalog, researcher
 ):

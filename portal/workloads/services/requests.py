@@ -219,7 +219,7 @@ def tell_deciders(
 
 
 def _close_withdrawn(
-    approvals: list[Approval], *, actor: User, now: datetime, why: str = "Withdrawn by the requester."
+    approvals: list[Approval], *, actor: User | None, now: datetime, why: str = "Withdrawn by the requester."
 ) -> None:
     """Close approvals their requester withdrew (or what was done since made moot): cancelled,
     audited, and the deciders' notices of them marked done (there is nothing left to decide)."""
@@ -237,7 +237,7 @@ def _close_withdrawn(
             team=approval.team,
             from_state=Approval.State.PENDING,
             to_state=Approval.State.CANCELLED,
-            detail=f"{approval.kind} request withdrawn by {actor.username}",
+            detail=f"{approval.kind} request withdrawn by {actor.username if actor else 'the portal'}",
         )
         Notification.objects.filter(link=approval_link(approval), read_at__isnull=True).update(read_at=now)
 
@@ -431,6 +431,7 @@ def _waiting(workload: Workload, kind: str) -> list[Approval]:
     )
 
 
+@transaction.atomic
 def workload_scale_withdraw(*, user: User, workload_id: int, now: datetime | None = None) -> Workload:
     """Withdraw the scale of a deployment that waits for a lead: its approval is closed, the
     leads' notice of it marked done, and its replicas stay as they are."""
@@ -447,10 +448,13 @@ def workload_scale_withdraw(*, user: User, workload_id: int, now: datetime | Non
     return workload
 
 
-def workload_scale_superseded(*, workload: Workload, actor: User, replicas: int, now: datetime) -> None:
-    """A deployment is scaled at once (down, or up within policy) while another scale waits for a
-    lead: the waiting one is closed as withdrawn, since approving it later would undo what was
-    just done (a deployment scaled to zero would start billing again)."""
+def workload_scale_superseded(
+    *, workload: Workload, actor: User | None, replicas: int, now: datetime
+) -> None:
+    """A deployment is scaled at once (down, to the replicas it has, up within policy, or to zero
+    by idle reclaim: `actor` None) while another scale waits for a lead: the waiting one is closed
+    as withdrawn, since approving it later would undo what was just done (a deployment scaled to
+    zero would start billing again)."""
     pending = _waiting(workload, Approval.Kind.SCALE)
     if not pending:
         return
