@@ -103,17 +103,16 @@ def tokens(request: HttpRequest) -> HttpResponse:
                     form.add_error(key if key in TOKEN_FIELDS else None, message)
         else:
             form = TokenCreateForm(teams=teams)
-    context = {
-        "form": form,
-        "tokens": tokens_of(request.user),
-        "created": created,
-        "secret": secret,
-        "now": timezone.now(),
-        "soon": timezone.now() + timedelta(days=TOKEN_WARNING_DAYS),
-    }
+    context = {"form": form, "created": created, "secret": secret, **_tokens_context(request)}
     if request.method == "POST" and wants_fragment(request):
         return fragment(request, "accounts/partials/tokens_panel.html", context)
     return page(request, "accounts/tokens.html", context)
+
+
+def _tokens_context(request: HttpRequest) -> dict:
+    """The user's tokens and the times their table compares with (expired; expiring soon)."""
+    now = timezone.now()
+    return {"tokens": tokens_of(request.user), "now": now, "soon": now + timedelta(days=TOKEN_WARNING_DAYS)}
 
 
 @login_required
@@ -121,8 +120,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
 def token_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
     run_service(request, lambda: token_revoke(user=request.user, token_id=pk), success="Token revoked.")
     if wants_fragment(request):
-        form = TokenCreateForm(teams=user_teams(request.user))
-        context = {"form": form, "tokens": tokens_of(request.user), "now": timezone.now()}
+        context = {"form": TokenCreateForm(teams=user_teams(request.user)), **_tokens_context(request)}
         return fragment(request, "accounts/partials/tokens_panel.html", context)
     return redirect("tokens")
 

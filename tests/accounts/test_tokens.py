@@ -112,6 +112,10 @@ def test_the_user_of_a_token_in_use_is_told_once_a_week_before_it_expires(
     row = page.split(f'id="token-{in_use.pk}"')[1].split("</tr>")[0]
     assert '<span class="tag warn"' in row and ">expires soon<" in row
     assert '<span class="tag warn"' not in page.split(f'id="token-{later.pk}"')[1].split("</tr>")[0]
+    # the table redrawn after a revoke (htmx) still warns of it
+    redrawn = researcher_client.post(f"/tokens/{idle.pk}/revoke/", HTTP_HX_REQUEST="true").content.decode()
+    row = redrawn.split(f'id="token-{in_use.pk}"')[1].split("</tr>")[0]
+    assert ">expires soon<" in row
 
 
 def test_create_token_command_prints_the_token_alone_on_the_last_line(researcher, capsys):
