@@ -14,17 +14,15 @@
     return Object.assign({ stroke: stroke, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } }, axis);
   }
 
+  const dollars = window.ChartFormats.dollars;
+  const dateFormat = window.ChartFormats.dateFormat;
+
   // Times in UTC, as the rest of the portal (and these charts' tables) give them.
   function utcDate(seconds) { return uPlot.tzDate(new Date(seconds * 1000), "Etc/UTC"); }
 
   // The time axis in 24-hour UTC ("13:00"), the day named at the first tick and at each midnight
   // ("Dec 8 00:00"); the legend's time in full, as the pages write it. uPlot's own labels would
-  // read in the viewer's locale ("1:00pm 12/8/26"). Formats are made when first used: a page may
-  // lack uPlot (its tables still fill).
-  function dateFormat(template) {
-    let format = null;
-    return function (date) { format = format || uPlot.fmtDate(template); return format(date); };
-  }
+  // read in the viewer's locale ("1:00pm 12/8/26").
   const AT_TIME = dateFormat("{HH}:{mm}");
   const AT_DAY = dateFormat("{MMM} {D}\n{HH}:{mm}");
   function timeLabels(u, splits) {
@@ -127,7 +125,7 @@
   function drawCost(element, points) {
     const nothing = element.getAttribute("data-empty") || "Nothing billed yet.";
     fillRows(element.parentElement.querySelector("[data-cost-rows]"), points.slice().reverse().map(function (p) {
-      return [p.at.replace("T", " ").slice(0, 16), "$" + p.cost, "$" + p.total];
+      return [p.at.replace("T", " ").slice(0, 16), dollars(p.cost), dollars(p.total)];
     }), nothing, 3);
     const empty = element.querySelector(".chart-empty");
     // what is true for its state: "Nothing billed yet." while it lives, "Nothing was billed." after

@@ -28,21 +28,11 @@
 
   function dayStart(iso) { return Date.parse(iso + "T00:00:00Z") / 1000; }
 
-  // "$50,000.00" from "50000.00", as the pages write money (the string kept exact: no float)
-  function dollars(text) {
-    if (text == null) return "–";
-    const negative = String(text).charAt(0) === "-";
-    const parts = String(text).replace("-", "").split(".");
-    parts[0] = parts[0].replace(/\B(?=(\d{3})+(?!\d))/g, ",");
-    return (negative ? "-$" : "$") + parts.join(".");
-  }
+  const dollars = window.ChartFormats.dollars;
+  const dateFormat = window.ChartFormats.dateFormat;
 
   // Day ticks as "Dec 8", the year under the first one and under each January 1st: uPlot's own
   // labels would read in the viewer's locale ("12/8").
-  function dateFormat(template) {  // made when first used: a page may lack uPlot
-    let format = null;
-    return function (date) { format = format || uPlot.fmtDate(template); return format(date); };
-  }
   const ON_DAY = dateFormat("{MMM} {D}");
   const ON_DAY_OF_YEAR = dateFormat("{MMM} {D}\n{YYYY}");
   function dayLabels(u, splits) {
