@@ -170,6 +170,14 @@ def notifications_mark_read(
     return unread.update(read_at=now or timezone.now())
 
 
+def notifications_seen(*, user: User, link: str, now: datetime | None = None) -> int:
+    """Mark read the user's unread notices that point at `link`, the page they have just opened:
+    opening what a notice is about reads it."""
+    return Notification.objects.filter(user=user, link=link, read_at__isnull=True).update(
+        read_at=now or timezone.now()
+    )
+
+
 def notifications_mark_read_by_link(*, links: Iterable[str], now: datetime | None = None) -> int:
     """Mark read, for everyone, the unread notices pointing at these links (a request decided or
     withdrawn leaves nothing for the other deciders to do)."""

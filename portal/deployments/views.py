@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from portal.accounts.notifications import notifications_seen
 from portal.accounts.selectors import owner_left_team, team_has_hf_token, user_teams
 from portal.catalog.models import CatalogModel
 from portal.catalog.selectors import catalog_entries, default_request, model_sizing
@@ -231,6 +232,8 @@ def deployment_detail(request: HttpRequest, number: int) -> HttpResponse:
     if wants_fragment(request) and unchanged(request, version):
         return nothing_changed()
     pk = workload_id_or_404(request, kind=WorkloadKind.DEPLOYMENT, number=number)
+    if not wants_fragment(request):  # opened: its notices are read (the bell counts them after)
+        notifications_seen(user=request.user, link=request.path)
     try:
         row = deployment_row_for(user=request.user, deployment_id=pk)
     except NotFound as error:

@@ -48,8 +48,9 @@ def test_a_request_waiting_for_a_lead_shows_what_it_will_cost(
     assert sandbox.state == WorkloadState.PENDING_APPROVAL
 
     with django_assert_max_num_queries(
-        21
-    ):  # the whole page; its cost reads one price, and whether its owner is still in the team
+        22
+    ):  # the whole page; its cost reads one price, whether its owner is still in the team, and its
+        # notices are marked read (opened)
         page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
 
     assert "<dt>Cost, estimated</dt>" in page
@@ -436,3 +437,20 @@ def test_unsharing_one_is_not_refused_because_another_it_stays_shared_with_has_l
     Membership.objects.filter(user=carol).delete()
     sandbox_share(user=researcher, sandbox_id=sandbox.pk, usernames=["carol"])  # bob unshared
     assert list(sandbox.shared_with.values_list("username", flat=True)) == ["carol"]
+
+
+def test_opening_the_page_a_notice_points_at_reads_the_notice(researcher_client, researcher, team, whole_gpus):
+    from portal.accounts.models import Notification
+    from portal.accounts.services import notify
+    from tests.rows import HTMX, make_sandbox
+
+    box = make_sandbox(owner=researcher, team=team, name="box", gpu=whole_gpus[0], hours_ago=1)
+    notify(user=researcher, message="Sandbox box is running.", kind="running", link=box.get_absolute_url())
+    notify(user=researcher, message="Something else.", kind="running", link="/spend/")
+    researcher_client.get(box.get_absolute_url(), **HTMX)  # a poll is not an opening
+    assert Notification.objects.filter(user=researcher, read_at__isnull=True).count() == 2
+    page = researcher_client.get(box.get_absolute_url()).content.decode()
+    assert list(
+        Notification.objects.filter(user=researcher, read_at__isnull=True).values_list("link", flat=True)
+    ) == ["/spend/"]
+    assert 'title="Unread notifications">1</span>' in page  # the bell counts what is left

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.accounts.models import User
+from portal.accounts.notifications import notifications_seen
 from portal.accounts.selectors import owner_left_team, recent_notifications, team_members, user_teams
 from portal.accounts.ssh_keys import ssh_keys_of
 from portal.core.errors import DomainError, NotAllowed, NotFound
@@ -191,6 +192,8 @@ def sandbox_detail(request: HttpRequest, number: int) -> HttpResponse:
     if wants_fragment(request) and unchanged(request, version):
         return nothing_changed()
     pk = workload_id_or_404(request, kind=WorkloadKind.SANDBOX, number=number)
+    if not wants_fragment(request):  # opened: its notices are read (the bell counts them after)
+        notifications_seen(user=request.user, link=request.path)
     try:
         row = sandbox_row_for(user=request.user, workload_id=pk)
     except NotFound as error:
