@@ -145,6 +145,10 @@ def deployment_new(request: HttpRequest) -> HttpResponse:
             except DomainError as error:
                 form.add_service_errors(error)
             else:
+                if request.POST.get("preset_name", "").strip():  # typed, then requested: saved too
+                    save_form_as_preset(
+                        request, form, kind=WorkloadKind.DEPLOYMENT, body=body_from_form(form)
+                    )
                 return redirect(workload)
         else:
             form.require_name()

@@ -134,6 +134,13 @@ def preset_body_for_use(*, user: User, preset: Preset) -> dict[str, Any]:
         ) from None
 
 
+def preset_named(*, user: User, kind: str, name: str, team: str | None = None) -> bool:
+    """Whether the user (or, with `team`, that team) has a preset of this kind and name already:
+    saving under it replaces it."""
+    scope = {"team__slug": team} if team else {"owner": user}
+    return Preset.objects.filter(kind=kind, name=(name or "").strip(), **scope).exists()
+
+
 @transaction.atomic
 def preset_save(*, user: User, kind: str, name: str, body: object, team: str | None = None) -> Preset:
     """Save a preset: personal, or team-wide when `team` is given (its leads only). Its body is

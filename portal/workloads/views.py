@@ -27,7 +27,13 @@ from portal.fleet.selectors import gpu_type_slugs
 from portal.workloads.filters import WorkloadFilter
 from portal.workloads.forms import ExtendForm
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
-from portal.workloads.presets import preset_body_for_use, preset_check, preset_get_for, preset_save
+from portal.workloads.presets import (
+    preset_body_for_use,
+    preset_check,
+    preset_get_for,
+    preset_named,
+    preset_save,
+)
 from portal.workloads.selectors import (
     any_live,
     listed_projects,
@@ -265,16 +271,21 @@ def form_prefill(
 
 def save_form_as_preset(request: HttpRequest, form: Any, *, kind: str, body: dict) -> bool:
     """A valid request form saved as the preset named in the POST (the team's, if asked), saying
-    so; a refusal shows as a message, as any service's. Whether it was saved."""
+    so; a refusal shows as a message, as any service's. A preset of the same name is replaced only
+    when the POST says so (`preset_replace`): the page never loses one unasked. Whether it was saved."""
+    name = request.POST.get("preset_name", "")
+    team = form.cleaned_data["team"] if request.POST.get("preset_team") else None
+    if not request.POST.get("preset_replace") and preset_named(
+        user=request.user, kind=kind, name=name, team=team
+    ):
+        messages.error(
+            request,
+            f"A preset called {name.strip()} exists already: tick “Replace it” to save these settings over it, "
+            "or choose another name.",
+        )
+        return False
     preset = run_service(
-        request,
-        lambda: preset_save(
-            user=request.user,
-            kind=kind,
-            name=request.POST.get("preset_name", ""),
-            team=form.cleaned_data["team"] if request.POST.get("preset_team") else None,
-            body=body,
-        ),
+        request, lambda: preset_save(user=request.user, kind=kind, name=name, team=team, body=body)
     )
     if preset is not None:
         messages.success(request, f"Saved preset {preset.name} ({preset.scope}).")

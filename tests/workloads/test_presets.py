@@ -197,3 +197,24 @@ def test_a_deployment_preset_names_its_model_and_replicas():
         "one 3g.40gb slice of a100-80gb",
         "until Jan 1, 2030 00:00 UTC",
     ]
+
+
+def test_a_preset_of_the_same_name_is_replaced_only_when_asked_and_a_typed_name_is_saved_with_the_request(
+    run_jobs, fleet, researcher, researcher_client
+):
+    gpu_type = GpuType.objects.get().slug
+    base = {"team": "vision", "name": "", "gpu_type": gpu_type, "gpu_mode": "whole", "lifetime_mode": "hours",
+            "ttl_hours": 6, "save_preset": "1", "preset_name": "mine"}  # fmt: skip
+    researcher_client.post("/sandboxes/new/", {**base, "count": 1})
+    refused = researcher_client.post("/sandboxes/new/", {**base, "count": 2}).content.decode()
+    assert "A preset called mine exists already: tick “Replace it”" in refused
+    assert '<details class="fieldset-details" id="preset-save" open>' in refused
+    assert Preset.objects.get().body["gpu"]["count"] == 1  # kept
+    researcher_client.post("/sandboxes/new/", {**base, "count": 2, "preset_replace": "1"})
+    assert Preset.objects.get().body["gpu"]["count"] == 2
+
+    requested = {**base, "count": 1, "name": "box", "preset_name": "for-box"}
+    del requested["save_preset"]
+    answer = run_jobs(lambda: researcher_client.post("/sandboxes/new/", requested, follow=True))
+    assert "Saved preset for-box (personal)." in answer.content.decode()
+    assert Preset.objects.filter(name="for-box").exists()

@@ -127,6 +127,8 @@ def sandbox_new(request: HttpRequest) -> HttpResponse:
             except DomainError as error:
                 form.add_service_errors(error)
             else:
+                if request.POST.get("preset_name", "").strip():  # typed, then requested: saved too
+                    save_form_as_preset(request, form, kind=WorkloadKind.SANDBOX, body=body_from_form(form))
                 return redirect(sandbox)
         else:
             form.require_name()
