@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 import struct
 
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -42,9 +43,27 @@ def _refused(message: str) -> ValidationFailed:
     return ValidationFailed(message, fields={"public_key": [message]})
 
 
+_BASE64_LINE = re.compile(r"^[A-Za-z0-9+/=]+$")
+
+
+def _unwrapped(text: str) -> str:
+    """One key broken over lines as a terminal wraps it (its type on the first line, only base64
+    on the others) put back on one line; anything else as it is."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if len(lines) > 1 and len(lines[0].split()) >= 2 and all(_BASE64_LINE.match(line) for line in lines[1:]):
+        return "".join(lines)
+    return text
+
+
 def ssh_key_parse(text: str) -> tuple[str, str]:
     """The key as one authorized_keys line (type and base64, the comment dropped) and its
     fingerprint; ValidationFailed saying what is wrong."""
+    if "BEGIN SSH2 PUBLIC KEY" in text:
+        raise _refused(
+            "That is a key in the SSH2 (RFC 4716) format PuTTY saves: convert it with "
+            "ssh-keygen -i -f key.pub and paste the one line it prints."
+        )
+    text = _unwrapped(text)
     words = text.strip().split()
     if not words or len(text) > MAX_KEY_CHARS:
         raise _refused("Paste one public key, as in ~/.ssh/id_ed25519.pub: ssh-ed25519 AAAA... you@host.")

@@ -31,8 +31,11 @@ ECDSA_PRINT = "SHA256:hwRuOxdPtwZSz1CvYnI84doSH+huODbcCMr08xH3d78"
         (f"  {ED25519}\n", ED25519.rsplit(" ", 1)[0], ED25519_PRINT),
         (RSA_3072, RSA_3072.rsplit(" ", 1)[0], RSA_3072_PRINT),
         (ECDSA, ECDSA.strip(), ECDSA_PRINT),
+        # wrapped as a terminal wraps it: put back on one line
+        ("\n".join(RSA_3072.rsplit(" ", 1)[0][i : i + 70] for i in range(0, 600, 70)), RSA_3072.rsplit(" ", 1)[0],
+         RSA_3072_PRINT),
     ],
-)
+)  # fmt: skip
 def test_a_key_reads_as_openssh_reads_it(text, line, fingerprint):
     assert ssh_key_parse(text) == (line, fingerprint)
 
@@ -47,6 +50,10 @@ def test_a_key_reads_as_openssh_reads_it(text, line, fingerprint):
         ),
         (RSA_1024, "RSA keys need at least 2048 bits; this one has 1024"),
         (f"{ED25519}\n{ECDSA}", "Paste one key at a time"),
+        (
+            '---- BEGIN SSH2 PUBLIC KEY ----\nComment: "rsa-key"\nAAAAB3NzaC1yc2E\n---- END SSH2 PUBLIC KEY ----',
+            "convert it with ssh-keygen -i -f key.pub",
+        ),
         ("ssh-dss AAAAB3NzaC1kc3MAAACBAP8= old", "DSA keys are refused"),
         ("ssh-foo AAAA", "Not an SSH public key of a known type"),
         ("ssh-ed25519", "The key itself is missing"),
