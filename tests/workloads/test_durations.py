@@ -64,3 +64,10 @@ def test_a_waiting_sandbox_says_its_half_hour_lifetime_in_minutes(researcher_cli
     sandbox.save(update_fields=["state"])
     page = researcher_client.get(f"/sandboxes/{sandbox.number}/").content.decode()
     assert "30 minutes after it starts running" in page
+
+
+def test_a_sentence_keeps_its_words_as_written():
+    from portal.core.text import sentence
+
+    assert sentence("reclaimed: its GPUs were idle") == "Reclaimed: its GPUs were idle"  # not "gpus"
+    assert sentence("") == ""
