@@ -215,7 +215,10 @@ def team_hf_token_set(*, user: User, team_slug: str, token: str) -> Team:
         raise NotAllowed(f"Only a lead of {team.slug} or a platform admin may set its Hugging Face token.")
     token = token.strip()
     if token and (not token.startswith(HF_TOKEN_PREFIX) or not 10 <= len(token) <= 200 or " " in token):
-        message = f"A Hugging Face access token starts with {HF_TOKEN_PREFIX} and has no spaces."
+        message = (
+            f"A Hugging Face access token starts with {HF_TOKEN_PREFIX}, has no spaces and is 10 to 200 "
+            f"characters long (this one has {len(token)}): copy the whole token from your Hugging Face settings."
+        )
         raise ValidationFailed(message, fields={"token": [message]})
     team.hf_token = token
     team.save(update_fields=["hf_token"])

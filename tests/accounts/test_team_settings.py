@@ -35,7 +35,14 @@ def test_only_the_teams_leads_and_admins_may_set_it_and_only_a_token(researcher,
         team_hf_token_set(user=researcher, team_slug=team.slug, token="hf_abcdefghij")
     with pytest.raises(ValidationFailed) as bad:
         team_hf_token_set(user=lead, team_slug=team.slug, token="not a token")
-    assert bad.value.fields == {"token": ["A Hugging Face access token starts with hf_ and has no spaces."]}
+    assert bad.value.fields == {
+        "token": [
+            "A Hugging Face access token starts with hf_, has no spaces and is 10 to 200 characters long "
+            "(this one has 11): copy the whole token from your Hugging Face settings."
+        ]
+    }
+    with pytest.raises(ValidationFailed, match=r"\(this one has 8\)"):
+        team_hf_token_set(user=lead, team_slug=team.slug, token="hf_short")  # the reason it fails, said
     assert not Team.objects.get(pk=team.pk).hf_token
 
 
