@@ -239,8 +239,8 @@ class ApiToken(models.Model):
 
     Its scope bounds what it may do as its user: `read` reads only; `workloads` also requests,
     changes and ends sandboxes and deployments, decides approvals and everything else the user
-    may do, but manages no tokens (nor SSH keys) and shares a sandbox with nobody new; `admin` may do all its user may, tokens
-    included. `serving` calls the endpoints of one team's deployments (`team`, of which its user
+    may do, but manages no tokens (nor SSH keys) and shares a sandbox with nobody new; `admin` may
+    do all its user may, tokens included. `serving` calls the endpoints of one team's deployments (`team`, of which its user
     is a member) and nothing of the portal's API: it is the one scope a model server sees, and
     what a model server could learn from it opens only its own team's endpoints."""
 

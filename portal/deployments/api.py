@@ -109,8 +109,8 @@ class DeploymentScaleView(_Deployment, WorkloadApi):
 @extend_schema_view(post=extend_schema(request=None, responses={200: DeploymentSerializer, 409: NO_SCALE}))
 class DeploymentScaleWithdrawView(_Deployment, WorkloadApi):
     """Withdraw the scale that waits for a lead (the deployment's `approval`); its approval is
-    closed and the replicas stay as they are. Scaling at once (down, or up within policy) while
-    one waits withdraws it too."""
+    closed and the replicas stay as they are. Scaling at once while one waits (down, up within
+    policy, or to the replicas it has) withdraws it too, as idle reclaim scaling it to zero does."""
 
     def post(self, request: Request, pk: int) -> Response:
         workload_scale_withdraw(user=request.user, workload_id=pk)

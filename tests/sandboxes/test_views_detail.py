@@ -439,7 +439,9 @@ def test_unsharing_one_is_not_refused_because_another_it_stays_shared_with_has_l
     assert list(sandbox.shared_with.values_list("username", flat=True)) == ["carol"]
 
 
-def test_opening_the_page_a_notice_points_at_reads_the_notice(researcher_client, researcher, team, whole_gpus):
+def test_opening_the_page_a_notice_points_at_reads_the_notice(
+    researcher_client, researcher, team, whole_gpus
+):
     from portal.accounts.models import Notification
     from portal.accounts.services import notify
     from tests.rows import HTMX, make_sandbox
