@@ -32,9 +32,14 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = ("name", "driver", "mig_mode", "mig_change_policy", "last_discovery_at")
 
 
+# What the node agents read: an admin clears health with GpuAdmin's action, which audits it.
+GPU_AGENT_FIELDS = ("health", "health_detail", "mismatch", "correction", "corrected_at", "seen_at")
+
+
 class GpuInline(admin.TabularInline):
     model = Gpu
     extra = 0
+    readonly_fields = GPU_AGENT_FIELDS  # as on GpuAdmin: a node's save must not undo or fake them
 
 
 @admin.register(Node)
@@ -60,8 +65,7 @@ class GpuAdmin(admin.ModelAdmin):
     )
     list_filter = ("health", "gpu_type", "mig_enabled")
     search_fields = ("uuid", "node__name")
-    # What the node agents read: an admin clears health with the action, which audits it.
-    readonly_fields = ("health", "health_detail", "mismatch", "correction", "corrected_at", "seen_at")
+    readonly_fields = GPU_AGENT_FIELDS
     actions = ["clear_health"]
 
     @admin.action(description="Clear lost / XID health: offer the GPUs to placement again")

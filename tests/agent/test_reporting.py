@@ -222,3 +222,6 @@ def test_a_gpu_with_xid_errors_leaves_placement_until_an_admin_clears_it(fleet, 
     assert Gpu.objects.get(pk=gpu.pk).health == "ok"
     assert gpu.pk in {view.gpu_id for view in gpu_snapshot()}
     assert AuditEvent.objects.filter(action="gpu.cleared", detail__contains="XID 79").exists()
+    # the node's page lists its GPUs' health read-only: only the audited action clears it
+    node_page = admin_client.get(f"/admin/fleet/node/{gpu.node_id}/change/").content.decode()
+    assert 'name="gpus-0-index"' in node_page and 'name="gpus-0-health"' not in node_page
