@@ -42,6 +42,13 @@ def test_admins_see_slices_at_their_start_with_profile_and_holder(
     assert "1g.10gb: 8" in page  # every MIG GPU can still take a 1g.10gb
 
 
+def test_a_gpu_out_of_placement_for_its_health_is_not_shown_free(admin_client, fleet, whole_gpus):
+    Gpu.objects.filter(pk=whole_gpus[1].pk).update(health="xid", health_detail="XID 79")
+    page = admin_client.get("/fleet/").content.decode()
+    assert page.count('class="slice whole free-whole at-1 span-8"><small>free</small>') == 7
+    assert "<small>not offered: " in page
+
+
 def test_the_board_refreshes_itself_as_a_fragment(admin_client, fleet):
     page = admin_client.get("/fleet/", **HTMX).content.decode()
 
