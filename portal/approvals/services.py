@@ -143,7 +143,7 @@ def approvals_remind_waiting(*, now: datetime | None = None) -> list[int]:
                 approval=approval,
                 message=f"Reminder: {_asked(approval)} has waited {hours} h for a decision.",
                 kind=NotificationKind.APPROVAL_REMINDER,
-                email_subject="Reminder: a GPU request awaits your approval",
+                reminder=True,
             )
         reminded.append(approval.pk)
     return reminded

@@ -48,7 +48,9 @@ def test_one_reminder_per_interval_to_the_leads_with_email(run_jobs, waiting, le
         "Reminder: alice's request for 4x h100-80gb (big, team Vision) for 48 h, $1,320.96 at most, "
         "has waited 6 h for a decision."
     ]
-    assert [m.subject for m in mail.outbox] == ["Reminder: a GPU request awaits your approval"]
+    assert [m.subject for m in mail.outbox] == [
+        "Reminder: alice asks for sandbox big (team Vision): your approval"
+    ]
     assert "/act/" in mail.outbox[0].body
     with time_machine.travel(start + timedelta(hours=11), tick=False):
         assert run_jobs(approvals_remind_waiting) == []

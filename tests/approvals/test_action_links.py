@@ -40,6 +40,8 @@ def test_the_approval_email_carries_the_leads_own_approve_and_reject_links(big_r
     """Each link reads back as this lead's action on this approval (its signature carries the
     second it was made, so the link is not compared with one made again here)."""
     [message] = [m for m in mail.outbox if m.to == [lead.email]]
+    workload = big_request.workload
+    assert message.subject == f"alice asks for sandbox {workload.name} (team Vision): your approval"
     links = dict(
         line.split(": ", 1)
         for line in message.body.splitlines()

@@ -194,7 +194,7 @@ def test_approving_a_scale_request_checks_the_quota_again(run_jobs, fleet, catal
 
 
 def test_a_scale_waiting_for_a_lead_is_withdrawn_or_made_moot_by_scaling_at_once(
-    run_jobs, fleet, catalog, team, researcher, lead
+    run_jobs, fleet, catalog, team, researcher, lead, django_capture_on_commit_callbacks
 ):
     from portal.workloads.selectors import workload_allowed_actions
     from portal.workloads.services import workload_scale_withdraw
@@ -203,9 +203,15 @@ def test_a_scale_waiting_for_a_lead_is_withdrawn_or_made_moot_by_scaling_at_once
     assert "withdraw_scale" not in workload_allowed_actions(Workload.objects.get(pk=workload.pk))
     with pytest.raises(Conflict, match="No scale of deployment"):
         workload_scale_withdraw(user=researcher, workload_id=workload.pk)
-    deployment_scale(user=researcher, deployment_id=workload.pk, replicas=3)  # needs a lead
+    with django_capture_on_commit_callbacks(execute=True):
+        deployment_scale(user=researcher, deployment_id=workload.pk, replicas=3)  # needs a lead
     waiting = Approval.objects.get(workload=workload, kind=Approval.Kind.SCALE)
     assert "withdraw_scale" in workload_allowed_actions(Workload.objects.get(pk=workload.pk))
+    from django.core import mail
+
+    assert f"alice asks to scale deployment {workload.name} (team Vision): your approval" in [
+        m.subject for m in mail.outbox
+    ]  # whose ask, for what: several in an inbox tell apart
 
     workload_scale_withdraw(user=researcher, workload_id=workload.pk)
     waiting.refresh_from_db()

@@ -195,11 +195,18 @@ def tell_deciders(
     approval: Approval,
     message: str,
     kind: str = "approval_request",
-    email_subject: str = "GPU request awaits your approval",
+    reminder: bool = False,
 ) -> None:
     """Tell the team's leads (or, with none but the requester, the admins) that a request waits:
     each by their own channels, with one-time approve and reject links in the e-mail and their
-    webhook message; and the team's webhook once."""
+    webhook message; and the team's webhook once. The e-mail's subject names who asks for what,
+    so that several in an inbox tell apart."""
+    asked = {Approval.Kind.EXTEND: "more time for", Approval.Kind.SCALE: "to scale"}.get(approval.kind, "")
+    workload = approval.workload
+    email_subject = (
+        f"{'Reminder: ' if reminder else ''}{approval.requested_by.username} asks {asked + ' ' if asked else 'for '}"
+        f"{workload.kind} {workload.name} (team {approval.team.name}): your approval"
+    )
     deciders = [lead for lead in team_leads(approval.team) if lead.pk != approval.requested_by_id]
     if not deciders:
         deciders = list(User.objects.filter(is_staff=True).exclude(pk=approval.requested_by_id))
