@@ -16,7 +16,7 @@ from portal.core.errors import Conflict
 from portal.deployments.services import deployment_apply_scale, deployment_scale
 from portal.workloads.models import Workload, WorkloadKind, WorkloadState
 from portal.workloads.selectors import workload_get_for
-from portal.workloads.services import IdleSweep, workload_scale_superseded, workloads_idle_sweep
+from portal.workloads.services import IdleSweep, workloads_idle_sweep
 
 
 def deployments_idle_sweep(*, now: datetime | None = None) -> IdleSweep:
@@ -34,7 +34,6 @@ def _scale_to_zero(deployment: Workload, now: datetime) -> None:
     team, before = deployment.team, locked.replicas
     Workload.objects.filter(pk=locked.pk).update(idle_parked_replicas=before, idle_warned_at=None)
     locked.idle_parked_replicas, locked.idle_warned_at = before, None
-    workload_scale_superseded(workload=locked, actor=None, replicas=0, now=now)
     deployment_apply_scale(workload=locked, replicas=0, actor=None, now=now)
     detail = (
         f"scaled from {before} replicas to zero: its GPUs were idle past the warning and "

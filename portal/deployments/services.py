@@ -202,15 +202,13 @@ def deployment_scale(
         workload_scale_superseded(workload=workload, actor=user, replicas=replicas, now=now)
         return workload
     if replicas < workload.replicas:
-        workload_scale_superseded(workload=workload, actor=user, replicas=replicas, now=now)
-        _scale_down(workload, replicas=replicas, actor=user, now=now)
+        deployment_apply_scale(workload=workload, replicas=replicas, actor=user, now=now)
         return workload
     refuse_owner_who_left(user=user, team=workload.team, owner=workload.owner, doing="scale up")
     team = _lock_team(workload)
     decision = scale_verdict(workload=workload, team=team, replicas=replicas, now=now).enforce()
     deciding_lead = user.pk != workload.owner_id and (user.is_platform_admin or is_lead(user=user, team=team))
     if decision.auto_approved or deciding_lead:
-        workload_scale_superseded(workload=workload, actor=user, replicas=replicas, now=now)
         deployment_apply_scale(workload=workload, replicas=replicas, actor=user, now=now)
         return workload
     if Approval.objects.filter(
@@ -247,7 +245,10 @@ def _lock_team(workload: Workload) -> Team:
 
 def deployment_apply_scale(*, workload: Workload, replicas: int, actor: User | None, now: datetime) -> None:
     """Place the added replicas now (all or none) and hand the deployment to the reconciler.
-    Quota is checked again here: a lead may approve long after the request was made."""
+    Quota is checked again here: a lead may approve long after the request was made. Any scale
+    still waiting for a lead is withdrawn: what is applied now supersedes it (the one a lead
+    approves is no longer waiting)."""
+    workload_scale_superseded(workload=workload, actor=actor, replicas=replicas, now=now)
     if replicas <= workload.replicas:
         _scale_down(workload, replicas=replicas, actor=actor, now=now)
         return
