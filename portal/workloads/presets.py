@@ -19,7 +19,7 @@ from django.utils.dateparse import parse_datetime
 from portal.accounts.models import Membership, Team, User
 from portal.accounts.selectors import is_lead
 from portal.audit.services import audit_record
-from portal.core.errors import NotAllowed, NotFound, ValidationFailed
+from portal.core.errors import Conflict, NotAllowed, NotFound, ValidationFailed
 from portal.workloads.models import Preset, WorkloadKind
 
 PRESETS_PER_OWNER = 50
@@ -134,17 +134,13 @@ def preset_body_for_use(*, user: User, preset: Preset) -> dict[str, Any]:
         ) from None
 
 
-def preset_named(*, user: User, kind: str, name: str, team: str | None = None) -> bool:
-    """Whether the user (or, with `team`, that team) has a preset of this kind and name already:
-    saving under it replaces it."""
-    scope = {"team__slug": team} if team else {"owner": user}
-    return Preset.objects.filter(kind=kind, name=(name or "").strip(), **scope).exists()
-
-
 @transaction.atomic
-def preset_save(*, user: User, kind: str, name: str, body: object, team: str | None = None) -> Preset:
+def preset_save(
+    *, user: User, kind: str, name: str, body: object, team: str | None = None, replace: bool = True
+) -> Preset:
     """Save a preset: personal, or team-wide when `team` is given (its leads only). Its body is
-    checked as a request; a name already used by the same owner is replaced."""
+    checked as a request; a name already used by the same owner is replaced, unless not to
+    `replace` (the page asks first: Conflict)."""
     name = (name or "").strip()
     if not name or len(name) > 60:
         raise ValidationFailed("Name the preset (1-60 characters).", fields={"name": ["1-60 characters"]})
@@ -157,6 +153,11 @@ def preset_save(*, user: User, kind: str, name: str, body: object, team: str | N
     checked.pop("name", None)  # each request names itself
     scope = {"team": owner_team} if owner_team else {"owner": user}
     existing = Preset.objects.filter(kind=kind, name=name, **scope).first()
+    if existing is not None and not replace:
+        raise Conflict(
+            f"A preset called {name} exists already: tick “Replace it” to save these settings over it, "
+            "or choose another name."
+        )
     if existing is None and Preset.objects.filter(kind=kind, **scope).count() >= PRESETS_PER_OWNER:
         raise ValidationFailed(f"At most {PRESETS_PER_OWNER} {kind} presets each; delete one first.")
     try:

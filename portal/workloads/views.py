@@ -31,7 +31,6 @@ from portal.workloads.presets import (
     preset_body_for_use,
     preset_check,
     preset_get_for,
-    preset_named,
     preset_save,
 )
 from portal.workloads.selectors import (
@@ -275,17 +274,10 @@ def save_form_as_preset(request: HttpRequest, form: Any, *, kind: str, body: dic
     when the POST says so (`preset_replace`): the page never loses one unasked. Whether it was saved."""
     name = request.POST.get("preset_name", "")
     team = form.cleaned_data["team"] if request.POST.get("preset_team") else None
-    if not request.POST.get("preset_replace") and preset_named(
-        user=request.user, kind=kind, name=name, team=team
-    ):
-        messages.error(
-            request,
-            f"A preset called {name.strip()} exists already: tick “Replace it” to save these settings over it, "
-            "or choose another name.",
-        )
-        return False
+    replace = bool(request.POST.get("preset_replace"))
     preset = run_service(
-        request, lambda: preset_save(user=request.user, kind=kind, name=name, team=team, body=body)
+        request,
+        lambda: preset_save(user=request.user, kind=kind, name=name, team=team, body=body, replace=replace),
     )
     if preset is not None:
         messages.success(request, f"Saved preset {preset.name} ({preset.scope}).")
